@@ -1,0 +1,431 @@
+//! Batch matching: every near-duplicate pair, and clusters, among a whole set of
+//! fingerprints.
+//!
+//! Per table of the [`Layout`]: permute every fingerprint, radix-sort on the leading bits
+//! only, and compare the fingerprints inside each run of equal leading bits. A pair within
+//! the distance shows up in every table whose leading blocks avoid the blocks where it
+//! differs; it is reported only by the first of them (decided from the pair's XOR alone),
+//! so each pair comes out once without a global set of seen pairs.
+//!
+//! Exact duplicates are collapsed before matching ([`Distinct`], [`Indexed`]): a set made
+//! of a million copies of one fingerprint is one node, not half a trillion pairs. Memory is
+//! the distinct fingerprints, one permuted copy and one radix scratch buffer (24 bytes per
+//! fingerprint), whatever the number of tables or threads; pairs stream to a sink.
+
+mod radix;
+mod union_find;
+
+pub(crate) use radix::{lsd_passes, partition_bits};
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::tables::{Layout, Table};
+use radix::Keyed;
+use union_find::UnionFind;
+
+/// A set of distinct fingerprints, sorted: the input of seomoz-style matching, where
+/// results are fingerprint values and exact duplicates are not pairs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Distinct {
+    values: Vec<u64>,
+}
+
+impl Distinct {
+    /// Sorts and deduplicates `fps` in place (radix sort; peak memory twice the input).
+    pub fn from_vec(mut fps: Vec<u64>) -> Result<Distinct> {
+        let mut scratch = vec![0u64; fps.len()];
+        radix::sort(&mut fps, &mut scratch);
+        drop(scratch);
+        fps.dedup();
+        if fps.len() < fps.capacity() / 2 {
+            fps.shrink_to_fit();
+        }
+        check_count(fps.len())?;
+        Ok(Distinct { values: fps })
+    }
+
+    /// The distinct values of `fps`.
+    pub fn from_slice(fps: &[u64]) -> Result<Distinct> {
+        Distinct::from_vec(fps.to_vec())
+    }
+
+    /// The fingerprints, in increasing order.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.values
+    }
+
+    /// How many distinct fingerprints.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn index_of(&self, fp: u64) -> u32 {
+        let i = self.values.partition_point(|&v| v < fp);
+        debug_assert_eq!(self.values.get(i), Some(&fp));
+        i as u32
+    }
+}
+
+fn check_count(n: usize) -> Result<()> {
+    if n > u32::MAX as usize {
+        return Err(Error::TooManyFingerprints {
+            got: n,
+            max: u32::MAX as usize,
+        });
+    }
+    Ok(())
+}
+
+/// Fingerprints by input position (document order), grouped by value: the input of
+/// document deduplication, where results are positions and exact duplicates are pairs at
+/// distance 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Indexed {
+    distinct: Distinct,
+    /// Positions of node `i` are `positions[starts[i]..starts[i + 1]]`, increasing.
+    starts: Vec<u32>,
+    positions: Vec<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Item {
+    value: u64,
+    position: u32,
+}
+
+impl Keyed for Item {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.value
+    }
+}
+
+impl Indexed {
+    /// Groups `fps` (position `i` is `fps[i]`) by value.
+    pub fn new(fps: &[u64]) -> Result<Indexed> {
+        check_count(fps.len())?;
+        let mut items: Vec<Item> = fps
+            .iter()
+            .zip(0u32..)
+            .map(|(&value, position)| Item { value, position })
+            .collect();
+        let mut scratch = items.clone();
+        radix::sort(&mut items, &mut scratch);
+        drop(scratch);
+        let mut values = Vec::new();
+        let mut starts = Vec::new();
+        let mut positions = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            if i == 0 || items[i - 1].value != item.value {
+                values.push(item.value);
+                starts.push(i as u32);
+            }
+            positions.push(item.position);
+        }
+        starts.push(items.len() as u32);
+        Ok(Indexed {
+            distinct: Distinct { values },
+            starts,
+            positions,
+        })
+    }
+
+    /// How many fingerprints (positions).
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// The distinct values.
+    pub fn distinct(&self) -> &Distinct {
+        &self.distinct
+    }
+
+    /// The positions holding the `node`-th distinct value, increasing.
+    pub fn positions(&self, node: usize) -> &[u32] {
+        &self.positions[self.starts[node] as usize..self.starts[node + 1] as usize]
+    }
+}
+
+/// A pair of input positions within the distance, `a < b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IndexedPair {
+    /// The smaller position.
+    pub a: usize,
+    /// The larger position.
+    pub b: usize,
+    /// Hamming distance of their fingerprints (0 for exact duplicates).
+    pub distance: u32,
+}
+
+/// Which part of the work a [`Progress`] report is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Matching: `done` of `total` tables scanned.
+    Tables,
+}
+
+/// A progress report: `done` of `total` units of `phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// What is being counted.
+    pub phase: Phase,
+    /// Units finished.
+    pub done: u64,
+    /// Units in all.
+    pub total: u64,
+}
+
+type ProgressFn = dyn Fn(Progress) + Send + Sync;
+
+/// Finds near-duplicates among a whole set of fingerprints with one [`Layout`].
+#[derive(Clone)]
+pub struct Matcher {
+    layout: Layout,
+    progress: Option<Arc<ProgressFn>>,
+}
+
+impl std::fmt::Debug for Matcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matcher")
+            .field("layout", &self.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Matcher {
+    /// A matcher for `layout`'s distance.
+    pub fn new(layout: Layout) -> Matcher {
+        Matcher {
+            layout,
+            progress: None,
+        }
+    }
+
+    /// Calls `f` as the work advances (from worker threads; keep it cheap).
+    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Matcher {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    /// The layout in use.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Every unordered pair of distinct fingerprints within the distance, once each, as
+    /// `(a, b)` with `a < b`, in a deterministic order. Stops at the first error of `sink`.
+    pub fn find_all<E>(
+        &self,
+        set: &Distinct,
+        mut sink: impl FnMut(u64, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let v = set.as_slice();
+        self.node_pairs(set, |pairs| {
+            pairs
+                .iter()
+                .try_for_each(|&(a, b)| sink(v[a as usize], v[b as usize]))
+        })
+    }
+
+    /// Connected components of the match graph with two or more fingerprints: each in
+    /// increasing order, ordered by their smallest fingerprint.
+    pub fn clusters(&self, set: &Distinct) -> Vec<Vec<u64>> {
+        let mut uf = UnionFind::new(set.len());
+        self.union_pairs(set, &mut uf);
+        let v = set.as_slice();
+        uf.sets(|size, _| size >= 2)
+            .into_iter()
+            .map(|c| c.into_iter().map(|i| v[i as usize]).collect())
+            .collect()
+    }
+
+    /// Every pair of positions whose fingerprints are within the distance, exact
+    /// duplicates included (distance 0), once each. Stops at the first error of `sink`.
+    ///
+    /// The output itself is quadratic in the size of a group of identical fingerprints;
+    /// use [`Matcher::clusters_indexed`] when components are what is wanted.
+    pub fn find_all_indexed<E>(
+        &self,
+        fps: &Indexed,
+        mut sink: impl FnMut(IndexedPair) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for node in 0..fps.distinct.len() {
+            let p = fps.positions(node);
+            for (i, &a) in p.iter().enumerate() {
+                for &b in &p[i + 1..] {
+                    sink(IndexedPair {
+                        a: a as usize,
+                        b: b as usize,
+                        distance: 0,
+                    })?;
+                }
+            }
+        }
+        let v = fps.distinct.as_slice();
+        self.node_pairs(&fps.distinct, |pairs| {
+            for &(x, y) in pairs {
+                let distance = crate::hamming::distance(v[x as usize], v[y as usize]);
+                for &a in fps.positions(x as usize) {
+                    for &b in fps.positions(y as usize) {
+                        let (a, b) = (a.min(b) as usize, a.max(b) as usize);
+                        sink(IndexedPair { a, b, distance })?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Connected components of positions (exact duplicates joined), two or more
+    /// positions each: each in increasing order, ordered by their smallest position.
+    /// Linear in the number of positions, however many copies a fingerprint has.
+    pub fn clusters_indexed(&self, fps: &Indexed) -> Vec<Vec<usize>> {
+        let mut uf = UnionFind::new(fps.distinct.len());
+        self.union_pairs(&fps.distinct, &mut uf);
+        let mut out: Vec<Vec<usize>> = uf
+            .sets(|size, node| size >= 2 || fps.positions(node as usize).len() >= 2)
+            .into_iter()
+            .map(|nodes| {
+                let mut c: Vec<usize> = nodes
+                    .into_iter()
+                    .flat_map(|n| fps.positions(n as usize))
+                    .map(|&p| p as usize)
+                    .collect();
+                c.sort_unstable();
+                c
+            })
+            .collect();
+        out.sort_unstable_by_key(|c| c[0]);
+        out
+    }
+
+    fn union_pairs(&self, set: &Distinct, uf: &mut UnionFind) {
+        let done: Result<(), std::convert::Infallible> = self.node_pairs(set, |pairs| {
+            for &(a, b) in pairs {
+                uf.union(a, b);
+            }
+            Ok(())
+        });
+        if let Err(never) = done {
+            match never {}
+        }
+    }
+
+    /// The engine: every pair of distinct fingerprints within the distance, once, as
+    /// indices into `set` with `a < b`, a batch at a time.
+    fn node_pairs<E>(
+        &self,
+        set: &Distinct,
+        mut sink: impl FnMut(&[(u32, u32)]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let values = set.as_slice();
+        let n = values.len();
+        let tables = self.layout.tables();
+        let report = |done: usize| {
+            if let Some(f) = &self.progress {
+                f(Progress {
+                    phase: Phase::Tables,
+                    done: done as u64,
+                    total: tables.len() as u64,
+                });
+            }
+        };
+        report(0);
+        if n < 2 {
+            report(tables.len());
+            return Ok(());
+        }
+        let k = self.layout.distance();
+        let mut keys = vec![0u64; n];
+        let mut scratch = vec![0u64; n];
+        for (t, table) in tables.iter().enumerate() {
+            let w = table.leading_bits();
+            let bits = partition_bits(n, w);
+            let bounds = radix::partition(values, &mut keys, bits, |x| table.permute(x));
+            let (lo, hi) = (64 - w, 64 - bits);
+            radix::map_tasks(
+                &mut keys,
+                &mut scratch,
+                &bounds,
+                |task| {
+                    let mut found = Vec::new();
+                    for (keys, scratch) in task.buckets() {
+                        radix::sort_bucket(keys, scratch, lo, hi);
+                        scan_runs(keys, lo, k, table, &mut found);
+                    }
+                    // Back to indices while still on the worker thread.
+                    found
+                        .into_iter()
+                        .map(|(x, y)| {
+                            let a = set.index_of(table.unpermute(x));
+                            let b = set.index_of(table.unpermute(y));
+                            (a.min(b), a.max(b))
+                        })
+                        .collect::<Vec<(u32, u32)>>()
+                },
+                |found: Vec<(u32, u32)>| sink(&found),
+            )?;
+            report(t + 1);
+        }
+        Ok(())
+    }
+}
+
+/// Compares every pair inside each run of keys that agree on their top `64 - lo` bits, and
+/// pushes the permuted pairs within `k` bits for which `table` is the first table.
+fn scan_runs(keys: &[u64], lo: u32, k: u32, table: &Table, out: &mut Vec<(u64, u64)>) {
+    let mut i = 0;
+    while i < keys.len() {
+        let head = keys[i] >> lo;
+        let mut j = i + 1;
+        while j < keys.len() && keys[j] >> lo == head {
+            j += 1;
+        }
+        let run = &keys[i..j];
+        for (x, &a) in run.iter().enumerate() {
+            for &b in &run[x + 1..] {
+                let diff = a ^ b;
+                // Popcount first: it rejects almost every candidate.
+                if diff.count_ones() <= k && table.is_first_for(diff) {
+                    out.push((a, b));
+                }
+            }
+        }
+        i = j;
+    }
+}
+
+/// Every pair of distinct values of `fps` within `distance` bits, `(a, b)` with `a < b`
+/// (seomoz `find_all`): the layout is checked, duplicates in `fps` are ignored.
+pub fn find_all(fps: &[u64], blocks: usize, distance: u32) -> Result<Vec<(u64, u64)>> {
+    let matcher = Matcher::new(Layout::new(blocks, distance)?);
+    let mut out = Vec::new();
+    let done: Result<(), std::convert::Infallible> =
+        matcher.find_all(&Distinct::from_slice(fps)?, |a, b| {
+            out.push((a, b));
+            Ok(())
+        });
+    if let Err(never) = done {
+        match never {}
+    }
+    Ok(out)
+}
+
+/// Clusters of distinct values of `fps` (seomoz `find_clusters`): connected components of
+/// two or more values, each increasing, ordered by their smallest value.
+pub fn clusters(fps: &[u64], blocks: usize, distance: u32) -> Result<Vec<Vec<u64>>> {
+    let matcher = Matcher::new(Layout::new(blocks, distance)?);
+    Ok(matcher.clusters(&Distinct::from_slice(fps)?))
+}

@@ -1,0 +1,51 @@
+//! The one error type of the core crate.
+
+/// What can go wrong in the core: every variant is a caller's choice that cannot work,
+/// never an I/O failure (the core does no I/O).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A table layout needs at least one block.
+    #[error("blocks must be at least 1")]
+    ZeroBlocks,
+    /// Each block must hold at least one of the 64 bits.
+    #[error("blocks must be at most 64, got {0}")]
+    TooManyBlocks(usize),
+    /// Two fingerprints within `distance` bits agree on `blocks - distance` blocks only when
+    /// that is at least one.
+    #[error("blocks ({blocks}) must be greater than distance ({distance})")]
+    BlocksNotAboveDistance {
+        /// Requested blocks.
+        blocks: usize,
+        /// Requested distance.
+        distance: u32,
+    },
+    /// C(blocks, distance) tables would not fit in any reasonable memory or time.
+    #[error(
+        "{blocks} blocks at distance {distance} need {tables} tables, more than the limit of {limit}"
+    )]
+    TooManyTables {
+        /// Requested blocks.
+        blocks: usize,
+        /// Requested distance.
+        distance: u32,
+        /// C(blocks, distance).
+        tables: u128,
+        /// [`crate::tables::MAX_TABLES`].
+        limit: usize,
+    },
+    /// Shingles need a window of at least one token.
+    #[error("Window size must be positive")]
+    InvalidWindow,
+    /// Batch matching numbers fingerprints with 32 bits.
+    #[error("at most {max} fingerprints per batch, got {got}")]
+    TooManyFingerprints {
+        /// Fingerprints given.
+        got: usize,
+        /// The limit, `u32::MAX`.
+        max: usize,
+    },
+}
+
+/// `Result` with the core's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,142 @@
+//! The bit-voting kernel: 64 counters, one per bit position, each counting how many
+//! feature hashes have that bit set; output bit `i` is 1 when more than half do.
+//!
+//! Counting bit `i` of every hash one at a time costs 64 branches per feature. Instead the
+//! 64 counters are kept *bit-sliced*: `planes[j]` holds bit `j` of all 64 counters, so adding
+//! a hash is a ripple-carry add of one word into the planes. Carry-save adders first fold
+//! sixteen hashes into one-, two-, four- and eight-weight words (Harley–Seal), so only one
+//! word in sixteen reaches the planes. The final majority test is a bit-sliced comparison of
+//! all 64 counters against `n / 2` at once: `O(log n)` word operations, no per-bit loop.
+
+/// Sum and carry of three words, bitwise (a full adder on each of the 64 lanes).
+#[inline(always)]
+fn csa(a: u64, b: u64, c: u64) -> (u64, u64) {
+    let u = a ^ b;
+    (u ^ c, (a & b) | (u & c))
+}
+
+/// 64 bit-sliced counters: bit `i` of `planes[j]` is bit `j` of counter `i`.
+struct Counters {
+    planes: [u64; 64],
+}
+
+impl Counters {
+    fn new() -> Counters {
+        Counters { planes: [0; 64] }
+    }
+
+    /// Adds `x << weight` to the counters: ripple carry from plane `weight` up.
+    #[inline(always)]
+    fn add(&mut self, mut x: u64, weight: usize) {
+        let mut j = weight;
+        while x != 0 {
+            let carry = self.planes[j] & x;
+            self.planes[j] ^= x;
+            x = carry;
+            j += 1;
+        }
+    }
+
+    /// Bit `i` set when counter `i` is greater than `t`, given no counter exceeds `max`.
+    fn greater_than(&self, t: u64, max: u64) -> u64 {
+        // From the top plane down: `gt` lanes are already known greater, `eq` lanes equal
+        // so far. Planes above the bit length of `max` are all zero and change nothing.
+        let (mut gt, mut eq) = (0u64, u64::MAX);
+        for j in (0..64 - max.leading_zeros() as usize).rev() {
+            let p = self.planes[j];
+            if (t >> j) & 1 == 1 {
+                eq &= p;
+            } else {
+                gt |= eq & p;
+                eq &= !p;
+            }
+        }
+        gt
+    }
+}
+
+/// The simhash of `hashes`: bit `i` is 1 when more than half of the hashes have bit `i`
+/// set (a tie gives 0; no hashes give 0).
+pub fn simhash(hashes: &[u64]) -> u64 {
+    let mut c = Counters::new();
+    let (mut ones, mut twos, mut fours, mut eights) = (0u64, 0u64, 0u64, 0u64);
+    let mut chunks = hashes.chunks_exact(16);
+    for h in &mut chunks {
+        let (twos_a, fours_a, eights_a);
+        let (twos_b, fours_b, eights_b);
+        let sixteens;
+        (ones, twos_a) = csa(ones, h[0], h[1]);
+        (ones, twos_b) = csa(ones, h[2], h[3]);
+        (twos, fours_a) = csa(twos, twos_a, twos_b);
+        let (twos_c, twos_d);
+        (ones, twos_c) = csa(ones, h[4], h[5]);
+        (ones, twos_d) = csa(ones, h[6], h[7]);
+        let fours_b0;
+        (twos, fours_b0) = csa(twos, twos_c, twos_d);
+        (fours, eights_a) = csa(fours, fours_a, fours_b0);
+        let (twos_e, twos_f, twos_g, twos_h);
+        (ones, twos_e) = csa(ones, h[8], h[9]);
+        (ones, twos_f) = csa(ones, h[10], h[11]);
+        (twos, fours_b) = csa(twos, twos_e, twos_f);
+        (ones, twos_g) = csa(ones, h[12], h[13]);
+        (ones, twos_h) = csa(ones, h[14], h[15]);
+        let fours_c;
+        (twos, fours_c) = csa(twos, twos_g, twos_h);
+        (fours, eights_b) = csa(fours, fours_b, fours_c);
+        (eights, sixteens) = csa(eights, eights_a, eights_b);
+        c.add(sixteens, 4);
+    }
+    for &h in chunks.remainder() {
+        c.add(h, 0);
+    }
+    c.add(ones, 0);
+    c.add(twos, 1);
+    c.add(fours, 2);
+    c.add(eights, 3);
+    let n = hashes.len() as u64;
+    c.greater_than(n / 2, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The definition, one bit at a time.
+    fn naive(hashes: &[u64]) -> u64 {
+        let mut out = 0;
+        for i in 0..64 {
+            let ones = hashes.iter().filter(|&&h| (h >> i) & 1 == 1).count();
+            if ones * 2 > hashes.len() {
+                out |= 1 << i;
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn matches_definition(hashes in proptest::collection::vec(any::<u64>(), 0..200)) {
+            prop_assert_eq!(simhash(&hashes), naive(&hashes));
+        }
+
+        #[test]
+        fn matches_definition_on_biased_bits(
+            hashes in proptest::collection::vec(any::<u64>(), 0..600),
+            mask in any::<u64>(),
+        ) {
+            // Ties and near-ties on some bits, unanimity on others.
+            let hashes: Vec<u64> = hashes.iter().map(|h| h & mask).collect();
+            prop_assert_eq!(simhash(&hashes), naive(&hashes));
+        }
+    }
+
+    #[test]
+    fn large_counts() {
+        let hashes: Vec<u64> = (0..100_003u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        assert_eq!(simhash(&hashes), naive(&hashes));
+        assert_eq!(simhash(&vec![u64::MAX; 70_000]), u64::MAX);
+    }
+}

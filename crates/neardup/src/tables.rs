@@ -1,0 +1,346 @@
+//! Block layouts and table permutations (Manku, Jain and Das Sarma, WWW 2007).
+//!
+//! Cut the 64 bits into `m` blocks. Two fingerprints within `k` bits differ in at most `k`
+//! blocks, so they agree exactly on at least `m − k` of them. For every choice of `m − k`
+//! blocks there is a *table*: a permutation that moves those blocks to the most significant
+//! end. Sorted by their permuted value, fingerprints that agree on a table's leading blocks sit
+//! side by side, so a near-duplicate is found by scanning one short run per table.
+//!
+//! Block widths, table order and permutations are bit-for-bit those of seomoz simhash-py and
+//! simhash-cpp: block `i` covers bits `[i·64/m, (i+1)·64/m)`; tables enumerate the chosen
+//! block sets in lexicographic order; a table puts its chosen blocks first (lowest block
+//! number at the top), then the others in increasing order, keeping the bit order inside
+//! each block.
+
+pub mod planner;
+
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// The most tables a layout may have. C(64, 3) = 41,664 fits; C(20, 10) = 184,756 does not.
+pub const MAX_TABLES: usize = 100_000;
+
+/// C(blocks, distance): how many tables a layout has (saturating at `u128::MAX`).
+pub fn num_tables(blocks: usize, distance: u32) -> u128 {
+    let (n, k) = (blocks as u128, distance as u128);
+    if k > n {
+        return 0;
+    }
+    let k = k.min(n - k);
+    (0..k).fold(1u128, |acc, i| {
+        acc.checked_mul(n - i).map_or(u128::MAX, |x| x / (i + 1))
+    })
+}
+
+/// Bits `[lo, hi)` of block `index` of `blocks`.
+pub fn block_bits(blocks: usize, index: usize) -> Range<u32> {
+    let lo = index * 64 / blocks;
+    let hi = (index + 1) * 64 / blocks;
+    lo as u32..hi as u32
+}
+
+fn bit_mask(bits: Range<u32>) -> u64 {
+    let width = bits.end - bits.start;
+    if width == 64 {
+        u64::MAX
+    } else {
+        ((1u64 << width) - 1) << bits.start
+    }
+}
+
+/// Mask of the top `bits` bits.
+pub(crate) fn top_mask(bits: u32) -> u64 {
+    if bits == 0 {
+        0
+    } else {
+        u64::MAX << (64 - bits)
+    }
+}
+
+/// How many blocks: a fixed number, or chosen by the [`planner`] from the workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Blocks {
+    /// Let the planner choose from the number of fingerprints and the distance.
+    #[default]
+    Auto,
+    /// Exactly this many blocks.
+    Fixed(usize),
+}
+
+impl FromStr for Blocks {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(Blocks::Auto);
+        }
+        s.parse::<usize>()
+            .map(Blocks::Fixed)
+            .map_err(|_| format!("expected a number of blocks or 'auto', got '{s}'"))
+    }
+}
+
+impl fmt::Display for Blocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blocks::Auto => f.write_str("auto"),
+            Blocks::Fixed(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// One piece of a permutation: the bits of `mask`, rotated left by `rotate`.
+///
+/// Blocks that move by the same amount share one `Move`, so a table permutes a fingerprint
+/// in at most `blocks` mask-rotate-or steps and often far fewer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Move {
+    mask: u64,
+    rotate: u32,
+}
+
+fn apply(moves: &[Move], x: u64) -> u64 {
+    moves
+        .iter()
+        .fold(0, |acc, m| acc | (x & m.mask).rotate_left(m.rotate))
+}
+
+/// One table: which blocks lead, and the permutation that puts them first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    /// Bit `b` set when block `b` is one of the leading blocks.
+    leading: u64,
+    leading_bits: u32,
+    forward: Vec<Move>,
+    backward: Vec<Move>,
+    /// Masks, in permuted space, of the blocks below the last leading block that are not
+    /// leading: a pair is reported by this table only if it differs in each of them.
+    gaps: Vec<u64>,
+}
+
+impl Table {
+    fn new(blocks: usize, chosen: &[usize]) -> Table {
+        let mut leading = 0u64;
+        for &b in chosen {
+            leading |= 1 << b;
+        }
+        let others = (0..blocks).filter(|b| leading & (1 << b) == 0);
+        let mut forward: Vec<Move> = Vec::new();
+        let mut dest = vec![0u64; blocks];
+        let mut top = 64u32;
+        for b in chosen.iter().copied().chain(others) {
+            let bits = block_bits(blocks, b);
+            let lo = top - (bits.end - bits.start);
+            let rotate = (lo + 64 - bits.start) % 64;
+            let mask = bit_mask(bits);
+            dest[b] = mask.rotate_left(rotate);
+            match forward.iter_mut().find(|m| m.rotate == rotate) {
+                Some(m) => m.mask |= mask,
+                None => forward.push(Move { mask, rotate }),
+            }
+            top = lo;
+        }
+        let backward = forward
+            .iter()
+            .map(|m| Move {
+                mask: m.mask.rotate_left(m.rotate),
+                rotate: (64 - m.rotate) % 64,
+            })
+            .collect();
+        let last = chosen.last().copied().unwrap_or(0);
+        let gaps = (0..last)
+            .filter(|b| leading & (1 << b) == 0)
+            .map(|b| dest[b])
+            .collect();
+        let leading_bits = chosen
+            .iter()
+            .map(|&b| block_bits(blocks, b).len() as u32)
+            .sum();
+        Table {
+            leading,
+            leading_bits,
+            forward,
+            backward,
+            gaps,
+        }
+    }
+
+    /// The fingerprint with this table's leading blocks moved to the most significant end.
+    #[inline]
+    pub fn permute(&self, x: u64) -> u64 {
+        apply(&self.forward, x)
+    }
+
+    /// The inverse of [`Table::permute`].
+    #[inline]
+    pub fn unpermute(&self, y: u64) -> u64 {
+        apply(&self.backward, y)
+    }
+
+    /// How many bits the leading blocks span.
+    pub fn leading_bits(&self) -> u32 {
+        self.leading_bits
+    }
+
+    /// Mask of the leading blocks in permuted space: two fingerprints share this table's run
+    /// when their permuted values agree under it (seomoz's `search_mask`).
+    pub fn search_mask(&self) -> u64 {
+        top_mask(self.leading_bits)
+    }
+
+    /// The leading blocks, in increasing order.
+    pub fn leading_blocks(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..64).filter(move |b| self.leading & (1 << b) != 0)
+    }
+
+    /// `map[i]` is the bit that source bit `i` moves to.
+    pub fn bit_map(&self) -> [u32; 64] {
+        std::array::from_fn(|i| self.permute(1 << i).trailing_zeros())
+    }
+
+    /// Whether a pair whose permuted values differ by `diff` (and agree on the leading
+    /// blocks) is reported by this table: it is the first table, in table order, whose
+    /// leading blocks avoid every block where the pair differs.
+    #[inline]
+    pub(crate) fn is_first_for(&self, diff: u64) -> bool {
+        self.gaps.iter().all(|&g| diff & g != 0)
+    }
+}
+
+/// A block layout for one distance: `blocks` blocks and their C(blocks, distance) tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    blocks: usize,
+    distance: u32,
+    tables: Vec<Table>,
+}
+
+impl Layout {
+    /// The layout of `blocks` blocks for matches within `distance` bits.
+    ///
+    /// Errors when `blocks` is 0 or above 64, not above `distance`, or needs more than
+    /// [`MAX_TABLES`] tables.
+    pub fn new(blocks: usize, distance: u32) -> Result<Layout> {
+        if blocks == 0 {
+            return Err(Error::ZeroBlocks);
+        }
+        if blocks > 64 {
+            return Err(Error::TooManyBlocks(blocks));
+        }
+        if blocks <= distance as usize {
+            return Err(Error::BlocksNotAboveDistance { blocks, distance });
+        }
+        let tables = num_tables(blocks, distance);
+        if tables > MAX_TABLES as u128 {
+            return Err(Error::TooManyTables {
+                blocks,
+                distance,
+                tables,
+                limit: MAX_TABLES,
+            });
+        }
+        let lead = blocks - distance as usize;
+        let mut chosen: Vec<usize> = (0..lead).collect();
+        let mut out = Vec::with_capacity(tables as usize);
+        loop {
+            out.push(Table::new(blocks, &chosen));
+            // Next lead-subset of 0..blocks in lexicographic order.
+            let Some(i) = (0..lead).rev().find(|&i| chosen[i] < blocks - lead + i) else {
+                break;
+            };
+            chosen[i] += 1;
+            for j in i + 1..lead {
+                chosen[j] = chosen[j - 1] + 1;
+            }
+        }
+        Ok(Layout {
+            blocks,
+            distance,
+            tables: out,
+        })
+    }
+
+    /// The layout for `n` fingerprints in a batch: `blocks` as given, or from
+    /// [`planner::batch`] when [`Blocks::Auto`].
+    pub fn for_batch(blocks: Blocks, n: usize, distance: u32) -> Result<Layout> {
+        match blocks {
+            Blocks::Fixed(m) => Layout::new(m, distance),
+            Blocks::Auto => Layout::new(planner::batch(n, distance)?.blocks, distance),
+        }
+    }
+
+    /// Number of blocks.
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+
+    /// The largest Hamming distance this layout finds.
+    pub fn distance(&self) -> u32 {
+        self.distance
+    }
+
+    /// The tables, in seomoz order.
+    pub fn tables(&self) -> &[Table] {
+        &self.tables
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_tables() {
+        assert_eq!(num_tables(4, 3), 4);
+        assert_eq!(num_tables(6, 3), 20);
+        assert_eq!(num_tables(64, 63), 64);
+        assert_eq!(num_tables(64, 32), 1_832_624_140_942_590_534);
+        assert_eq!(num_tables(3, 4), 0);
+    }
+
+    #[test]
+    fn rejects_bad_layouts() {
+        assert_eq!(Layout::new(0, 0), Err(Error::ZeroBlocks));
+        assert_eq!(Layout::new(65, 3), Err(Error::TooManyBlocks(65)));
+        assert_eq!(
+            Layout::new(3, 3),
+            Err(Error::BlocksNotAboveDistance {
+                blocks: 3,
+                distance: 3
+            })
+        );
+        assert!(matches!(
+            Layout::new(64, 10),
+            Err(Error::TooManyTables { .. })
+        ));
+    }
+
+    #[test]
+    fn permutations_invert() {
+        for (m, k) in [(2, 1), (5, 3), (7, 2), (64, 63), (64, 1), (13, 4)] {
+            let layout = Layout::new(m, k).unwrap();
+            assert_eq!(layout.tables().len() as u128, num_tables(m, k));
+            for t in layout.tables() {
+                for x in [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_babe] {
+                    assert_eq!(t.unpermute(t.permute(x)), x);
+                }
+                let mut seen = 0u64;
+                for bit in t.bit_map() {
+                    seen |= 1 << bit;
+                }
+                assert_eq!(seen, u64::MAX, "a permutation hits every bit");
+            }
+        }
+    }
+
+    #[test]
+    fn parses_blocks() {
+        assert_eq!("auto".parse::<Blocks>(), Ok(Blocks::Auto));
+        assert_eq!("6".parse::<Blocks>(), Ok(Blocks::Fixed(6)));
+        assert!("six".parse::<Blocks>().is_err());
+        assert_eq!(Blocks::Fixed(5).to_string(), "5");
+    }
+}

@@ -1,0 +1,279 @@
+//! Batch matching against a brute-force oracle, over every kind of layout and input that
+//! stresses it, and against the seomoz reference outputs.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use neardup::batch::{self, Distinct, Indexed, IndexedPair, Matcher};
+use neardup::tables::{num_tables, Layout};
+use proptest::prelude::*;
+
+/// Every pair of distinct values within `k` bits, `(a, b)` with `a < b`.
+fn oracle_pairs(fps: &[u64], k: u32) -> BTreeSet<(u64, u64)> {
+    let set: BTreeSet<u64> = fps.iter().copied().collect();
+    let v: Vec<u64> = set.into_iter().collect();
+    let mut out = BTreeSet::new();
+    for i in 0..v.len() {
+        for j in i + 1..v.len() {
+            if (v[i] ^ v[j]).count_ones() <= k {
+                out.insert((v[i], v[j]));
+            }
+        }
+    }
+    out
+}
+
+/// Connected components of `nodes` under `edges`, two or more members, each sorted,
+/// ordered by first member.
+fn oracle_components<T: Ord + Copy>(nodes: &[T], edges: &[(T, T)]) -> Vec<Vec<T>> {
+    let mut comps: Vec<BTreeSet<T>> = nodes.iter().map(|&n| BTreeSet::from([n])).collect();
+    for &(a, b) in edges {
+        let ia = comps.iter().position(|c| c.contains(&a)).unwrap();
+        let ib = comps.iter().position(|c| c.contains(&b)).unwrap();
+        if ia != ib {
+            let moved = comps.swap_remove(ia.max(ib));
+            comps[ia.min(ib)].extend(moved);
+        }
+    }
+    let mut out: Vec<Vec<T>> = comps
+        .into_iter()
+        .filter(|c| c.len() >= 2)
+        .map(|c| c.into_iter().collect())
+        .collect();
+    out.sort();
+    out
+}
+
+fn run_find_all(fps: &[u64], layout: &Layout) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    Matcher::new(layout.clone())
+        .find_all(&Distinct::from_slice(fps).unwrap(), |a, b| {
+            out.push((a, b));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    out
+}
+
+fn run_indexed(fps: &[u64], layout: &Layout) -> Vec<IndexedPair> {
+    let mut out = Vec::new();
+    Matcher::new(layout.clone())
+        .find_all_indexed(&Indexed::new(fps).unwrap(), |p| {
+            out.push(p);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    out
+}
+
+/// Checks every batch entry point on `fps` against the oracles.
+fn check(fps: &[u64], layout: &Layout) -> Result<(), TestCaseError> {
+    let k = layout.distance();
+    let at = format!("blocks {} distance {k}", layout.blocks());
+
+    // Value pairs: each once, a < b, exactly the oracle's.
+    let got = run_find_all(fps, layout);
+    let expected = oracle_pairs(fps, k);
+    prop_assert!(got.iter().all(|(a, b)| a < b), "{}: order", at);
+    let got_set: BTreeSet<(u64, u64)> = got.iter().copied().collect();
+    prop_assert_eq!(got.len(), got_set.len(), "{}: a pair came out twice", at);
+    prop_assert_eq!(&got_set, &expected, "{}", at);
+
+    // Value clusters.
+    let distinct: Vec<u64> = fps
+        .iter()
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let edges: Vec<(u64, u64)> = expected.iter().copied().collect();
+    let clusters = Matcher::new(layout.clone()).clusters(&Distinct::from_slice(fps).unwrap());
+    prop_assert_eq!(
+        clusters,
+        oracle_components(&distinct, &edges),
+        "{}: clusters",
+        at
+    );
+
+    // Position pairs: exact duplicates included at distance 0.
+    let mut expected_idx = BTreeSet::new();
+    for i in 0..fps.len() {
+        for j in i + 1..fps.len() {
+            let d = (fps[i] ^ fps[j]).count_ones();
+            if d <= k {
+                expected_idx.insert(IndexedPair {
+                    a: i,
+                    b: j,
+                    distance: d,
+                });
+            }
+        }
+    }
+    let got = run_indexed(fps, layout);
+    let got_set: BTreeSet<IndexedPair> = got.iter().copied().collect();
+    prop_assert_eq!(
+        got.len(),
+        got_set.len(),
+        "{}: an indexed pair came out twice",
+        at
+    );
+    prop_assert_eq!(&got_set, &expected_idx, "{}: indexed", at);
+
+    // Position clusters.
+    let positions: Vec<usize> = (0..fps.len()).collect();
+    let edges: Vec<(usize, usize)> = expected_idx.iter().map(|p| (p.a, p.b)).collect();
+    let clusters = Matcher::new(layout.clone()).clusters_indexed(&Indexed::new(fps).unwrap());
+    prop_assert_eq!(
+        clusters,
+        oracle_components(&positions, &edges),
+        "{}: indexed clusters",
+        at
+    );
+    Ok(())
+}
+
+/// A valid layout: any distance, any block count up to 64 whose table count stays small
+/// enough for a test.
+fn layout() -> impl Strategy<Value = Layout> {
+    (0u32..64, 1usize..=64)
+        .prop_filter("blocks > distance", |&(k, m)| m > k as usize)
+        .prop_filter("few enough tables", |&(k, m)| num_tables(m, k) <= 3000)
+        .prop_map(|(k, m)| Layout::new(m, k).unwrap())
+}
+
+/// Fingerprints built to collide: a few bases, each with variants a few bits away (dense
+/// clusters), exact copies, random values, and the all-zero / all-one fingerprints.
+fn fingerprints() -> impl Strategy<Value = Vec<u64>> {
+    let bases = prop::collection::vec(prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()], 1..5);
+    let variants = prop::collection::vec(
+        (
+            any::<prop::sample::Index>(),
+            prop::collection::vec(0u32..64, 0..6),
+        ),
+        0..60,
+    );
+    let random = prop::collection::vec(any::<u64>(), 0..10);
+    (bases, variants, random).prop_map(|(bases, variants, random)| {
+        let mut out: Vec<u64> = bases.clone();
+        for (base, flips) in variants {
+            let mut v = *base.get(&bases);
+            for bit in flips {
+                v ^= 1 << bit;
+            }
+            out.push(v);
+        }
+        out.extend(random);
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn matches_oracle(layout in layout(), fps in fingerprints()) {
+        check(&fps, &layout)?;
+    }
+
+    #[test]
+    fn mostly_exact_duplicates(layout in layout(),
+                               distinct in prop::collection::vec(any::<u64>(), 1..4),
+                               copies in prop::collection::vec(any::<prop::sample::Index>(), 0..200)) {
+        let fps: Vec<u64> = copies.iter().map(|i| *i.get(&distinct)).chain(distinct.clone()).collect();
+        check(&fps, &layout)?;
+    }
+}
+
+#[test]
+fn every_valid_layout_on_a_dense_set() {
+    // A dense cluster around 0 and around all-ones, with copies: every pair kind occurs.
+    let mut fps = vec![0u64, u64::MAX, 0, u64::MAX];
+    for bit in (0..64).step_by(7) {
+        fps.push(1 << bit);
+        fps.push(!(1u64 << bit));
+        fps.push((1 << bit) | (1 << ((bit + 31) % 64)));
+        fps.push(0xF << (bit % 60));
+    }
+    let mut layouts = 0;
+    for k in 0..64u32 {
+        for m in k as usize + 1..=64 {
+            let tables = num_tables(m, k);
+            if tables > 2000 {
+                continue;
+            }
+            check(&fps, &Layout::new(m, k).unwrap()).unwrap();
+            layouts += 1;
+        }
+    }
+    assert!(layouts >= 370, "{layouts}");
+}
+
+#[test]
+fn largest_layouts() {
+    let fps: Vec<u64> = (0..40u64)
+        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 8))
+        .chain([0, 1, 3, 7, 15])
+        .collect();
+    for (m, k) in [(64, 3), (64, 61), (64, 63), (64, 0), (30, 4)] {
+        check(&fps, &Layout::new(m, k).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn matches_reference_outputs() {
+    let cases = vectors("find_all_small.json");
+    for case in array(&cases) {
+        let blocks = case["blocks"].as_u64().unwrap() as usize;
+        let distance = case["distance"].as_u64().unwrap() as u32;
+        let at = format!("{} blocks {blocks} distance {distance}", case["name"]);
+        let fps: Vec<u64> = array(&case["hashes"]).iter().map(dec).collect();
+        let expected: Vec<(u64, u64)> = array(&case["pairs"])
+            .iter()
+            .map(|p| (dec(&p[0]), dec(&p[1])))
+            .collect();
+        let mut got = batch::find_all(&fps, blocks, distance).unwrap();
+        got.sort_unstable();
+        assert_eq!(got, expected, "{at}");
+        let expected: Vec<Vec<u64>> = array(&case["clusters"])
+            .iter()
+            .map(|c| array(c).iter().map(dec).collect())
+            .collect();
+        let mut got = batch::clusters(&fps, blocks, distance).unwrap();
+        got.sort();
+        assert_eq!(got, expected, "{at}");
+    }
+}
+
+#[test]
+fn large_random_set_with_planted_pairs() {
+    // Enough fingerprints for many buckets, several tasks and LSD passes.
+    let mut x = 0x1234_5678_u64;
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut fps: Vec<u64> = (0..300_000).map(|_| next()).collect();
+    let mut planted = BTreeSet::new();
+    for i in 0..2000 {
+        let a = fps[i];
+        let b = a ^ (1 << (next() % 64)) ^ (1 << (next() % 64)) ^ (1 << (next() % 64));
+        fps.push(b);
+        if a != b {
+            planted.insert((a.min(b), a.max(b)));
+        }
+    }
+    for m in [4, 5, 6, 7] {
+        let got: BTreeSet<(u64, u64)> = run_find_all(&fps, &Layout::new(m, 3).unwrap())
+            .into_iter()
+            .collect();
+        assert!(planted.is_subset(&got), "blocks {m}");
+        for &(a, b) in &got {
+            assert!((a ^ b).count_ones() <= 3);
+        }
+    }
+}
