@@ -1,1 +1,63 @@
-fn main() {}
+//! `neardup`: near-duplicate detection with simhash.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use neardup_cli::bench::{self, FindAllBench};
+use neardup_cli::failure;
+use neardup_cli::find::{self, DropInArgs, Job, Voice};
+
+/// Near-duplicate detection with 64-bit simhash fingerprints.
+#[derive(Parser)]
+#[command(name = "neardup", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Every pair of fingerprints within --distance bits: one [a,b] per line, a < b.
+    ///
+    /// Input: one decimal u64 per line (blank lines skipped). Each pair of distinct values
+    /// is printed once; values given more than once are one value (see
+    /// --exact-duplicates).
+    FindAll {
+        #[command(flatten)]
+        find: DropInArgs,
+        /// Also print [v,v] for every value given more than once.
+        #[arg(long)]
+        exact_duplicates: bool,
+    },
+    /// Clusters of fingerprints (connected components of the pairs within --distance
+    /// bits): one [a,b,c,...] per line, values increasing, unmatched values not printed.
+    FindClusters {
+        #[command(flatten)]
+        find: DropInArgs,
+    },
+    /// Benchmarks, printing one JSON line per run with the peers' keys.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Batch all-pairs on a fingerprint file or a generated workload.
+    FindAll(FindAllBench),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    failure::exit("neardup", || match cli.command {
+        Command::FindAll {
+            find,
+            exact_duplicates,
+        } => {
+            let mut options = find.options();
+            options.exact_duplicates = exact_duplicates;
+            find::run(Job::Pairs, &options, Voice::Neardup)
+        }
+        Command::FindClusters { find } => find::run(Job::Clusters, &find.options(), Voice::Neardup),
+        Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
+    })
+}

@@ -1,1 +1,24 @@
-fn main() {}
+//! Drop-in replacement for simhash-cpp's `simhash-find-all`: the same flags, input and
+//! output, on neardup's engine.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use neardup_cli::failure;
+use neardup_cli::find::{self, Job, Voice};
+
+/// Read simhashes from input, find all pairs within distance bits of each other, writing
+/// them to output.
+#[derive(Parser)]
+#[command(name = "simhash-find-all", version)]
+struct Args {
+    #[command(flatten)]
+    find: neardup_cli::find::DropInArgs,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    failure::exit("simhash-find-all", || {
+        find::run(Job::Pairs, &args.find.options(), Voice::SimhashCpp)
+    })
+}

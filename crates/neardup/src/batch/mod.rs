@@ -24,6 +24,11 @@ use crate::tables::{Layout, Table};
 use radix::Keyed;
 use union_find::UnionFind;
 
+/// How many threads batch matching uses (1 without the `rayon` feature).
+pub fn threads() -> usize {
+    crate::par::threads()
+}
+
 /// A set of distinct fingerprints, sorted: the input of seomoz-style matching, where
 /// results are fingerprint values and exact duplicates are not pairs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,10 +38,26 @@ pub struct Distinct {
 
 impl Distinct {
     /// Sorts and deduplicates `fps` in place (radix sort; peak memory twice the input).
-    pub fn from_vec(mut fps: Vec<u64>) -> Result<Distinct> {
+    pub fn from_vec(fps: Vec<u64>) -> Result<Distinct> {
+        Distinct::build(fps, |_| {})
+    }
+
+    /// As [`Distinct::from_vec`], also returning every value that `fps` holds more than
+    /// once, in increasing order.
+    pub fn from_vec_with_repeats(fps: Vec<u64>) -> Result<(Distinct, Vec<u64>)> {
+        let mut repeats = Vec::new();
+        let set = Distinct::build(fps, |sorted| {
+            repeats.extend(sorted.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]));
+            repeats.dedup();
+        })?;
+        Ok((set, repeats))
+    }
+
+    fn build(mut fps: Vec<u64>, sorted: impl FnOnce(&[u64])) -> Result<Distinct> {
         let mut scratch = vec![0u64; fps.len()];
         radix::sort(&mut fps, &mut scratch);
         drop(scratch);
+        sorted(&fps);
         fps.dedup();
         if fps.len() < fps.capacity() / 2 {
             fps.shrink_to_fit();

@@ -1,0 +1,338 @@
+//! `neardup bench find-all`: times batch all-pairs in process and prints one JSON line per
+//! block setting, with the keys of the peers' benchmark harness (`../shared/peers` in the
+//! development tree), so the lines can be read beside the peers' own.
+//!
+//! `seconds` is the median over `--repeats` runs of the whole job from an unsorted list of
+//! fingerprints in memory to the final list of pairs (sort, deduplicate, every table), as
+//! the peers time theirs from index build to the last query.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use anyhow::anyhow;
+use neardup::batch::{self, Distinct, Matcher};
+use neardup::tables::{planner, Blocks, Layout};
+use serde_json::{json, Value};
+
+use crate::failure::Failure;
+use crate::input::{read_decimal, read_u64_le, Source};
+use crate::progress::Progress;
+
+/// Settings of `neardup bench find-all`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct FindAllBench {
+    /// Fingerprints: little-endian u64 (`.u64`) or one decimal per line.
+    #[arg(
+        long,
+        conflicts_with = "generate",
+        required_unless_present = "generate"
+    )]
+    pub input: Option<String>,
+    /// Planted pairs: little-endian u64 pairs of line numbers (`allpairs_*_truth.u64`).
+    #[arg(long, requires = "input")]
+    pub truth: Option<String>,
+    /// Generate N fingerprints instead, exactly as the peers' gen_data.py writes
+    /// allpairs_N.u64 (splitmix64, seed 3): random, with `--planted` near copies.
+    #[arg(long, value_name = "N")]
+    pub generate: Option<usize>,
+    /// Planted near pairs (distance 1..3) when generating.
+    #[arg(long, default_value_t = 10_000, requires = "generate")]
+    pub planted: usize,
+    /// Block settings to time, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,5,6,auto")]
+    pub blocks: Vec<Blocks>,
+    /// Largest distance reported.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=63))]
+    pub distance: u32,
+    /// Timed runs per setting; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: u32,
+}
+
+/// splitmix64, as the peers' gen_data.py.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, m: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(m)) >> 64) as u64
+    }
+
+    /// `k` distinct integers of `lo..hi` by a partial Fisher-Yates shuffle.
+    fn sample(&mut self, lo: usize, hi: usize, k: usize) -> Vec<usize> {
+        let mut pool: Vec<usize> = (lo..hi).collect();
+        for i in 0..k {
+            let j = i + self.below((pool.len() - i) as u64) as usize;
+            pool.swap(i, j);
+        }
+        pool.truncate(k);
+        pool
+    }
+
+    fn flip(&mut self, mut v: u64, d: usize) -> u64 {
+        let mut bits = Vec::with_capacity(d);
+        while bits.len() < d {
+            let b = self.below(64);
+            if !bits.contains(&b) {
+                bits.push(b);
+            }
+        }
+        for b in bits {
+            v ^= 1 << b;
+        }
+        v
+    }
+}
+
+/// The peers' all-pairs workload: `(fingerprints, planted pairs of positions)`.
+pub fn generate(n: usize, planted: usize) -> (Vec<u64>, Vec<(usize, usize)>) {
+    let mut rng = SplitMix64(3);
+    let mut fps: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+    let half = n / 2;
+    let a = rng.sample(0, half, planted);
+    let b = rng.sample(half, n, planted);
+    let mut pairs: Vec<(usize, usize)> = a.into_iter().zip(b).collect();
+    pairs.sort_unstable();
+    for &(i, j) in &pairs {
+        let d = 1 + rng.below(3) as usize;
+        fps[j] = rng.flip(fps[i], d);
+    }
+    (fps, pairs)
+}
+
+struct Usage {
+    cpu_s: f64,
+    max_rss_mb: f64,
+}
+
+fn usage() -> Usage {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Usage {
+        cpu_s: secs(u.ru_utime) + secs(u.ru_stime),
+        max_rss_mb: u.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn round(x: f64, digits: i32) -> f64 {
+    let p = 10f64.powi(digits);
+    (x * p).round() / p
+}
+
+/// Runs the benchmark, printing one JSON line per block setting on standard output.
+pub fn find_all(args: &FindAllBench) -> Result<(), Failure> {
+    let load = loadavg();
+    let (fps, truth) = match (&args.input, args.generate) {
+        (_, Some(n)) => {
+            if n < 2 || args.planted > n / 2 {
+                return Err(Failure::input(anyhow!(
+                    "--generate needs N >= 2 and --planted <= N/2"
+                )));
+            }
+            let (fps, pairs) = generate(n, args.planted);
+            (fps, Some(pairs))
+        }
+        (Some(path), None) => {
+            let fps = if path.ends_with(".u64") {
+                read_u64_le(path)?
+            } else {
+                read_decimal(Source::open(path)?, &Progress::hidden())?
+            };
+            let truth = match &args.truth {
+                Some(t) => {
+                    let raw = read_u64_le(t)?;
+                    let pairs: Vec<(usize, usize)> = raw
+                        .chunks_exact(2)
+                        .map(|p| (p[0] as usize, p[1] as usize))
+                        .collect();
+                    if let Some(&(i, j)) = pairs.iter().find(|&&(i, j)| i.max(j) >= fps.len()) {
+                        return Err(Failure::input(anyhow!(
+                            "'{t}': pair ({i}, {j}) is past the {} fingerprints",
+                            fps.len()
+                        )));
+                    }
+                    Some(pairs)
+                }
+                None => None,
+            };
+            (fps, truth)
+        }
+        (None, None) => return Err(Failure::input(anyhow!("give --input or --generate"))),
+    };
+    let n = fps.len();
+    let k = args.distance;
+    let mut runs = Vec::new();
+    for &blocks in &args.blocks {
+        let layout = Layout::for_batch(blocks, n, k)
+            .map_err(|e| Failure::input(anyhow!("--blocks {blocks}: {e}")))?;
+        runs.push(Run {
+            blocks,
+            matcher: Matcher::new(layout),
+            secs: Vec::new(),
+            cpus: Vec::new(),
+            pairs: Vec::new(),
+        });
+    }
+    // Round-robin, so drift in the machine's speed touches every setting alike.
+    for _ in 0..args.repeats {
+        for run in &mut runs {
+            let input = fps.clone();
+            let mut pairs = Vec::new();
+            let (t, cpu) = (Instant::now(), usage().cpu_s);
+            let set = Distinct::from_vec(input).map_err(Failure::input)?;
+            let found: Result<(), ()> = run.matcher.find_all(&set, |a, b| {
+                pairs.push((a, b));
+                Ok(())
+            });
+            found.map_err(|()| Failure::io(anyhow!("matching stopped")))?;
+            run.secs.push(t.elapsed().as_secs_f64());
+            run.cpus.push(usage().cpu_s - cpu);
+            run.pairs = pairs;
+        }
+    }
+    for mut run in runs {
+        println!(
+            "{}",
+            report(&mut run, &fps, truth.as_deref(), k, args.repeats, load)
+        );
+    }
+    Ok(())
+}
+
+/// One block setting's timings.
+struct Run {
+    blocks: Blocks,
+    matcher: Matcher,
+    secs: Vec<f64>,
+    cpus: Vec<f64>,
+    pairs: Vec<(u64, u64)>,
+}
+
+/// The JSON line of one setting.
+fn report(
+    run: &mut Run,
+    fps: &[u64],
+    truth: Option<&[(usize, usize)]>,
+    k: u32,
+    repeats: u32,
+    load: Option<f64>,
+) -> Value {
+    let n = fps.len();
+    let layout = run.matcher.layout();
+    let (m, tables) = (layout.blocks(), layout.tables().len());
+    let lo = run.secs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = run.secs.iter().copied().fold(0.0, f64::max);
+    let seconds = median(&mut run.secs);
+    let pairs = &run.pairs;
+    let wrong = pairs
+        .iter()
+        .filter(|(a, b)| (a ^ b).count_ones() > k)
+        .count();
+    let (recall, recall_by_d, planted) = match truth {
+        Some(truth) => {
+            let found: HashSet<(u64, u64)> = pairs.iter().copied().collect();
+            let (mut hit, mut tot) = ([0u64; 4], [0u64; 4]);
+            for &(i, j) in truth {
+                let (a, b) = (fps[i].min(fps[j]), fps[i].max(fps[j]));
+                let d = ((a ^ b).count_ones() as usize).min(3);
+                tot[d] += 1;
+                hit[d] += u64::from(found.contains(&(a, b)));
+            }
+            let by_d: Vec<Value> = (0..4)
+                .map(|d| {
+                    if tot[d] == 0 {
+                        Value::Null
+                    } else {
+                        json!(round(hit[d] as f64 / tot[d] as f64, 4))
+                    }
+                })
+                .collect();
+            let total: u64 = tot.iter().sum();
+            let recall = round(hit.iter().sum::<u64>() as f64 / total.max(1) as f64, 4);
+            (json!(recall), json!(by_d), json!(total))
+        }
+        None => (Value::Null, Value::Null, Value::Null),
+    };
+    let plan = planner::batch_cost(n, m, k);
+    json!({
+        "peer": "neardup",
+        "impl": format!("neardup {} Matcher::find_all ({m} blocks, {tables} tables)", env!("CARGO_PKG_VERSION")),
+        "variant": format!("blocks={}", run.blocks),
+        "workload": "allpairs",
+        "threads": batch::threads(),
+        "n": n,
+        "queries": null,
+        "planted": planted,
+        "mb": null,
+        "build_s": null,
+        "seconds": round(seconds, 4),
+        "cpu_s": round(median(&mut run.cpus), 4),
+        "throughput": (n as f64 / seconds).round(),
+        "unit": "fingerprints/s",
+        "recall": recall,
+        "recall_by_d": recall_by_d,
+        "found": pairs.len(),
+        "wrong": wrong,
+        "max_rss_mb": usage().max_rss_mb.round(),
+        "loadavg": load,
+        "repeats": repeats,
+        "seconds_min": round(lo, 4),
+        "seconds_max": round(hi, 4),
+        "modelled_ms": plan.map(|p| round(p.cost / 1e6, 1)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_the_peers_workload() {
+        // gen_data.py's allpairs algorithm at n = 1000, planted = 10 (values printed by
+        // running its SplitMix64 class).
+        let (fps, pairs) = generate(1000, 10);
+        assert_eq!(
+            pairs,
+            vec![
+                (124, 961),
+                (152, 949),
+                (168, 651),
+                (266, 748),
+                (280, 867),
+                (298, 835),
+                (309, 607),
+                (443, 642),
+                (446, 519),
+                (483, 568)
+            ]
+        );
+        assert_eq!(fps[0], 2092789425003139053);
+        assert_eq!(fps[999], 998712922965755625);
+        assert_eq!(fps[961], 17844174956510286191);
+        assert_eq!(fps[949], 15745079749503312151);
+        assert_eq!(fps[651], 3098194544528318687);
+    }
+}

@@ -1,0 +1,13 @@
+//! The pieces shared by the `neardup` binary and the drop-in `simhash-find-all` /
+//! `simhash-find-clusters`: reading fingerprints, writing results, progress, and the
+//! find-all / find-clusters job itself. All I/O of the project lives here, at the edge;
+//! the `neardup` crate does the work.
+
+pub mod bench;
+pub mod failure;
+pub mod find;
+pub mod input;
+pub mod output;
+pub mod progress;
+
+pub use failure::Failure;

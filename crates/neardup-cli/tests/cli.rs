@@ -1,0 +1,344 @@
+//! The real binaries on small fixture files: results, formats, and every error message.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn fixture(name: &str) -> String {
+    let p: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "fixtures", name]
+        .iter()
+        .collect();
+    p.to_string_lossy().into_owned()
+}
+
+fn neardup(args: &[&str]) -> Output {
+    run(env!("CARGO_BIN_EXE_neardup"), args, None)
+}
+
+fn find_all(args: &[&str]) -> Output {
+    run(env!("CARGO_BIN_EXE_simhash-find-all"), args, None)
+}
+
+fn find_clusters(args: &[&str]) -> Output {
+    run(env!("CARGO_BIN_EXE_simhash-find-clusters"), args, None)
+}
+
+fn run(bin: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{bin}: {e}"));
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or_default()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// Each line of `text` as a JSON array of u64.
+fn arrays(text: &str) -> Vec<Vec<u64>> {
+    text.lines()
+        .map(|l| serde_json::from_str::<Vec<u64>>(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+fn expected(key: &str) -> Vec<Vec<u64>> {
+    let text = std::fs::read_to_string(fixture("basic.expected.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            a.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap().parse().unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+fn sorted(mut v: Vec<Vec<u64>>) -> Vec<Vec<u64>> {
+    v.sort();
+    v
+}
+
+#[test]
+fn find_all_matches_reference_pairs() {
+    for blocks in ["4", "5", "6", "auto"] {
+        let o = neardup(&[
+            "find-all",
+            "-i",
+            &fixture("basic.txt"),
+            "-b",
+            blocks,
+            "-d",
+            "3",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(
+            sorted(arrays(&stdout(&o))),
+            expected("pairs"),
+            "blocks {blocks}"
+        );
+        assert!(stdout(&o).starts_with('[') && !stdout(&o).contains(' '));
+    }
+}
+
+#[test]
+fn find_clusters_matches_reference_clusters() {
+    let o = neardup(&[
+        "find-clusters",
+        "--input",
+        &fixture("basic.txt"),
+        "--blocks",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(arrays(&stdout(&o)), expected("clusters"));
+}
+
+#[test]
+fn drop_ins_print_like_simhash_cpp() {
+    let path = fixture("basic.txt");
+    let o = find_all(&[
+        "--input",
+        &path,
+        "--output",
+        "-",
+        "--blocks",
+        "4",
+        "--distance",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(sorted(arrays(&out)), expected("pairs"));
+    // simhash-cpp writes "[a, b]" with a < b.
+    for line in out.lines() {
+        let v = arrays(line).remove(0);
+        assert_eq!(line, format!("[{}, {}]", v[0], v[1]));
+        assert!(v[0] < v[1]);
+    }
+    assert_eq!(
+        stderr(&o),
+        format!("Reading hashes from {path}\nComputing matches...\nWriting results to stdout.\n")
+    );
+
+    let o = find_clusters(&["-i", &path, "-o", "-", "-b", "5", "-d", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(sorted(arrays(&out)), expected("clusters"));
+    assert!(out.lines().all(|l| l.contains(", ")));
+}
+
+#[test]
+fn reads_stdin_and_writes_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pairs.txt");
+    let input = std::fs::read(fixture("basic.txt")).unwrap();
+    let o = run(
+        env!("CARGO_BIN_EXE_simhash-find-all"),
+        &["-i", "-", "-o", out.to_str().unwrap(), "-b", "6", "-d", "3"],
+        Some(&input),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("Reading hashes from stdin.\n"));
+    assert!(stderr(&o).ends_with(&format!("Writing matches to {}\n", out.display())));
+    assert!(o.stdout.is_empty());
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(sorted(arrays(&written)), expected("pairs"));
+}
+
+#[test]
+fn skips_blank_lines_and_crlf() {
+    let o = neardup(&["find-all", "-i", &fixture("blank_and_crlf.txt"), "-b", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // 255, 239, 238, 206 are pairwise within 3 bits; 51 is 4+ bits from each.
+    let expected = vec![
+        vec![206, 238],
+        vec![206, 239],
+        vec![206, 255],
+        vec![238, 239],
+        vec![238, 255],
+        vec![239, 255],
+    ];
+    assert_eq!(sorted(arrays(&stdout(&o))), expected);
+}
+
+#[test]
+fn all_zero_and_all_one() {
+    let o = neardup(&[
+        "find-all",
+        "-i",
+        &fixture("edges.txt"),
+        "-d",
+        "1",
+        "-b",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        sorted(arrays(&stdout(&o))),
+        vec![vec![0, 1], vec![u64::MAX - 1, u64::MAX]]
+    );
+}
+
+#[test]
+fn exact_duplicates_are_opt_in() {
+    let path = fixture("duplicates.txt");
+    let o = neardup(&["find-all", "-i", &path, "-d", "1"]);
+    assert_eq!(arrays(&stdout(&o)), vec![vec![6, 7]]);
+    let o = neardup(&["find-all", "-i", &path, "-d", "1", "--exact-duplicates"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        sorted(arrays(&stdout(&o))),
+        vec![vec![6, 7], vec![7, 7], vec![1_000_000, 1_000_000]]
+    );
+}
+
+#[test]
+fn empty_input_is_empty_output() {
+    let path = fixture("empty.txt");
+    for command in ["find-all", "find-clusters"] {
+        let o = neardup(&[command, "-i", &path]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn no_progress_on_a_pipe() {
+    let o = neardup(&["find-all", "-i", &fixture("basic.txt")]);
+    assert!(o.status.success());
+    assert_eq!(stderr(&o), "");
+}
+
+/// Exit status 2 and a message containing every one of `parts`.
+fn assert_input_error(o: &Output, parts: &[&str]) {
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(o));
+    let err = stderr(o);
+    for part in parts {
+        assert!(err.contains(part), "{err:?} lacks {part:?}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn bad_lines_name_file_and_line() {
+    let path = fixture("letters.txt");
+    let o = neardup(&["find-all", "-i", &path]);
+    assert_input_error(
+        &o,
+        &[&format!("{path}:3:"), "\"abc\"", "unexpected character 'a'"],
+    );
+
+    let path = fixture("sign.txt");
+    let o = find_all(&["-i", &path, "-b", "4", "-d", "3"]);
+    assert_input_error(&o, &[&format!("{path}:2:"), "\"-1\"", "sign"]);
+
+    let path = fixture("overflow.txt");
+    let o = find_clusters(&["-i", &path, "-b", "4", "-d", "3"]);
+    assert_input_error(
+        &o,
+        &[&format!("{path}:4:"), "18446744073709551616", "above"],
+    );
+
+    let o = run(
+        env!("CARGO_BIN_EXE_neardup"),
+        &["find-all"],
+        Some(b"1\n\n2x\n"),
+    );
+    assert_input_error(&o, &["<stdin>:3:", "\"2x\""]);
+}
+
+#[test]
+fn bad_layouts_are_rejected_before_reading() {
+    // The input does not exist: the layout error must come first.
+    let missing = "/nonexistent/fingerprints.txt";
+    let cases: [(&[&str], &str); 5] = [
+        (&["-b", "0"], "blocks must be at least 1"),
+        (&["-b", "65"], "at most 64"),
+        (
+            &["-b", "3", "-d", "3"],
+            "blocks (3) must be greater than distance (3)",
+        ),
+        (&["-b", "64", "-d", "10"], "tables"),
+        (&["-b", "six"], "expected a number of blocks or 'auto'"),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["find-all", "-i", missing];
+        args.extend_from_slice(flags);
+        assert_input_error(&neardup(&args), &[message]);
+    }
+    assert_input_error(&neardup(&["find-all", "-d", "64"]), &["64"]);
+    assert_input_error(&neardup(&["find-all", "-d", "-1"]), &["-1"]);
+    assert_input_error(&find_all(&["-d", "x"]), &["x"]);
+}
+
+#[test]
+fn missing_input_names_the_path() {
+    let o = find_all(&["-i", "/nonexistent/fps.txt", "-b", "4", "-d", "3"]);
+    assert_input_error(&o, &["/nonexistent/fps.txt", "cannot open input"]);
+    let dir = tempfile::tempdir().unwrap();
+    let o = neardup(&["find-all", "-i", dir.path().to_str().unwrap()]);
+    assert_input_error(&o, &["directory"]);
+}
+
+#[test]
+fn unwritable_output_is_an_error() {
+    let o = neardup(&[
+        "find-all",
+        "-i",
+        &fixture("basic.txt"),
+        "-o",
+        "/nonexistent/out.txt",
+    ]);
+    assert_input_error(&o, &["cannot create output '/nonexistent/out.txt'"]);
+    if std::path::Path::new("/dev/full").exists() {
+        let o = neardup(&["find-all", "-i", &fixture("basic.txt"), "-o", "/dev/full"]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot write /dev/full"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn bundled_example_gives_the_planted_clusters() {
+    // README's first command. examples/make_fingerprints.py plants 100 clusters of an
+    // original and 1 to 4 copies 1 to 3 bits away (some copied exactly too).
+    let path = format!(
+        "{}/../../examples/fingerprints.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let o = neardup(&["find-clusters", "--input", &path]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let clusters = arrays(&stdout(&o));
+    assert_eq!(clusters.len(), 100);
+    for c in &clusters {
+        assert!((2..=5).contains(&c.len()), "{c:?}");
+        // Connected through the original: every member within 3 bits of some member,
+        // and within 6 of all.
+        for &a in c {
+            assert!(c.iter().any(|&b| b != a && (a ^ b).count_ones() <= 3));
+            assert!(c.iter().all(|&b| (a ^ b).count_ones() <= 6));
+        }
+    }
+}
