@@ -102,10 +102,17 @@ struct Move {
     rotate: u32,
 }
 
+#[inline]
 fn apply(moves: &[Move], x: u64) -> u64 {
     moves
         .iter()
         .fold(0, |acc, m| acc | (x & m.mask).rotate_left(m.rotate))
+}
+
+/// Work that needs a table's permutation in a hot loop: see [`Table::with_permute`].
+pub(crate) trait PermuteJob {
+    type Output;
+    fn run<P: Fn(u64) -> u64 + Sync>(self, permute: P) -> Self::Output;
 }
 
 /// One table: which blocks lead, and the permutation that puts them first.
@@ -172,6 +179,26 @@ impl Table {
     #[inline]
     pub fn permute(&self, x: u64) -> u64 {
         apply(&self.forward, x)
+    }
+
+    /// Runs `job` with this table's permutation as a closure specialised to its number of
+    /// moves, so that hot loops get it unrolled instead of looping over a slice per key.
+    pub(crate) fn with_permute<J: PermuteJob>(&self, job: J) -> J::Output {
+        fn fixed<const N: usize>(moves: &[Move]) -> [Move; N] {
+            std::array::from_fn(|i| moves[i])
+        }
+        macro_rules! arms {
+            ($($n:literal)*) => {
+                match self.forward.len() {
+                    $($n => {
+                        let moves = fixed::<$n>(&self.forward);
+                        job.run(move |x| apply(&moves, x))
+                    })*
+                    _ => job.run(|x| apply(&self.forward, x)),
+                }
+            };
+        }
+        arms!(1 2 3 4 5 6 7 8)
     }
 
     /// The inverse of [`Table::permute`].

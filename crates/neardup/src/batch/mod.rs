@@ -15,12 +15,12 @@
 mod radix;
 mod union_find;
 
-pub(crate) use radix::{lsd_passes, partition_bits};
+pub(crate) use radix::{msd_passes, partition_bits};
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::tables::{Layout, Table};
+use crate::tables::{Layout, PermuteJob};
 use radix::Keyed;
 use union_find::UnionFind;
 
@@ -86,10 +86,10 @@ impl Distinct {
         self.values.is_empty()
     }
 
-    fn index_of(&self, fp: u64) -> u32 {
+    fn index_of(&self, fp: u64) -> u64 {
         let i = self.values.partition_point(|&v| v < fp);
         debug_assert_eq!(self.values.get(i), Some(&fp));
-        i as u32
+        i as u64
     }
 }
 
@@ -252,11 +252,8 @@ impl Matcher {
         set: &Distinct,
         mut sink: impl FnMut(u64, u64) -> Result<(), E>,
     ) -> Result<(), E> {
-        let v = set.as_slice();
-        self.node_pairs(set, |pairs| {
-            pairs
-                .iter()
-                .try_for_each(|&(a, b)| sink(v[a as usize], v[b as usize]))
+        self.pairs(set, Ids::Values, |pairs| {
+            pairs.iter().try_for_each(|&(a, b)| sink(a, b))
         })
     }
 
@@ -295,7 +292,7 @@ impl Matcher {
             }
         }
         let v = fps.distinct.as_slice();
-        self.node_pairs(&fps.distinct, |pairs| {
+        self.pairs(&fps.distinct, Ids::Indices, |pairs| {
             for &(x, y) in pairs {
                 let distance = crate::hamming::distance(v[x as usize], v[y as usize]);
                 for &a in fps.positions(x as usize) {
@@ -333,9 +330,9 @@ impl Matcher {
     }
 
     fn union_pairs(&self, set: &Distinct, uf: &mut UnionFind) {
-        let done: Result<(), std::convert::Infallible> = self.node_pairs(set, |pairs| {
+        let done: Result<(), std::convert::Infallible> = self.pairs(set, Ids::Indices, |pairs| {
             for &(a, b) in pairs {
-                uf.union(a, b);
+                uf.union(a as u32, b as u32);
             }
             Ok(())
         });
@@ -344,12 +341,13 @@ impl Matcher {
         }
     }
 
-    /// The engine: every pair of distinct fingerprints within the distance, once, as
-    /// indices into `set` with `a < b`, a batch at a time.
-    fn node_pairs<E>(
+    /// The engine: every pair of distinct fingerprints within the distance, once, as values
+    /// or as indices into `set`, with `a < b`, a batch at a time.
+    fn pairs<E>(
         &self,
         set: &Distinct,
-        mut sink: impl FnMut(&[(u32, u32)]) -> Result<(), E>,
+        ids: Ids,
+        mut sink: impl FnMut(&[(u64, u64)]) -> Result<(), E>,
     ) -> Result<(), E> {
         let values = set.as_slice();
         let n = values.len();
@@ -374,7 +372,12 @@ impl Matcher {
         for (t, table) in tables.iter().enumerate() {
             let w = table.leading_bits();
             let bits = partition_bits(n, w);
-            let bounds = radix::partition(values, &mut keys, bits, |x| table.permute(x));
+            let bounds = table.with_permute(Partition {
+                values,
+                keys: &mut keys,
+                scratch: &mut scratch,
+                bits,
+            });
             let (lo, hi) = (64 - w, 64 - bits);
             radix::map_tasks(
                 &mut keys,
@@ -382,21 +385,27 @@ impl Matcher {
                 &bounds,
                 |task| {
                     let mut found = Vec::new();
+                    let mut visit = |a: u64, b: u64| {
+                        let diff = a ^ b;
+                        // Popcount first: it rejects almost every candidate.
+                        if diff.count_ones() <= k && table.is_first_for(diff) {
+                            found.push((a, b));
+                        }
+                    };
                     for (keys, scratch) in task.buckets() {
-                        radix::sort_bucket(keys, scratch, lo, hi);
-                        scan_runs(keys, lo, k, table, &mut found);
+                        radix::prefix_pairs(keys, scratch, lo, hi, &mut visit);
                     }
-                    // Back to indices while still on the worker thread.
+                    // Back to values (or indices) while still on the worker thread.
+                    for p in &mut found {
+                        let (mut a, mut b) = (table.unpermute(p.0), table.unpermute(p.1));
+                        if ids == Ids::Indices {
+                            (a, b) = (set.index_of(a), set.index_of(b));
+                        }
+                        *p = (a.min(b), a.max(b));
+                    }
                     found
-                        .into_iter()
-                        .map(|(x, y)| {
-                            let a = set.index_of(table.unpermute(x));
-                            let b = set.index_of(table.unpermute(y));
-                            (a.min(b), a.max(b))
-                        })
-                        .collect::<Vec<(u32, u32)>>()
                 },
-                |found: Vec<(u32, u32)>| sink(&found),
+                |found: Vec<(u64, u64)>| sink(&found),
             )?;
             report(t + 1);
         }
@@ -404,27 +413,34 @@ impl Matcher {
     }
 }
 
-/// Compares every pair inside each run of keys that agree on their top `64 - lo` bits, and
-/// pushes the permuted pairs within `k` bits for which `table` is the first table.
-fn scan_runs(keys: &[u64], lo: u32, k: u32, table: &Table, out: &mut Vec<(u64, u64)>) {
-    let mut i = 0;
-    while i < keys.len() {
-        let head = keys[i] >> lo;
-        let mut j = i + 1;
-        while j < keys.len() && keys[j] >> lo == head {
-            j += 1;
-        }
-        let run = &keys[i..j];
-        for (x, &a) in run.iter().enumerate() {
-            for &b in &run[x + 1..] {
-                let diff = a ^ b;
-                // Popcount first: it rejects almost every candidate.
-                if diff.count_ones() <= k && table.is_first_for(diff) {
-                    out.push((a, b));
-                }
-            }
-        }
-        i = j;
+/// What the engine reports a pair as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ids {
+    /// The fingerprints themselves.
+    Values,
+    /// Their indices in the [`Distinct`] set.
+    Indices,
+}
+
+/// The partition pass of one table, run with the table's specialised permutation.
+struct Partition<'a> {
+    values: &'a [u64],
+    keys: &'a mut [u64],
+    scratch: &'a mut [u64],
+    bits: u32,
+}
+
+impl PermuteJob for Partition<'_> {
+    type Output = Vec<usize>;
+
+    fn run<P: Fn(u64) -> u64 + Sync>(self, permute: P) -> Vec<usize> {
+        radix::partition(
+            self.values,
+            self.keys,
+            Some(self.scratch),
+            self.bits,
+            permute,
+        )
     }
 }
 

@@ -3,9 +3,11 @@
 //!
 //! One pass scatters keys into 2^p buckets by their top `p` bits (in parallel: per-chunk
 //! histograms give every chunk its own disjoint write ranges). Each bucket, small enough to
-//! stay in cache, is then sorted on the bits below by LSD radix passes, and the caller scans
-//! it while it is still hot. Only the bits that matter are sorted: a table with 26 leading
-//! bits costs one partition pass and two small in-bucket passes, not eight.
+//! stay in cache, is then split further by one counting pass on the bits below while it is
+//! still hot: into sub-buckets of a few keys whose pairs are compared directly
+//! ([`prefix_pairs`]), or sorted by insertion ([`sort_bucket`], for a full sort). Only the
+//! bits that matter are touched: a table with 26 leading bits costs one partition pass and
+//! one small in-bucket pass, not eight.
 
 use crate::par;
 
@@ -25,11 +27,11 @@ impl Keyed for u64 {
 /// in-bucket sort and scan.
 const BUCKET_LOG2: u32 = 8;
 /// At most 2^MAX_PARTITION_BITS buckets, so the scatter's write heads stay in cache.
-const MAX_PARTITION_BITS: u32 = 12;
-/// Widest digit of an in-bucket LSD pass.
+const MAX_PARTITION_BITS: u32 = 10;
+/// Widest digit of an in-bucket counting pass.
 const MAX_DIGIT_BITS: u32 = 8;
-/// Buckets up to this size are insertion-sorted instead of radix-sorted.
-const INSERTION_MAX: usize = 24;
+/// Sub-buckets up to this size are insertion-sorted instead of split further.
+const INSERTION_MAX: usize = 16;
 /// Keys per chunk of the parallel partition pass.
 const CHUNK: usize = 1 << 16;
 
@@ -42,19 +44,32 @@ pub(crate) fn partition_bits(n: usize, w: u32) -> u32 {
         .max(1)
 }
 
-/// How many LSD passes sort a bucket of `len` keys on `bits` bits.
-pub(crate) fn lsd_passes(len: usize, bits: u32) -> u32 {
-    if bits == 0 || len <= INSERTION_MAX {
-        0
-    } else {
-        bits.div_ceil(MAX_DIGIT_BITS)
+/// How many counting passes [`prefix_pairs`] makes over a bucket of `len` random keys with
+/// `bits` bits left to split on.
+pub(crate) fn msd_passes(len: usize, bits: u32) -> u32 {
+    let (mut len, mut bits, mut passes) = (len, bits, 0);
+    while bits > 0 && len > PAIRWISE_MAX {
+        let digit = bits.min(digit_bits(len));
+        len >>= digit;
+        bits -= digit;
+        passes += 1;
     }
+    passes
 }
 
 /// Scatters `map(x)` for every `x` of `src` into `dst`, grouped by the top `bits` bits of the
 /// mapped key, keeping input order inside a bucket (stable). Returns the 2^bits + 1 bucket
 /// bounds.
-pub(crate) fn partition<S, T, F>(src: &[S], dst: &mut [T], bits: u32, map: F) -> Vec<usize>
+///
+/// With `tmp`, the counting pass keeps the mapped keys there and the scatter pass reads them
+/// back, so `map` runs once per key instead of twice (worth it when `map` is a permutation).
+pub(crate) fn partition<S, T, F>(
+    src: &[S],
+    dst: &mut [T],
+    tmp: Option<&mut [T]>,
+    bits: u32,
+    map: F,
+) -> Vec<usize>
 where
     S: Copy + Sync,
     T: Keyed,
@@ -67,42 +82,68 @@ where
     );
     let buckets = 1usize << bits;
     let shift = 64 - bits;
-    let chunks: Vec<&[S]> = src.chunks(CHUNK.max(1)).collect();
-    let hists: Vec<Vec<u32>> = par::map(chunks.clone(), |chunk| {
-        let mut h = vec![0u32; buckets];
-        for &x in chunk {
-            h[(map(x).key() >> shift) as usize] += 1;
+    let chunks: Vec<&[S]> = src.chunks(CHUNK).collect();
+    let tmps: Vec<Option<&mut [T]>> = match tmp {
+        Some(t) => {
+            assert_eq!(t.len(), src.len());
+            t.chunks_mut(CHUNK).map(Some).collect()
         }
-        h
+        None => chunks.iter().map(|_| None).collect(),
+    };
+    let jobs: Vec<(&[S], Option<&mut [T]>)> = chunks.into_iter().zip(tmps).collect();
+    let counted: Vec<Counted<'_, S, T>> = par::map(jobs, |(chunk, tmp)| {
+        let mut h = vec![0u32; buckets];
+        match tmp {
+            Some(tmp) => {
+                for (t, &x) in tmp.iter_mut().zip(chunk) {
+                    let y = map(x);
+                    h[(y.key() >> shift) as usize] += 1;
+                    *t = y;
+                }
+                (chunk, Some(tmp), h)
+            }
+            None => {
+                for &x in chunk {
+                    h[(map(x).key() >> shift) as usize] += 1;
+                }
+                (chunk, None, h)
+            }
+        }
     });
     let mut bounds = Vec::with_capacity(buckets + 1);
-    let mut heads = vec![vec![0usize; buckets]; chunks.len()];
+    let mut heads = vec![vec![0usize; buckets]; counted.len()];
     let mut pos = 0usize;
     for b in 0..buckets {
         bounds.push(pos);
-        for (c, h) in hists.iter().enumerate() {
+        for (c, (_, _, h)) in counted.iter().enumerate() {
             heads[c][b] = pos;
             pos += h[b] as usize;
         }
     }
     bounds.push(pos);
     let out = SharedOut(dst.as_mut_ptr());
-    let jobs: Vec<(&[S], Vec<usize>)> = chunks.into_iter().zip(heads).collect();
-    par::map(jobs, |(chunk, mut head)| {
+    let jobs: Vec<_> = counted.into_iter().zip(heads).collect();
+    par::map(jobs, |((chunk, tmp, _), mut head)| {
         let out = &out;
-        for &x in chunk {
-            let y = map(x);
+        let mut put = |y: T| {
             let b = (y.key() >> shift) as usize;
-            // SAFETY: chunk c owns dst[heads[c][b] .. heads[c][b] + hists[c][b]] for every b:
-            // the ranges are disjoint across chunks and buckets, lie inside dst (they sum to
-            // src.len() == dst.len()), and the chunk writes exactly hists[c][b] keys into
+            // SAFETY: chunk c owns dst[heads[c][b] .. heads[c][b] + hists[c][b]] for every
+            // b: the ranges are disjoint across chunks and buckets, lie inside dst (they sum
+            // to src.len() == dst.len()), and the chunk writes exactly hists[c][b] keys into
             // bucket b, so every write lands in its own range and no two threads share one.
             unsafe { out.0.add(head[b]).write(y) };
             head[b] += 1;
+        };
+        match tmp {
+            Some(tmp) => tmp.iter().for_each(|&y| put(y)),
+            None => chunk.iter().for_each(|&x| put(map(x))),
         }
     });
     bounds
 }
+
+/// A chunk of a partition's input, its mapped keys (if kept) and its histogram.
+type Counted<'a, S, T> = (&'a [S], Option<&'a mut [T]>, Vec<u32>);
 
 /// A raw pointer to the partition output, shared by the chunks that each write their own
 /// disjoint ranges of it.
@@ -112,46 +153,131 @@ unsafe impl<T: Send> Sync for SharedOut<T> {}
 
 /// Sorts `keys` on bits `[lo, hi)` of their key, given they agree on every bit at or above
 /// `hi`. Stable. `scratch` is as long as `keys`.
+///
+/// MSD: one counting pass on the top digit spreads a cache-sized bucket into sub-buckets
+/// of about four keys, which insertion sort finishes; only a large sub-bucket recurses. On
+/// random keys that is one pass whatever the width, where LSD would make one per digit.
 pub(crate) fn sort_bucket<T: Keyed>(keys: &mut [T], scratch: &mut [T], lo: u32, hi: u32) {
     let bits = hi.saturating_sub(lo);
-    match lsd_passes(keys.len(), bits) {
-        0 if bits == 0 => {}
-        0 => insertion_sort(keys, lo),
-        passes => {
-            let digit = bits.div_ceil(passes);
-            let (mut src, mut dst) = (&mut *keys, &mut *scratch);
-            let mut shift = lo;
-            while shift < hi {
-                let width = digit.min(hi - shift);
-                lsd_pass(src, dst, shift, width);
-                std::mem::swap(&mut src, &mut dst);
-                shift += width;
-            }
-            if passes % 2 == 1 {
-                // The last pass wrote into scratch.
-                keys.copy_from_slice(scratch);
-            }
+    if bits == 0 || keys.len() < 2 {
+        return;
+    }
+    if keys.len() <= INSERTION_MAX {
+        insertion_sort(keys, lo);
+        return;
+    }
+    let digit = bits.min(digit_bits(keys.len()));
+    let shift = hi - digit;
+    let mask = (1u64 << digit) - 1;
+    let mut count = [0u32; 1 << MAX_DIGIT_BITS];
+    for x in keys.iter() {
+        count[((x.key() >> shift) & mask) as usize] += 1;
+    }
+    let mut heads = [0u32; 1 << MAX_DIGIT_BITS];
+    let mut sum = 0u32;
+    for (h, &c) in heads.iter_mut().zip(&count).take(1 << digit) {
+        *h = sum;
+        sum += c;
+    }
+    for &x in keys.iter() {
+        let d = ((x.key() >> shift) & mask) as usize;
+        scratch[heads[d] as usize] = x;
+        heads[d] += 1;
+    }
+    keys.copy_from_slice(scratch);
+    // heads[d] is now the end of sub-bucket d.
+    let mut start = 0;
+    for &end in heads.iter().take(1 << digit) {
+        let end = end as usize;
+        match end - start {
+            0 | 1 => {}
+            len if len <= INSERTION_MAX => insertion_sort(&mut keys[start..end], lo),
+            _ => sort_bucket(&mut keys[start..end], &mut scratch[start..end], lo, shift),
         }
+        start = end;
     }
 }
 
-fn lsd_pass<T: Keyed>(src: &[T], dst: &mut [T], shift: u32, width: u32) {
-    let mask = (1u64 << width) - 1;
-    let mut count = [0usize; 1 << MAX_DIGIT_BITS];
-    for x in src {
-        count[((x.key() >> shift) & mask) as usize] += 1;
+/// Sub-buckets up to this size are compared pair by pair instead of split further.
+const PAIRWISE_MAX: usize = 12;
+
+/// Calls `visit(a, b)` for every pair of `keys` that agree on bits `[lo, 64)`, given they
+/// all agree on bits `[hi, 64)`. Reorders `keys`; `scratch` is as long as `keys`.
+///
+/// The batch engine needs runs of equal leading bits, not sorted order. So instead of
+/// sorting and scanning, one counting pass splits the bucket on its top digit into
+/// sub-buckets of about four keys, and each sub-bucket compares its pairs directly: a
+/// prefix test that is almost never true, hence almost never mispredicted, where insertion
+/// sort mispredicts at every key. Only an unusually large sub-bucket splits again; one
+/// with no bits left to split on is a true run, all of whose pairs are candidates.
+pub(crate) fn prefix_pairs(
+    keys: &mut [u64],
+    scratch: &mut [u64],
+    lo: u32,
+    hi: u32,
+    visit: &mut impl FnMut(u64, u64),
+) {
+    let bits = hi.saturating_sub(lo);
+    if keys.len() < 2 {
+        return;
     }
-    let mut sum = 0;
-    for c in count.iter_mut().take(1 << width) {
-        let n = *c;
-        *c = sum;
-        sum += n;
+    if bits == 0 {
+        for (i, &a) in keys.iter().enumerate() {
+            for &b in &keys[i + 1..] {
+                visit(a, b);
+            }
+        }
+        return;
     }
-    for &x in src {
-        let d = ((x.key() >> shift) & mask) as usize;
-        dst[count[d]] = x;
-        count[d] += 1;
+    if keys.len() <= PAIRWISE_MAX {
+        for (i, &a) in keys.iter().enumerate() {
+            for &b in &keys[i + 1..] {
+                if (a ^ b) >> lo == 0 {
+                    visit(a, b);
+                }
+            }
+        }
+        return;
     }
+    let digit = bits.min(digit_bits(keys.len()));
+    let shift = hi - digit;
+    let mask = (1u64 << digit) - 1;
+    let mut heads = [0u32; 1 << MAX_DIGIT_BITS];
+    for &x in keys.iter() {
+        heads[((x >> shift) & mask) as usize] += 1;
+    }
+    let mut sum = 0u32;
+    for h in heads.iter_mut().take(1 << digit) {
+        let c = *h;
+        *h = sum;
+        sum += c;
+    }
+    for &x in keys.iter() {
+        let d = ((x >> shift) & mask) as usize;
+        scratch[heads[d] as usize] = x;
+        heads[d] += 1;
+    }
+    // heads[d] is now the end of sub-bucket d, which lies in scratch.
+    let mut start = 0;
+    for &end in heads.iter().take(1 << digit) {
+        let end = end as usize;
+        if end - start >= 2 {
+            prefix_pairs(
+                &mut scratch[start..end],
+                &mut keys[start..end],
+                lo,
+                shift,
+                visit,
+            );
+        }
+        start = end;
+    }
+}
+
+/// Digit width that splits `len` random keys into sub-buckets of about four.
+fn digit_bits(len: usize) -> u32 {
+    let log2 = usize::BITS - 1 - len.leading_zeros();
+    log2.saturating_sub(2).clamp(1, MAX_DIGIT_BITS)
 }
 
 fn insertion_sort<T: Keyed>(keys: &mut [T], lo: u32) {
@@ -171,7 +297,7 @@ fn insertion_sort<T: Keyed>(keys: &mut [T], lo: u32) {
 /// Stable. On return the sorted keys are in `keys`.
 pub(crate) fn sort<T: Keyed>(keys: &mut [T], scratch: &mut [T]) {
     let bits = partition_bits(keys.len(), 64);
-    let bounds = partition(keys, scratch, bits, |x| x);
+    let bounds = partition(keys, scratch, None, bits, |x| x);
     let lo = 0;
     let hi = 64 - bits;
     // The buckets now live in `scratch`; sort each there (with `keys` as its scratch).
@@ -280,6 +406,33 @@ mod tests {
 
     proptest! {
         #[test]
+        fn prefix_pairs_are_the_pairs_sharing_the_prefix(
+            v in proptest::collection::vec(any::<u64>(), 0..600),
+            low in proptest::collection::vec(0u64..64, 0..300),
+            w in 1u32..=64,
+        ) {
+            // Keys sharing their top bits, some sharing many more (low values).
+            let mut keys: Vec<u64> = v.iter().map(|x| x >> 3).chain(low).collect();
+            let mut expected = Vec::new();
+            let lo = 64 - w;
+            for i in 0..keys.len() {
+                for j in i + 1..keys.len() {
+                    if (keys[i] ^ keys[j]) >> lo == 0 {
+                        let (a, b) = (keys[i].min(keys[j]), keys[i].max(keys[j]));
+                        expected.push((a, b));
+                    }
+                }
+            }
+            expected.sort_unstable();
+            let mut scratch = vec![0; keys.len()];
+            let mut got = Vec::new();
+            // All keys agree on their top 3 bits (zero).
+            prefix_pairs(&mut keys, &mut scratch, lo, 61.max(lo), &mut |a, b| got.push((a.min(b), a.max(b))));
+            got.sort_unstable();
+            prop_assert_eq!(got, expected);
+        }
+
+        #[test]
         fn sorts_like_std(mut v in proptest::collection::vec(any::<u64>(), 0..3000),
                           low in proptest::collection::vec(0u64..4, 0..3000)) {
             v.extend(low); // many equal keys
@@ -297,7 +450,7 @@ mod tests {
             let bits = partition_bits(n, w);
             let mut keys = vec![0; n];
             let mut scratch = vec![0; n];
-            let bounds = partition(&v, &mut keys, bits, |x: u64| x.rotate_left(7));
+            let bounds = partition(&v, &mut keys, Some(&mut scratch), bits, |x: u64| x.rotate_left(7));
             for_each_task(&mut keys, &mut scratch, &bounds, |t| {
                 for (k, s) in t.buckets() {
                     sort_bucket(k, s, 64 - w, 64 - bits);

@@ -6,27 +6,28 @@
 //! bits:
 //!
 //! ```text
-//! cost(t) = n · (PASS + MOVE · moves_t + LSD · lsd_passes(w_t))   sort and scan
+//! cost(t) = n · (PASS + MOVE · moves_t + MSD · msd_passes(w_t))   sort and scan
 //!         + CMP · n² / 2 · 2^-w_t                                 candidate pairs
 //! ```
 //!
-//! where `lsd_passes` are the in-bucket radix passes the engine will really make and the
+//! where `msd_passes` are the in-bucket radix passes the engine will really make and the
 //! candidate term assumes fingerprints spread like random bits (true of simhash on distinct
 //! documents; near-duplicates add their own pairs whatever the layout). The constants are
 //! nanoseconds per key or per pair, measured on the `find_all` benchmark. The block count
 //! with the smallest total wins. Memory does not depend on the choice: batch matching keeps
 //! one table at a time.
 
-use crate::batch::{lsd_passes, partition_bits};
+use crate::batch::{msd_passes, partition_bits};
 use crate::error::{Error, Result};
 use crate::tables::{block_bits, num_tables, MAX_TABLES};
 
-/// Per key and table: partition, scan and the fixed part of permuting.
-const PASS: f64 = 4.0;
-/// Per key, table and rotation step of the permutation (done twice: count and scatter).
-const MOVE: f64 = 0.6;
-/// Per key, table and in-bucket LSD pass.
-const LSD: f64 = 1.5;
+/// Per key and table: the partition pass (count, scatter) and pairwise comparison in
+/// sub-buckets.
+const PASS: f64 = 7.0;
+/// Per key, table and rotation step of the permutation.
+const MOVE: f64 = 0.5;
+/// Per key, table and in-bucket counting pass.
+const MSD: f64 = 1.5;
 /// Per candidate pair compared.
 const CMP: f64 = 1.0;
 
@@ -87,12 +88,12 @@ pub fn batch_cost(n: usize, blocks: usize, distance: u32) -> Option<Plan> {
         let w = w as u32;
         let bits = partition_bits(n, w);
         let bucket = (n >> bits).max(1);
-        let passes = lsd_passes(bucket, w - bits) as f64;
+        let passes = msd_passes(bucket, w - bits) as f64;
         // Tables move at most `blocks` pieces; most need about that many.
         let moves = blocks as f64;
         let c = pairs * (-(w as f64)).exp2();
         candidates += count * c;
-        cost += count * (nf * (PASS + MOVE * moves + LSD * passes) + CMP * c);
+        cost += count * (nf * (PASS + MOVE * moves + MSD * passes) + CMP * c);
     }
     Some(Plan {
         blocks,
