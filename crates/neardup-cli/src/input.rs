@@ -81,88 +81,126 @@ pub fn parse_line(line: &[u8]) -> Result<Option<u64>, LineError> {
     if first == b'+' || first == b'-' {
         return Err(LineError::Sign);
     }
-    let mut v: u64 = 0;
-    for &b in line {
+    let digit = |b: u8| {
         let d = b.wrapping_sub(b'0');
         if d > 9 {
-            return Err(LineError::NotDigit(b));
+            Err(LineError::NotDigit(b))
+        } else {
+            Ok(u64::from(d))
         }
+    };
+    // Nineteen digits cannot overflow a u64: only the rest need checked arithmetic.
+    let (head, tail) = line.split_at(line.len().min(19));
+    let mut v: u64 = 0;
+    for &b in head {
+        v = v * 10 + digit(b)?;
+    }
+    for &b in tail {
+        let d = digit(b)?;
         v = v
             .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(d)))
+            .and_then(|v| v.checked_add(d))
             .ok_or(LineError::TooLarge)?;
     }
     Ok(Some(v))
 }
 
-/// Reads every fingerprint of `source`, reporting bytes read to `progress`.
+/// Bytes of input parsed by one task: large enough to amortise a task, small enough that
+/// a wave of them stays a few tens of MB.
+const BLOCK: usize = 8 << 20;
+
+/// A line that is not a fingerprint: its number within its block, why, and its text.
+type BadLine = (u64, LineError, String);
+
+/// The fingerprints of a block of whole lines (the last may lack its newline) and the
+/// number of lines in it.
+fn parse_block(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
+    let mut out = Vec::with_capacity(block.len() / 20 + 1);
+    let mut lines = 0u64;
+    let mut start = 0;
+    // The last line may lack its newline.
+    let unterminated = block.last().is_some_and(|&b| b != b'\n');
+    let ends = memchr::memchr_iter(b'\n', block).chain(unterminated.then_some(block.len()));
+    for end in ends {
+        lines += 1;
+        let line = &block[start..end];
+        match parse_line(line) {
+            Ok(Some(v)) => out.push(v),
+            Ok(None) => {}
+            Err(e) => {
+                let shown = String::from_utf8_lossy(line.trim_ascii());
+                return Err((lines, e, shown.chars().take(60).collect()));
+            }
+        }
+        start = end + 1;
+    }
+    Ok((out, lines))
+}
+
+/// Reads every fingerprint of `source`, reporting bytes read to `progress`. Blocks of
+/// lines are parsed in parallel, a wave at a time, and joined in input order.
 pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>, Failure> {
+    use rayon::prelude::*;
+
     progress.phase("reading", source.len);
     // About 20 bytes a line: reserve once instead of growing through copies.
     let mut out = Vec::with_capacity(source.len.map_or(1 << 16, |n| (n / 17) as usize + 16));
-    let mut buf = vec![0u8; 1 << 22];
-    let mut filled = 0usize;
-    let mut line_no = 0u64;
+    let wave = rayon::current_num_threads().max(1) * 2;
+    // Block buffers are reused from wave to wave: no page faults or zeroing per block.
+    let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut carry: Vec<u8> = Vec::new();
+    let mut lines_before = 0u64;
     let mut read_total = 0u64;
-    let bad = |line_no: u64, line: &[u8], e: LineError| {
-        let shown = String::from_utf8_lossy(line.trim_ascii());
-        let shown: String = shown.chars().take(60).collect();
-        Failure::input(anyhow!(
-            "{}:{line_no}: not a decimal u64: {shown:?} ({e})",
-            source.name
-        ))
-    };
-    loop {
-        if filled == buf.len() {
-            // One line longer than the buffer: it cannot be a fingerprint, but keep
-            // reading so the error names it in full.
-            buf.resize(buf.len() * 2, 0);
-        }
-        let n = match source.reader.read(&mut buf[filled..]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(Failure::io(anyhow!("cannot read {}: {e}", source.name)));
-            }
-        };
-        read_total += n as u64;
-        progress.set(read_total);
-        let eof = n == 0;
-        filled += n;
-        let end = if eof {
-            filled
-        } else {
-            match memchr::memrchr(b'\n', &buf[..filled]) {
-                Some(i) => i + 1,
-                None => continue,
-            }
-        };
-        let mut start = 0;
-        let mut take = |line: &[u8]| {
-            line_no += 1;
-            match parse_line(line) {
-                Ok(Some(v)) => {
-                    out.push(v);
-                    Ok(())
+    let mut eof = false;
+    while !eof {
+        // A wave of blocks, each ending with a newline but the last one of the input.
+        let mut blocks: Vec<Vec<u8>> = Vec::with_capacity(wave);
+        while blocks.len() < wave && !eof {
+            let mut block = pool.pop().unwrap_or_default();
+            block.clear();
+            block.append(&mut carry);
+            let n = (&mut source.reader)
+                .take(BLOCK as u64)
+                .read_to_end(&mut block)
+                .map_err(|e| Failure::io(anyhow!("cannot read {}: {e}", source.name)))?;
+            read_total += n as u64;
+            progress.set(read_total);
+            if n < BLOCK {
+                eof = true;
+            } else {
+                match memchr::memrchr(b'\n', &block) {
+                    Some(i) => {
+                        carry.extend_from_slice(&block[i + 1..]);
+                        block.truncate(i + 1);
+                    }
+                    None => {
+                        // One line longer than a block: keep reading it.
+                        carry = block;
+                        continue;
+                    }
                 }
-                Ok(None) => Ok(()),
-                Err(e) => Err(bad(line_no, line, e)),
             }
-        };
-        for nl in memchr::memchr_iter(b'\n', &buf[..end]) {
-            take(&buf[start..nl])?;
-            start = nl + 1;
+            blocks.push(block);
         }
-        if eof && start < end {
-            // The last line, without a newline.
-            take(&buf[start..end])?;
+        let parsed: Vec<_> = blocks.par_iter().map(|b| parse_block(b)).collect();
+        pool.append(&mut blocks);
+        for result in parsed {
+            match result {
+                Ok((values, lines)) => {
+                    out.extend_from_slice(&values);
+                    lines_before += lines;
+                }
+                Err((line, e, shown)) => {
+                    return Err(Failure::input(anyhow!(
+                        "{}:{}: not a decimal u64: {shown:?} ({e})",
+                        source.name,
+                        lines_before + line
+                    )));
+                }
+            }
         }
-        if eof {
-            return Ok(out);
-        }
-        buf.copy_within(end..filled, 0);
-        filled -= end;
     }
+    Ok(out)
 }
 
 /// Reads little-endian u64 values (the peers' `.u64` workload files).
@@ -211,6 +249,50 @@ mod tests {
         assert_eq!(parse_line(b"13x"), Err(LineError::NotDigit(b'x')));
         assert_eq!(parse_line(b"1 2"), Err(LineError::NotDigit(b' ')));
         assert_eq!(parse_line(b"0x1f"), Err(LineError::NotDigit(b'x')));
+    }
+
+    #[test]
+    fn blocks_count_lines() {
+        assert_eq!(parse_block(b"1\n\n2\n"), Ok((vec![1, 2], 3)));
+        assert_eq!(parse_block(b"1\n2"), Ok((vec![1, 2], 2)));
+        assert_eq!(parse_block(b""), Ok((vec![], 0)));
+        assert_eq!(
+            parse_block(b"1\n\nx9\n"),
+            Err((3, LineError::NotDigit(b'x'), "x9".into()))
+        );
+    }
+
+    #[test]
+    fn reads_across_blocks_with_exact_line_numbers() {
+        // More than a wave of blocks, then a bad line far in.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fps.txt");
+        let mut text = String::new();
+        let mut expected = Vec::new();
+        let mut i = 0u64;
+        while text.len() < 5 * BLOCK {
+            let v = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            text.push_str(&v.to_string());
+            text.push_str(if i % 7 == 0 { "\r\n\n" } else { "\n" });
+            expected.push(v);
+            i += 1;
+        }
+        let lines = text.matches('\n').count();
+        std::fs::write(&path, &text).unwrap();
+        let p = path.to_str().unwrap();
+        let got = read_decimal(Source::open(p).unwrap(), &Progress::hidden()).unwrap();
+        assert_eq!(got, expected);
+
+        text.push_str("12a\n");
+        std::fs::write(&path, &text).unwrap();
+        let err = read_decimal(Source::open(p).unwrap(), &Progress::hidden()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{p}:{}: not a decimal u64: \"12a\" (unexpected character 'a')",
+                lines + 1
+            )
+        );
     }
 
     proptest! {
