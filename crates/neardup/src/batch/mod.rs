@@ -330,15 +330,12 @@ impl Matcher {
     }
 
     fn union_pairs(&self, set: &Distinct, uf: &mut UnionFind) {
-        let done: Result<(), std::convert::Infallible> = self.pairs(set, Ids::Indices, |pairs| {
+        infallible(self.pairs(set, Ids::Indices, |pairs| {
             for &(a, b) in pairs {
                 uf.union(a as u32, b as u32);
             }
             Ok(())
-        });
-        if let Err(never) = done {
-            match never {}
-        }
+        }))
     }
 
     /// The engine: every pair of distinct fingerprints within the distance, once, as values
@@ -444,19 +441,23 @@ impl PermuteJob for Partition<'_> {
     }
 }
 
+/// The value of a result that cannot be an error.
+fn infallible<T>(r: Result<T, std::convert::Infallible>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(never) => match never {},
+    }
+}
+
 /// Every pair of distinct values of `fps` within `distance` bits, `(a, b)` with `a < b`
 /// (seomoz `find_all`): the layout is checked, duplicates in `fps` are ignored.
 pub fn find_all(fps: &[u64], blocks: usize, distance: u32) -> Result<Vec<(u64, u64)>> {
     let matcher = Matcher::new(Layout::new(blocks, distance)?);
     let mut out = Vec::new();
-    let done: Result<(), std::convert::Infallible> =
-        matcher.find_all(&Distinct::from_slice(fps)?, |a, b| {
-            out.push((a, b));
-            Ok(())
-        });
-    if let Err(never) = done {
-        match never {}
-    }
+    infallible(matcher.find_all(&Distinct::from_slice(fps)?, |a, b| {
+        out.push((a, b));
+        Ok(())
+    }));
     Ok(out)
 }
 

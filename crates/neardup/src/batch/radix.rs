@@ -168,26 +168,10 @@ pub(crate) fn sort_bucket<T: Keyed>(keys: &mut [T], scratch: &mut [T], lo: u32, 
     }
     let digit = bits.min(digit_bits(keys.len()));
     let shift = hi - digit;
-    let mask = (1u64 << digit) - 1;
-    let mut count = [0u32; 1 << MAX_DIGIT_BITS];
-    for x in keys.iter() {
-        count[((x.key() >> shift) & mask) as usize] += 1;
-    }
-    let mut heads = [0u32; 1 << MAX_DIGIT_BITS];
-    let mut sum = 0u32;
-    for (h, &c) in heads.iter_mut().zip(&count).take(1 << digit) {
-        *h = sum;
-        sum += c;
-    }
-    for &x in keys.iter() {
-        let d = ((x.key() >> shift) & mask) as usize;
-        scratch[heads[d] as usize] = x;
-        heads[d] += 1;
-    }
+    let ends = spread(keys, scratch, shift, digit);
     keys.copy_from_slice(scratch);
-    // heads[d] is now the end of sub-bucket d.
     let mut start = 0;
-    for &end in heads.iter().take(1 << digit) {
+    for &end in &ends[..1 << digit] {
         let end = end as usize;
         match end - start {
             0 | 1 => {}
@@ -241,25 +225,10 @@ pub(crate) fn prefix_pairs(
     }
     let digit = bits.min(digit_bits(keys.len()));
     let shift = hi - digit;
-    let mask = (1u64 << digit) - 1;
-    let mut heads = [0u32; 1 << MAX_DIGIT_BITS];
-    for &x in keys.iter() {
-        heads[((x >> shift) & mask) as usize] += 1;
-    }
-    let mut sum = 0u32;
-    for h in heads.iter_mut().take(1 << digit) {
-        let c = *h;
-        *h = sum;
-        sum += c;
-    }
-    for &x in keys.iter() {
-        let d = ((x >> shift) & mask) as usize;
-        scratch[heads[d] as usize] = x;
-        heads[d] += 1;
-    }
-    // heads[d] is now the end of sub-bucket d, which lies in scratch.
+    // The sub-buckets now lie in scratch.
+    let ends = spread(keys, scratch, shift, digit);
     let mut start = 0;
-    for &end in heads.iter().take(1 << digit) {
+    for &end in &ends[..1 << digit] {
         let end = end as usize;
         if end - start >= 2 {
             prefix_pairs(
@@ -272,6 +241,34 @@ pub(crate) fn prefix_pairs(
         }
         start = end;
     }
+}
+
+/// One counting pass: copies `keys` into `out` grouped (stably) by the `digit` bits at
+/// `shift`, and returns where each group ends (the first 2^digit entries count).
+#[inline(always)]
+fn spread<T: Keyed>(
+    keys: &[T],
+    out: &mut [T],
+    shift: u32,
+    digit: u32,
+) -> [u32; 1 << MAX_DIGIT_BITS] {
+    let mask = (1u64 << digit) - 1;
+    let mut heads = [0u32; 1 << MAX_DIGIT_BITS];
+    for x in keys {
+        heads[((x.key() >> shift) & mask) as usize] += 1;
+    }
+    let mut sum = 0u32;
+    for h in heads.iter_mut().take(1 << digit) {
+        let count = *h;
+        *h = sum;
+        sum += count;
+    }
+    for &x in keys {
+        let d = ((x.key() >> shift) & mask) as usize;
+        out[heads[d] as usize] = x;
+        heads[d] += 1;
+    }
+    heads
 }
 
 /// Digit width that splits `len` random keys into sub-buckets of about four.
