@@ -5,8 +5,8 @@
 //! `cargo bench -p neardup-cli --bench find_all`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use neardup::batch::{Distinct, Matcher};
-use neardup::tables::{Blocks, Layout};
+use neardup::batch::{self, Distinct, Matcher};
+use neardup::tables::Blocks;
 
 fn find_all(c: &mut Criterion) {
     let (fps, _) = neardup_cli::bench::generate(1_000_000, 10_000);
@@ -18,7 +18,7 @@ fn find_all(c: &mut Criterion) {
         Blocks::Fixed(6),
         Blocks::Auto,
     ] {
-        let layout = Layout::for_batch(blocks, fps.len(), 3).unwrap();
+        let layout = batch::layout(blocks, fps.len(), 3).unwrap();
         let matcher = Matcher::new(layout);
         group.bench_with_input(BenchmarkId::from_parameter(blocks), &fps, |b, fps| {
             b.iter(|| {

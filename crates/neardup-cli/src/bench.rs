@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Distinct, Matcher};
-use neardup::tables::{planner, Blocks, Layout};
+use neardup::batch::{self, planner, Distinct, Matcher};
+use neardup::tables::Blocks;
 use serde_json::{json, Value};
 
 use crate::failure::Failure;
@@ -186,7 +186,7 @@ pub fn find_all(args: &FindAllBench) -> Result<(), Failure> {
     let k = args.distance;
     let mut runs = Vec::new();
     for &blocks in &args.blocks {
-        let layout = Layout::for_batch(blocks, n, k)
+        let layout = batch::layout(blocks, n, k)
             .map_err(|e| Failure::input(anyhow!("--blocks {blocks}: {e}")))?;
         runs.push(Run {
             blocks,
@@ -276,7 +276,7 @@ fn report(
         }
         None => (Value::Null, Value::Null, Value::Null),
     };
-    let plan = planner::batch_cost(n, m, k);
+    let plan = planner::cost(n, m, k);
     json!({
         "peer": "neardup",
         "impl": format!("neardup {} Matcher::find_all ({m} blocks, {tables} tables)", env!("CARGO_PKG_VERSION")),

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use neardup::batch::{Distinct, Matcher};
-use neardup::tables::{planner, Blocks, Layout};
+use neardup::batch::{self, planner, Distinct, Matcher};
+use neardup::tables::{Blocks, Layout};
 
 use crate::failure::Failure;
 use crate::input::{read_decimal, Source};
@@ -48,7 +48,7 @@ pub enum Voice {
 fn check_layout(blocks: Blocks, distance: u32) -> Result<(), Failure> {
     match blocks {
         Blocks::Fixed(m) => Layout::new(m, distance).map(drop),
-        Blocks::Auto => planner::batch(0, distance).map(drop),
+        Blocks::Auto => planner::plan(0, distance).map(drop),
     }
     .map_err(|e| Failure::input(anyhow::anyhow!("invalid --blocks/--distance: {e}")))
 }
@@ -74,7 +74,7 @@ pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
         }
     }
     let fps = read_decimal(source, &progress)?;
-    let layout = Layout::for_batch(opts.blocks, fps.len(), opts.distance)
+    let layout = batch::layout(opts.blocks, fps.len(), opts.distance)
         .map_err(|e| Failure::input(anyhow::anyhow!("invalid --blocks/--distance: {e}")))?;
     progress.phase("sorting", None);
     let (set, repeats) = Distinct::from_vec_with_repeats(fps).map_err(Failure::input)?;

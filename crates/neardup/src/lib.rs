@@ -11,13 +11,13 @@
 //! them ([`tables`], [`batch`]).
 //!
 //! ```
-//! use neardup::batch::{Distinct, Matcher};
+//! use neardup::batch::{self, Distinct, Matcher};
 //! use neardup::fingerprint::compat::text_fingerprint;
-//! use neardup::tables::{Blocks, Layout};
+//! use neardup::tables::Blocks;
 //!
 //! let docs = ["the cat sat on the mat", "the cat sat on the mat!", "dogs bark at night"];
 //! let fps: Vec<u64> = docs.iter().map(|d| text_fingerprint(d)).collect();
-//! let layout = Layout::for_batch(Blocks::Auto, fps.len(), 3)?;
+//! let layout = batch::layout(Blocks::Auto, fps.len(), 3)?;
 //! let mut pairs = Vec::new();
 //! Matcher::new(layout).find_all(&Distinct::from_slice(&fps)?, |a, b| {
 //!     pairs.push((a, b));

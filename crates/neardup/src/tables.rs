@@ -12,8 +12,6 @@
 //! number at the top), then the others in increasing order, keeping the bit order inside
 //! each block.
 
-pub mod planner;
-
 use std::fmt;
 use std::ops::Range;
 use std::str::FromStr;
@@ -60,7 +58,8 @@ pub(crate) fn top_mask(bits: u32) -> u64 {
     }
 }
 
-/// How many blocks: a fixed number, or chosen by the [`planner`] from the workload.
+/// How many blocks: a fixed number, or chosen by a planner from the workload (for batch
+/// matching, [`crate::batch::planner`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Blocks {
     /// Let the planner choose from the number of fingerprints and the distance.
@@ -288,15 +287,6 @@ impl Layout {
             distance,
             tables: out,
         })
-    }
-
-    /// The layout for `n` fingerprints in a batch: `blocks` as given, or from
-    /// [`planner::batch`] when [`Blocks::Auto`].
-    pub fn for_batch(blocks: Blocks, n: usize, distance: u32) -> Result<Layout> {
-        match blocks {
-            Blocks::Fixed(m) => Layout::new(m, distance),
-            Blocks::Auto => Layout::new(planner::batch(n, distance)?.blocks, distance),
-        }
     }
 
     /// Number of blocks.

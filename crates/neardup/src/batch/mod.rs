@@ -12,17 +12,25 @@
 //! the distinct fingerprints, one permuted copy and one radix scratch buffer (24 bytes per
 //! fingerprint), whatever the number of tables or threads; pairs stream to a sink.
 
+pub mod planner;
 mod radix;
 mod union_find;
-
-pub(crate) use radix::{msd_passes, partition_bits};
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::tables::{Layout, PermuteJob};
+use crate::tables::{Blocks, Layout, PermuteJob};
 use radix::Keyed;
 use union_find::UnionFind;
+
+/// The layout for batch matching of `n` fingerprints at `distance`: `blocks` as given, or
+/// the [`planner`]'s choice for [`Blocks::Auto`].
+pub fn layout(blocks: Blocks, n: usize, distance: u32) -> Result<Layout> {
+    match blocks {
+        Blocks::Fixed(m) => Layout::new(m, distance),
+        Blocks::Auto => Layout::new(planner::plan(n, distance)?.blocks, distance),
+    }
+}
 
 /// How many threads batch matching uses (1 without the `rayon` feature).
 pub fn threads() -> usize {
@@ -368,7 +376,7 @@ impl Matcher {
         let mut scratch = vec![0u64; n];
         for (t, table) in tables.iter().enumerate() {
             let w = table.leading_bits();
-            let bits = partition_bits(n, w);
+            let bits = radix::partition_bits(n, w);
             let bounds = table.with_permute(Partition {
                 values,
                 keys: &mut keys,

@@ -1,4 +1,4 @@
-//! Choosing the number of blocks (`--blocks auto`).
+//! Choosing the number of blocks for batch matching (`--blocks auto`).
 //!
 //! More blocks mean more tables but longer leading prefixes, hence shorter runs and fewer
 //! candidate pairs to compare. For batch matching of `n` fingerprints the planner prices
@@ -17,7 +17,7 @@
 //! with the smallest total wins. Memory does not depend on the choice: batch matching keeps
 //! one table at a time.
 
-use crate::batch::{msd_passes, partition_bits};
+use super::radix::{msd_passes, partition_bits};
 use crate::error::{Error, Result};
 use crate::tables::{block_bits, num_tables, MAX_TABLES};
 
@@ -45,7 +45,7 @@ pub struct Plan {
 }
 
 /// The cheapest block count for batch matching of `n` fingerprints at `distance`.
-pub fn batch(n: usize, distance: u32) -> Result<Plan> {
+pub fn plan(n: usize, distance: u32) -> Result<Plan> {
     if distance >= 64 {
         return Err(Error::BlocksNotAboveDistance {
             blocks: 64,
@@ -54,7 +54,7 @@ pub fn batch(n: usize, distance: u32) -> Result<Plan> {
     }
     let mut best: Option<Plan> = None;
     for blocks in distance as usize + 1..=64 {
-        let Some(plan) = batch_cost(n, blocks, distance) else {
+        let Some(plan) = cost(n, blocks, distance) else {
             continue;
         };
         if best.is_none_or(|b| plan.cost < b.cost) {
@@ -69,7 +69,7 @@ pub fn batch(n: usize, distance: u32) -> Result<Plan> {
 
 /// The modelled cost of batch matching `n` fingerprints with `blocks` blocks, or `None`
 /// when that layout is invalid.
-pub fn batch_cost(n: usize, blocks: usize, distance: u32) -> Option<Plan> {
+pub fn cost(n: usize, blocks: usize, distance: u32) -> Option<Plan> {
     if blocks == 0 || blocks > 64 || blocks <= distance as usize {
         return None;
     }
@@ -139,18 +139,18 @@ mod tests {
     fn chooses_a_valid_layout() {
         for k in 0..64 {
             for n in [0, 1, 1000, 1_000_000, 100_000_000] {
-                let plan = batch(n, k).unwrap();
+                let plan = plan(n, k).unwrap();
                 assert!(plan.blocks > k as usize && plan.blocks <= 64);
                 assert!(plan.tables <= MAX_TABLES);
             }
         }
-        assert!(batch(0, 64).is_err());
+        assert!(plan(0, 64).is_err());
     }
 
     #[test]
     fn more_fingerprints_want_longer_prefixes() {
-        let small = batch(10_000, 3).unwrap();
-        let large = batch(100_000_000, 3).unwrap();
+        let small = plan(10_000, 3).unwrap();
+        let large = plan(100_000_000, 3).unwrap();
         assert!(large.blocks >= small.blocks);
     }
 }
