@@ -42,3 +42,8 @@ mod par;
 pub mod tables;
 
 pub use error::{Error, Result};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

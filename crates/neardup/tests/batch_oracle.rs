@@ -186,6 +186,20 @@ proptest! {
     }
 }
 
+proptest! {
+    // Any valid layout at all, up to MAX_TABLES tables: few cases, small inputs.
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn matches_oracle_on_any_valid_layout(
+        (k, m) in (0u32..64, 1usize..=64)
+            .prop_filter("valid", |&(k, m)| Layout::new(m, k).is_ok()),
+        fps in fingerprints().prop_map(|mut v| { v.truncate(24); v }),
+    ) {
+        check(&fps, &Layout::new(m, k).unwrap())?;
+    }
+}
+
 #[test]
 fn every_valid_layout_on_a_dense_set() {
     // A dense cluster around 0 and around all-ones, with copies: every pair kind occurs.
