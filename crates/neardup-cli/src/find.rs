@@ -8,7 +8,7 @@ use neardup::tables::{Blocks, Layout};
 
 use crate::failure::Failure;
 use crate::input::{read_decimal, Source};
-use crate::output::{Output, Style};
+use crate::output::Output;
 use crate::progress::Progress;
 
 /// What to find.
@@ -38,9 +38,9 @@ pub struct Options {
 /// How the job talks: neardup's own commands, or the simhash-cpp binaries they replace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Voice {
-    /// Compact arrays, a progress bar on a terminal, no chatter.
+    /// A progress bar on a terminal, no chatter.
     Neardup,
-    /// Arrays and stderr messages exactly as simhash-cpp prints them.
+    /// simhash-cpp's messages on standard error, no progress bar.
     SimhashCpp,
 }
 
@@ -57,11 +57,7 @@ fn check_layout(blocks: Blocks, distance: u32) -> Result<(), Failure> {
 pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
     check_layout(opts.blocks, opts.distance)?;
     let source = Source::open(&opts.input)?;
-    let style = match voice {
-        Voice::Neardup => Style::Compact,
-        Voice::SimhashCpp => Style::Reference,
-    };
-    let mut out = Output::create(&opts.output, style)?;
+    let mut out = Output::create(&opts.output)?;
     let chatty = voice == Voice::SimhashCpp;
     let progress = Arc::new(match voice {
         Voice::Neardup => Progress::for_stderr(),

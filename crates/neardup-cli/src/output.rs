@@ -11,27 +11,17 @@ use anyhow::anyhow;
 
 use crate::failure::Failure;
 
-/// How arrays are spelled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    /// `[a,b]`: neardup's own commands.
-    Compact,
-    /// `[a, b]`: byte for byte what simhash-cpp's binaries print.
-    Reference,
-}
-
 /// Where results go.
 pub struct Output {
     name: String,
     out: BufWriter<Box<dyn Write>>,
-    style: Style,
     /// Standard output closed by its reader (`| head`): stop quietly.
     closed: bool,
 }
 
 impl Output {
     /// Creates (truncates) `path`, or uses standard output for `-`.
-    pub fn create(path: &str, style: Style) -> Result<Output, Failure> {
+    pub fn create(path: &str) -> Result<Output, Failure> {
         let (name, sink): (String, Box<dyn Write>) = if path == "-" {
             ("<stdout>".into(), Box::new(io::stdout()))
         } else {
@@ -42,7 +32,6 @@ impl Output {
         Ok(Output {
             name,
             out: BufWriter::with_capacity(1 << 20, sink),
-            style,
             closed: false,
         })
     }
@@ -63,22 +52,19 @@ impl Output {
         }
     }
 
-    /// Writes `[v0,v1,…]` and a newline.
+    /// Writes `[v0,v1,…]` and a newline: a JSON array, as simhash-cpp's binaries print
+    /// them (they put a space after each comma; the JSON is the same).
     pub fn array(&mut self, values: &[u64]) -> Result<(), Failure> {
         if self.closed {
             return Ok(());
         }
-        let sep: &[u8] = match self.style {
-            Style::Compact => b",",
-            Style::Reference => b", ",
-        };
         let mut num = itoa::Buffer::new();
         let out = &mut self.out;
         let r = (|| {
             out.write_all(b"[")?;
             for (i, v) in values.iter().enumerate() {
                 if i > 0 {
-                    out.write_all(sep)?;
+                    out.write_all(b",")?;
                 }
                 out.write_all(num.format(*v).as_bytes())?;
             }
