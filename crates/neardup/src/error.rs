@@ -2,7 +2,7 @@
 
 /// What can go wrong in the core: every variant is a caller's choice that cannot work,
 /// never an I/O failure (the core does no I/O).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A table layout needs at least one block.
@@ -37,6 +37,28 @@ pub enum Error {
     /// Shingles need a window of at least one token.
     #[error("Window size must be positive")]
     InvalidWindow,
+    /// Shingles of more tokens than [`crate::fingerprint::MAX_WINDOW`].
+    #[error("window must be at most {max} tokens, got {window}")]
+    WindowTooLarge {
+        /// Requested window.
+        window: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Character n-grams need at least one character.
+    #[error("character n-grams need n of at least 1")]
+    InvalidNgram,
+    /// A weight that cannot vote: negative, infinite or not a number.
+    #[error("weight of '{token}' must be a finite number of at least 0, got {weight}")]
+    InvalidWeight {
+        /// The token (or parameter) it belongs to.
+        token: String,
+        /// The weight given.
+        weight: f32,
+    },
+    /// Bytes that are not a serialised idf table.
+    #[error("invalid idf table: {0}")]
+    InvalidIdf(String),
     /// Batch matching numbers fingerprints with 32 bits.
     #[error("at most {max} fingerprints per batch, got {got}")]
     TooManyFingerprints {

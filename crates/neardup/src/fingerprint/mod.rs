@@ -1,10 +1,437 @@
-//! Fingerprints: the bit-voting kernel, and the seomoz-compatible pipelines in [`compat`].
+//! Fingerprints: text in, a 64-bit simhash out.
 //!
 //! A simhash fingerprint is the bitwise majority vote of a document's feature hashes:
 //! similar documents share most features, so their votes, and their fingerprints, differ
-//! in few bits.
+//! in few bits. [`Fingerprinter`] is neardup's own pipeline:
+//!
+//! ```text
+//! text → normalise (NFKC, lowercase, fold white space) → tokens → shingles of `window`
+//!      tokens → xxh3-64 feature hashes → weights → bit votes → fingerprint
+//! ```
+//!
+//! ```
+//! use neardup::fingerprint::{Fingerprinter, Tokenizer, Weighting};
+//!
+//! let fp = Fingerprinter::builder()
+//!     .tokenizer(Tokenizer::UnicodeWords)
+//!     .window(2)
+//!     .weighting(Weighting::Tf)
+//!     .build()?;
+//! let a = fp.fingerprint("The quick brown fox jumps over the lazy dog, and runs away.");
+//! let b = fp.fingerprint("The quick brown fox jumped over the lazy dog, and ran away!");
+//! assert!(neardup::hamming::distance(a, b) < 32);
+//! # Ok::<(), neardup::Error>(())
+//! ```
+//!
+//! Fingerprints are a stored format: the feature hash is xxh3-64 with seed [`SEED`], and
+//! [`VERSION`] changes whenever the fingerprint of any text under any configuration
+//! changes. [`compat`] holds the seomoz pipelines instead, bit for bit.
 
+#[cfg(feature = "cjk")]
+mod cjk;
 pub mod compat;
 mod kernel;
+mod paragraph;
+pub mod tokenize;
+mod weight;
 
-pub use kernel::simhash;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+pub use kernel::{simhash, simhash_weighted};
+pub use paragraph::Paragraph;
+pub use tokenize::Tokenizer;
+pub use weight::{Idf, IdfBuilder};
+
+use crate::error::{Error, Result};
+
+/// Version of the fingerprint format: bumped whenever any configuration fingerprints any
+/// text differently.
+pub const VERSION: u32 = 1;
+
+/// Seed of the xxh3-64 feature hash (the bytes of "neardup1", little-endian).
+pub const SEED: u64 = u64::from_le_bytes(*b"neardup1");
+
+/// The longest shingle window.
+pub const MAX_WINDOW: usize = 16;
+
+/// Text normalisation before tokenizing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Normalize {
+    /// Unicode NFKC: compatibility forms fold together (`ﬁ` → `fi`, full-width → ASCII).
+    pub nfkc: bool,
+    /// Unicode lowercase.
+    pub lowercase: bool,
+    /// Runs of white space become one space, and the ends are trimmed. Only character
+    /// n-grams see white space, so only they are affected.
+    pub fold_whitespace: bool,
+}
+
+impl Default for Normalize {
+    fn default() -> Normalize {
+        Normalize {
+            nfkc: true,
+            lowercase: true,
+            fold_whitespace: true,
+        }
+    }
+}
+
+impl Normalize {
+    /// No normalisation at all.
+    pub const NONE: Normalize = Normalize {
+        nfkc: false,
+        lowercase: false,
+        fold_whitespace: false,
+    };
+}
+
+/// How much each feature's vote counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub enum Weighting {
+    /// Every occurrence of a feature votes once, as in simhash-py's `compute`.
+    #[default]
+    None,
+    /// Each distinct feature votes `1 + ln(count)`: repetition counts, sub-linearly.
+    Tf,
+    /// Each distinct feature votes `(1 + ln(count)) · idf(feature)`, from a table built on
+    /// a corpus with the same configuration ([`IdfBuilder`]); features the table has not
+    /// seen get its largest idf.
+    TfIdf(Arc<Idf>),
+    /// Each distinct feature votes `(1 + ln(count)) · w`, where `w` is the mean of its
+    /// tokens' weights in a map given by the caller (tokens not in it weigh 1; keys are
+    /// normalised as texts are).
+    Custom(Arc<HashMap<String, f32>>),
+    /// The scheme of the seed paper on large-scale Chinese deduplication:
+    /// `Score = tf + λ·(Len + Pos)`, where `Len` is 1 for a word of four characters or
+    /// more, `Pos` is 1 for a word jieba tags as a noun (always 0 for other tokenizers),
+    /// and a feature of several words takes their means; votes are `Score / max Score`.
+    LenPos {
+        /// λ, the weight of length and part of speech against term frequency.
+        lambda: f32,
+    },
+}
+
+/// Everything that decides a fingerprint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Normalisation.
+    pub normalize: Normalize,
+    /// How tokens are cut.
+    pub tokenizer: Tokenizer,
+    /// Tokens per shingle (feature). A text with fewer tokens than this has one feature,
+    /// all its tokens.
+    pub window: usize,
+    /// Vote weights.
+    pub weighting: Weighting,
+    /// Paragraphs shorter than this many bytes merge into the next ([`Fingerprinter::paragraphs`]).
+    pub min_paragraph: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            normalize: Normalize::default(),
+            tokenizer: Tokenizer::UnicodeWords,
+            window: 3,
+            weighting: Weighting::None,
+            min_paragraph: 200,
+        }
+    }
+}
+
+/// Builds a [`Fingerprinter`].
+#[derive(Clone, Debug, Default)]
+pub struct FingerprinterBuilder {
+    config: Config,
+}
+
+impl FingerprinterBuilder {
+    /// Normalisation (default: NFKC, lowercase, folded white space).
+    pub fn normalize(mut self, normalize: Normalize) -> Self {
+        self.config.normalize = normalize;
+        self
+    }
+
+    /// Tokenizer (default: Unicode words).
+    pub fn tokenizer(mut self, tokenizer: Tokenizer) -> Self {
+        self.config.tokenizer = tokenizer;
+        self
+    }
+
+    /// Tokens per shingle, 1 to [`MAX_WINDOW`] (default 3).
+    pub fn window(mut self, window: usize) -> Self {
+        self.config.window = window;
+        self
+    }
+
+    /// Vote weights (default: none).
+    pub fn weighting(mut self, weighting: Weighting) -> Self {
+        self.config.weighting = weighting;
+        self
+    }
+
+    /// Minimum paragraph length in bytes (default 200).
+    pub fn min_paragraph(mut self, bytes: usize) -> Self {
+        self.config.min_paragraph = bytes;
+        self
+    }
+
+    /// The fingerprinter; errors on a window of 0 or above [`MAX_WINDOW`], character
+    /// n-grams of 0, or a negative or non-finite weight.
+    pub fn build(self) -> Result<Fingerprinter> {
+        Fingerprinter::new(self.config)
+    }
+}
+
+/// Turns texts into fingerprints. Cheap to clone and share across threads.
+#[derive(Clone, Debug, Default)]
+pub struct Fingerprinter {
+    config: Config,
+    /// Custom weights by token hash.
+    token_weights: Option<Arc<HashMap<u64, f32>>>,
+}
+
+/// Features of one text: hashes, and per-feature weights where the weighting needs them.
+struct Features {
+    hashes: Vec<u64>,
+    /// Per feature: (mean token weight, mean Len, mean Pos) for the weightings that use them.
+    token_terms: Vec<[f32; 3]>,
+}
+
+impl Fingerprinter {
+    /// A builder, starting from the default configuration.
+    pub fn builder() -> FingerprinterBuilder {
+        FingerprinterBuilder::default()
+    }
+
+    /// A fingerprinter for `config`.
+    pub fn new(config: Config) -> Result<Fingerprinter> {
+        if config.window == 0 {
+            return Err(Error::InvalidWindow);
+        }
+        if config.window > MAX_WINDOW {
+            return Err(Error::WindowTooLarge {
+                window: config.window,
+                max: MAX_WINDOW,
+            });
+        }
+        if config.tokenizer == Tokenizer::CharNgrams(0) {
+            return Err(Error::InvalidNgram);
+        }
+        let mut token_weights = None;
+        match &config.weighting {
+            Weighting::Custom(map) => {
+                let mut by_hash = HashMap::with_capacity(map.len());
+                for (token, &w) in map.iter() {
+                    if !(w.is_finite() && w >= 0.0) {
+                        return Err(Error::InvalidWeight {
+                            token: token.clone(),
+                            weight: w,
+                        });
+                    }
+                    let key = normalize(token, config.normalize, false);
+                    by_hash.insert(token_hash(&key), w);
+                }
+                token_weights = Some(Arc::new(by_hash));
+            }
+            Weighting::LenPos { lambda } if !(lambda.is_finite() && *lambda >= 0.0) => {
+                return Err(Error::InvalidWeight {
+                    token: "lambda".into(),
+                    weight: *lambda,
+                });
+            }
+            _ => {}
+        }
+        Ok(Fingerprinter {
+            config,
+            token_weights,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The fingerprint of `text`; 0 when it has no tokens.
+    pub fn fingerprint(&self, text: &str) -> u64 {
+        let features = self.features(text);
+        self.vote(features)
+    }
+
+    /// The fingerprint of a byte string: invalid UTF-8 sequences read as U+FFFD, which
+    /// separates tokens like any other symbol.
+    pub fn fingerprint_bytes(&self, bytes: &[u8]) -> u64 {
+        self.fingerprint(&String::from_utf8_lossy(bytes))
+    }
+
+    /// Fingerprints of many texts, in order, in parallel (with the `rayon` feature).
+    pub fn fingerprint_many<T: AsRef<str> + Sync>(&self, texts: &[T]) -> Vec<u64> {
+        const CHUNK: usize = 64;
+        let chunks: Vec<&[T]> = texts.chunks(CHUNK).collect();
+        crate::par::map(chunks, |chunk| {
+            chunk
+                .iter()
+                .map(|t| self.fingerprint(t.as_ref()))
+                .collect::<Vec<u64>>()
+        })
+        .concat()
+    }
+
+    /// The distinct feature hashes of `text` (what an [`Idf`] table counts).
+    pub fn feature_set(&self, text: &str) -> Vec<u64> {
+        let mut hashes = self.features(text).hashes;
+        hashes.sort_unstable();
+        hashes.dedup();
+        hashes
+    }
+
+    /// The text's paragraphs, each with its byte span in `text` and its fingerprint.
+    /// Paragraphs are separated by blank lines and by HTML block tags (`<p>`, `<br>`,
+    /// `<div>`, `<li>`, headings…); one shorter than [`Config::min_paragraph`] bytes merges
+    /// into the next (the last into the one before).
+    pub fn paragraphs(&self, text: &str) -> Vec<Paragraph> {
+        paragraph::spans(text, self.config.min_paragraph)
+            .into_iter()
+            .map(|span| Paragraph {
+                fingerprint: self.fingerprint(&text[span.clone()]),
+                start: span.start,
+                end: span.end,
+            })
+            .collect()
+    }
+
+    fn needs_token_terms(&self) -> bool {
+        matches!(
+            self.config.weighting,
+            Weighting::Custom(_) | Weighting::LenPos { .. }
+        )
+    }
+
+    fn features(&self, text: &str) -> Features {
+        let cfg = &self.config;
+        let fold = matches!(cfg.tokenizer, Tokenizer::CharNgrams(_));
+        let text = normalize(text, cfg.normalize, fold);
+        let terms = self.needs_token_terms();
+        let mut tokens: Vec<u64> = Vec::with_capacity(text.len() / 5 + 1);
+        let mut token_terms: Vec<[f32; 3]> = Vec::new();
+        let mut push = |token: &str, noun: bool| {
+            let h = token_hash(token);
+            tokens.push(h);
+            if terms {
+                let weight = self
+                    .token_weights
+                    .as_ref()
+                    .and_then(|m| m.get(&h).copied())
+                    .unwrap_or(1.0);
+                let long = token.chars().nth(3).is_some();
+                token_terms.push([weight, f32::from(u8::from(long)), f32::from(u8::from(noun))]);
+            }
+        };
+        match cfg.tokenizer {
+            #[cfg(feature = "cjk")]
+            Tokenizer::Jieba => cjk::words(&text, &mut push),
+            t => t.tokens(&text, |w| push(w, false)),
+        }
+        let w = cfg.window;
+        if w == 1 || tokens.is_empty() {
+            return Features {
+                hashes: tokens,
+                token_terms,
+            };
+        }
+        let n = tokens.len();
+        let shingles = if n < w { 1 } else { n - w + 1 };
+        let span = w.min(n);
+        let mut hashes = Vec::with_capacity(shingles);
+        let mut terms_out = Vec::with_capacity(if terms { shingles } else { 0 });
+        let mut bytes = [0u8; 8 * MAX_WINDOW];
+        for i in 0..shingles {
+            for (j, t) in tokens[i..i + span].iter().enumerate() {
+                bytes[8 * j..8 * j + 8].copy_from_slice(&t.to_le_bytes());
+            }
+            hashes.push(xxh3_64_with_seed(&bytes[..8 * span], SEED));
+            if terms {
+                let mut mean = [0f32; 3];
+                for t in &token_terms[i..i + span] {
+                    for k in 0..3 {
+                        mean[k] += t[k] / span as f32;
+                    }
+                }
+                terms_out.push(mean);
+            }
+        }
+        Features {
+            hashes,
+            token_terms: terms_out,
+        }
+    }
+
+    fn vote(&self, f: Features) -> u64 {
+        match &self.config.weighting {
+            Weighting::None => simhash(&f.hashes),
+            weighting => {
+                // Distinct features with their counts (and per-feature terms).
+                let mut order: Vec<u32> = (0..f.hashes.len() as u32).collect();
+                order.sort_unstable_by_key(|&i| f.hashes[i as usize]);
+                let mut votes: Vec<(u64, f32)> = Vec::new();
+                let mut i = 0;
+                while i < order.len() {
+                    let h = f.hashes[order[i] as usize];
+                    let mut j = i + 1;
+                    while j < order.len() && f.hashes[order[j] as usize] == h {
+                        j += 1;
+                    }
+                    let count = (j - i) as f32;
+                    let terms = f.token_terms.get(order[i] as usize).copied();
+                    let [tw, len, pos] = terms.unwrap_or([1.0, 0.0, 0.0]);
+                    let tf = 1.0 + count.ln();
+                    let w = match weighting {
+                        Weighting::None | Weighting::Tf => tf,
+                        Weighting::TfIdf(idf) => tf * idf.idf(h),
+                        Weighting::Custom(_) => tf * tw,
+                        Weighting::LenPos { lambda } => count + lambda * (len + pos),
+                    };
+                    votes.push((h, w));
+                    i = j;
+                }
+                weight::vote(&votes)
+            }
+        }
+    }
+}
+
+/// The xxh3 hash of a token's UTF-8, seeded with [`SEED`]: a window-1 feature.
+pub fn token_hash(token: &str) -> u64 {
+    xxh3_64_with_seed(token.as_bytes(), SEED)
+}
+
+/// `text` normalised as `n` says (white space folded only when `fold` too).
+fn normalize(text: &str, n: Normalize, fold: bool) -> Cow<'_, str> {
+    let mut s = Cow::Borrowed(text);
+    if n.nfkc && !s.is_ascii() && is_nfkc_quick(s.chars()) != IsNormalized::Yes {
+        s = Cow::Owned(s.nfkc().collect());
+    }
+    if n.lowercase {
+        if s.is_ascii() {
+            if s.bytes().any(|b| b.is_ascii_uppercase()) {
+                s = Cow::Owned(s.to_ascii_lowercase());
+            }
+        } else {
+            s = Cow::Owned(s.to_lowercase());
+        }
+    }
+    if n.fold_whitespace && fold {
+        let folded = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        if folded != *s {
+            s = Cow::Owned(folded);
+        }
+    }
+    s
+}

@@ -1,0 +1,185 @@
+//! Vote weights: inverse document frequencies from a corpus, and the quantisation that
+//! turns real weights into the integer votes of the kernel.
+
+use std::collections::HashMap;
+
+use super::kernel::simhash_weighted;
+use crate::error::{Error, Result};
+
+/// Quantised votes run from 1 to this for the heaviest feature of a document.
+const VOTE_MAX: f32 = 1023.0;
+
+/// The weighted vote of `(feature hash, weight)` pairs: weights are scaled so the heaviest
+/// votes [`VOTE_MAX`] and rounded (a feature weighing less than 1/2046 of the heaviest
+/// votes nothing), then counted by [`simhash_weighted`].
+pub(crate) fn vote(votes: &[(u64, f32)]) -> u64 {
+    let max = votes.iter().map(|v| v.1).fold(0.0f32, f32::max);
+    if max.is_nan() || max <= 0.0 {
+        return 0;
+    }
+    simhash_weighted(
+        votes
+            .iter()
+            .map(|&(h, w)| (h, (w / max * VOTE_MAX).round() as u32)),
+    )
+}
+
+/// Inverse document frequencies of features, counted on a corpus: rare features weigh
+/// more. `idf = ln((1 + docs) / (1 + df)) + 1`; a feature the corpus never had gets the
+/// largest value, `ln(1 + docs) + 1`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Idf {
+    docs: u64,
+    df: HashMap<u64, u32>,
+}
+
+/// First bytes of a serialised [`Idf`].
+const MAGIC: &[u8; 8] = b"NDUPIDF1";
+
+impl Idf {
+    /// The idf of `feature`.
+    pub fn idf(&self, feature: u64) -> f32 {
+        let df = self.df.get(&feature).copied().unwrap_or(0);
+        ((1.0 + self.docs as f64) / (1.0 + f64::from(df))).ln() as f32 + 1.0
+    }
+
+    /// Documents counted.
+    pub fn docs(&self) -> u64 {
+        self.docs
+    }
+
+    /// Features in the table.
+    pub fn len(&self) -> usize {
+        self.df.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.df.is_empty()
+    }
+
+    /// The table as bytes: `NDUPIDF1`, then little-endian `docs: u64`, `count: u64`, and
+    /// `count` pairs of `feature: u64, df: u32`, features increasing.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut entries: Vec<(u64, u32)> = self.df.iter().map(|(&f, &d)| (f, d)).collect();
+        entries.sort_unstable();
+        let mut out = Vec::with_capacity(24 + entries.len() * 12);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.docs.to_le_bytes());
+        out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+        for (f, d) in entries {
+            out.extend_from_slice(&f.to_le_bytes());
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out
+    }
+
+    /// A table from [`Idf::to_bytes`]; errors on anything else.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Idf> {
+        let bad = |why: &str| Error::InvalidIdf(why.to_string());
+        let rest = bytes
+            .strip_prefix(MAGIC)
+            .ok_or_else(|| bad("not an idf table"))?;
+        if rest.len() < 16 {
+            return Err(bad("truncated header"));
+        }
+        let u64_at = |b: &[u8]| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[..8]);
+            u64::from_le_bytes(w)
+        };
+        let docs = u64_at(rest);
+        let count = u64_at(&rest[8..]);
+        let body = &rest[16..];
+        if Some(body.len() as u64) != count.checked_mul(12) {
+            return Err(bad("length does not match its entry count"));
+        }
+        let mut df = HashMap::with_capacity(count as usize);
+        for e in body.chunks_exact(12) {
+            let mut d = [0u8; 4];
+            d.copy_from_slice(&e[8..]);
+            let d = u32::from_le_bytes(d);
+            if u64::from(d) > docs {
+                return Err(bad("a document frequency exceeds the document count"));
+            }
+            df.insert(u64_at(e), d);
+        }
+        Ok(Idf { docs, df })
+    }
+}
+
+/// Counts document frequencies to build an [`Idf`].
+#[derive(Clone, Debug, Default)]
+pub struct IdfBuilder {
+    docs: u64,
+    df: HashMap<u64, u32>,
+}
+
+impl IdfBuilder {
+    /// An empty count.
+    pub fn new() -> IdfBuilder {
+        IdfBuilder::default()
+    }
+
+    /// Counts one document from its distinct features
+    /// ([`Fingerprinter::feature_set`](super::Fingerprinter::feature_set)).
+    pub fn add(&mut self, distinct_features: &[u64]) {
+        self.docs += 1;
+        for &f in distinct_features {
+            *self.df.entry(f).or_insert(0) += 1;
+        }
+    }
+
+    /// Adds another count (of other documents) to this one.
+    pub fn merge(&mut self, other: IdfBuilder) {
+        self.docs += other.docs;
+        for (f, d) in other.df {
+            *self.df.entry(f).or_insert(0) += d;
+        }
+    }
+
+    /// The table, keeping features seen in at least `min_df` documents (the rest weigh as
+    /// unseen, which for features seen once is nearly the same and saves most of the space).
+    pub fn build(self, min_df: u32) -> Idf {
+        let mut df = self.df;
+        df.retain(|_, d| *d >= min_df);
+        Idf {
+            docs: self.docs,
+            df,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idf_counts_and_round_trips() {
+        let mut b = IdfBuilder::new();
+        b.add(&[1, 2, 3]);
+        b.add(&[1, 2]);
+        let mut c = IdfBuilder::new();
+        c.add(&[1]);
+        b.merge(c);
+        let idf = b.build(1);
+        assert_eq!(idf.docs(), 3);
+        assert!(idf.idf(1) < idf.idf(2) && idf.idf(2) < idf.idf(3) && idf.idf(3) < idf.idf(9));
+        assert!((idf.idf(1) - 1.0).abs() < 1e-6, "in every document");
+        assert_eq!(Idf::from_bytes(&idf.to_bytes()), Ok(idf.clone()));
+        assert!(Idf::from_bytes(b"nonsense").is_err());
+        let mut bytes = idf.to_bytes();
+        bytes.pop();
+        assert!(Idf::from_bytes(&bytes).is_err());
+    }
+
+    #[test]
+    fn votes_scale_to_the_heaviest() {
+        // Weights in proportion vote like the integers they are proportional to.
+        let a = vote(&[(0b1100, 3.0), (0b1010, 1.0), (0b0001, 1.0)]);
+        let b = simhash_weighted([(0b1100, 1023), (0b1010, 341), (0b0001, 341)]);
+        assert_eq!(a, b);
+        assert_eq!(vote(&[]), 0);
+        assert_eq!(vote(&[(7, 0.0)]), 0);
+    }
+}
