@@ -37,6 +37,19 @@ impl Counters {
         }
     }
 
+    /// Adds `other << shift`, counter by counter, where `other` uses `planes` planes:
+    /// bit-sliced addition, one full adder per plane.
+    fn add_shifted(&mut self, other: &Counters, planes: usize, shift: usize) {
+        let mut carry = 0u64;
+        for j in 0..planes {
+            let (a, b) = (self.planes[shift + j], other.planes[j]);
+            let (sum, c) = csa(a, b, carry);
+            self.planes[shift + j] = sum;
+            carry = c;
+        }
+        self.add(carry, shift + planes);
+    }
+
     /// Bit `i` set when counter `i` is greater than `t`, given no counter exceeds `max`.
     fn greater_than(&self, t: u64, max: u64) -> u64 {
         // From the top plane down: `gt` lanes are already known greater, `eq` lanes equal
@@ -55,9 +68,8 @@ impl Counters {
     }
 }
 
-/// The simhash of `hashes`: bit `i` is 1 when more than half of the hashes have bit `i`
-/// set (a tie gives 0; no hashes give 0).
-pub fn simhash(hashes: &[u64]) -> u64 {
+/// Bit-sliced counts of the set bits of `hashes`, position by position.
+fn count(hashes: &[u64]) -> Counters {
     let mut c = Counters::new();
     let (mut ones, mut twos, mut fours, mut eights) = (0u64, 0u64, 0u64, 0u64);
     let mut chunks = hashes.chunks_exact(16);
@@ -93,29 +105,51 @@ pub fn simhash(hashes: &[u64]) -> u64 {
     c.add(twos, 1);
     c.add(fours, 2);
     c.add(eights, 3);
+    c
+}
+
+/// The simhash of `hashes`: bit `i` is 1 when more than half of the hashes have bit `i`
+/// set (a tie gives 0; no hashes give 0).
+pub fn simhash(hashes: &[u64]) -> u64 {
     let n = hashes.len() as u64;
-    c.greater_than(n / 2, n)
+    count(hashes).greater_than(n / 2, n)
 }
 
 /// The weighted simhash of `(hash, weight)` pairs: bit `i` is 1 when the hashes with bit
 /// `i` set carry more than half of the total weight (a tie gives 0; no weight gives 0).
 ///
-/// Each weight is added in binary: one ripple-add of the hash at the plane of each set bit
-/// of the weight, so small integer weights (the quantised weights of
-/// [`Fingerprinter`](super::Fingerprinter), 1 to 1023) cost a few word operations.
+/// Features are grouped by weight; each group is counted like unweighted hashes, and its
+/// bit-sliced counts are added to the total once per set bit of the weight. Real weights
+/// come in few distinct values (term frequencies, quantised idf), so this costs little
+/// more than the unweighted vote.
 pub fn simhash_weighted(features: impl IntoIterator<Item = (u64, u32)>) -> u64 {
-    let mut c = Counters::new();
-    let mut total = 0u64;
-    for (h, w) in features {
-        total += u64::from(w);
+    let mut by_weight: Vec<(u32, u64)> = features
+        .into_iter()
+        .filter(|&(_, w)| w > 0)
+        .map(|(h, w)| (w, h))
+        .collect();
+    by_weight.sort_unstable_by_key(|&(w, _)| w);
+    let hashes: Vec<u64> = by_weight.iter().map(|&(_, h)| h).collect();
+    let mut total = Counters::new();
+    let mut sum = 0u64;
+    let mut i = 0;
+    while i < by_weight.len() {
+        let w = by_weight[i].0;
+        let mut j = i + 1;
+        while j < by_weight.len() && by_weight[j].0 == w {
+            j += 1;
+        }
+        let group = count(&hashes[i..j]);
+        let planes = (usize::BITS - (j - i).leading_zeros()) as usize;
         let mut bits = w;
         while bits != 0 {
-            let b = bits.trailing_zeros();
-            c.add(h, b as usize);
+            total.add_shifted(&group, planes, bits.trailing_zeros() as usize);
             bits &= bits - 1;
         }
+        sum += u64::from(w) * (j - i) as u64;
+        i = j;
     }
-    c.greater_than(total / 2, total)
+    total.greater_than(sum / 2, sum)
 }
 
 #[cfg(test)]

@@ -374,36 +374,51 @@ impl Fingerprinter {
     }
 
     fn vote(&self, f: Features) -> u64 {
-        match &self.config.weighting {
-            Weighting::None => simhash(&f.hashes),
-            weighting => {
-                // Distinct features with their counts (and per-feature terms).
-                let mut order: Vec<u32> = (0..f.hashes.len() as u32).collect();
-                order.sort_unstable_by_key(|&i| f.hashes[i as usize]);
-                let mut votes: Vec<(u64, f32)> = Vec::new();
-                let mut i = 0;
-                while i < order.len() {
-                    let h = f.hashes[order[i] as usize];
-                    let mut j = i + 1;
-                    while j < order.len() && f.hashes[order[j] as usize] == h {
-                        j += 1;
-                    }
-                    let count = (j - i) as f32;
-                    let terms = f.token_terms.get(order[i] as usize).copied();
-                    let [tw, len, pos] = terms.unwrap_or([1.0, 0.0, 0.0]);
-                    let tf = 1.0 + count.ln();
-                    let w = match weighting {
-                        Weighting::None | Weighting::Tf => tf,
-                        Weighting::TfIdf(idf) => tf * idf.idf(h),
-                        Weighting::Custom(_) => tf * tw,
-                        Weighting::LenPos { lambda } => count + lambda * (len + pos),
-                    };
-                    votes.push((h, w));
-                    i = j;
-                }
-                weight::vote(&votes)
+        /// `1 + ln(count)`; exact 1 for the usual count of 1, without a logarithm.
+        fn tf(count: usize) -> f32 {
+            if count == 1 {
+                1.0
+            } else {
+                1.0 + (count as f32).ln()
             }
         }
+        let weighting = &self.config.weighting;
+        let votes: Vec<(u64, f32)> = match weighting {
+            Weighting::None => return simhash(&f.hashes),
+            Weighting::Tf | Weighting::TfIdf(_) => {
+                let mut hashes = f.hashes;
+                hashes.sort_unstable();
+                hashes
+                    .chunk_by(|a, b| a == b)
+                    .map(|run| {
+                        let h = run[0];
+                        let w = match weighting {
+                            Weighting::TfIdf(idf) => tf(run.len()) * idf.idf(h),
+                            _ => tf(run.len()),
+                        };
+                        (h, w)
+                    })
+                    .collect()
+            }
+            Weighting::Custom(_) | Weighting::LenPos { .. } => {
+                // Per-feature terms travel with the hashes: sort indices.
+                let mut order: Vec<u32> = (0..f.hashes.len() as u32).collect();
+                order.sort_unstable_by_key(|&i| f.hashes[i as usize]);
+                order
+                    .chunk_by(|&a, &b| f.hashes[a as usize] == f.hashes[b as usize])
+                    .map(|run| {
+                        let first = run[0] as usize;
+                        let [tw, len, pos] = f.token_terms[first];
+                        let w = match weighting {
+                            Weighting::LenPos { lambda } => run.len() as f32 + lambda * (len + pos),
+                            _ => tf(run.len()) * tw,
+                        };
+                        (f.hashes[first], w)
+                    })
+                    .collect()
+            }
+        };
+        weight::vote(&votes)
     }
 }
 
