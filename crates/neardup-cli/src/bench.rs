@@ -14,7 +14,9 @@ use neardup::batch::{self, planner, Distinct, Matcher};
 use neardup::tables::Blocks;
 use serde_json::{json, Value};
 
+use crate::docs::{self, DocArgs};
 use crate::failure::Failure;
+use crate::fpconfig::{FingerprintArgs, Pipeline};
 use crate::input::{read_decimal, read_u64_le, Source};
 use crate::progress::Progress;
 
@@ -303,6 +305,96 @@ fn report(
         "seconds_max": round(hi, 4),
         "modelled_ms": plan.map(|p| round(p.cost / 1e6, 1)),
     })
+}
+
+/// Settings of `neardup bench fingerprint`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct FingerprintBench {
+    /// Documents to fingerprint (JSON Lines with a "text" field, like the peers'
+    /// corpus.jsonl, or any input `neardup fingerprint` reads).
+    #[arg(long)]
+    pub input: String,
+    /// Passes over the corpus; the fastest is reported, as the peers' harness does.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: u32,
+    #[command(flatten)]
+    pub fingerprint: FingerprintArgs,
+}
+
+/// Runs the benchmark: one JSON line for one thread, one for all threads.
+pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
+    use rayon::prelude::*;
+
+    let load = loadavg();
+    let pipeline = args.fingerprint.pipeline()?;
+    let doc_args = DocArgs {
+        inputs: vec![args.input.clone()],
+        input_flags: vec![],
+        format: None,
+        lines: false,
+        text_field: "text".into(),
+        id_field: "id".into(),
+        skip_invalid: false,
+    };
+    let mut texts: Vec<String> = Vec::new();
+    docs::read(&doc_args, &Progress::hidden(), |batch| {
+        texts.extend(batch.into_iter().map(|d| d.text));
+        Ok(())
+    })?;
+    let mb = texts.iter().map(|t| t.len()).sum::<usize>() as f64 / 1e6;
+    let describe = match &pipeline {
+        Pipeline::Neardup(fp) => {
+            let c = fp.config();
+            format!("{:?}, window {}, {:?}", c.tokenizer, c.window, c.weighting)
+        }
+        Pipeline::Compat(c) => format!("compat {c:?}"),
+    };
+    // Warm-up, as the peers do.
+    for t in texts.iter().take(20) {
+        std::hint::black_box(pipeline.fingerprint(t));
+    }
+    let threads = rayon::current_num_threads();
+    for (variant, n_threads) in [("serial", 1), ("par", threads)] {
+        let mut best: Option<(f64, f64)> = None;
+        for _ in 0..args.repeats {
+            let (t, cpu) = (Instant::now(), usage().cpu_s);
+            let fps: Vec<u64> = if n_threads == 1 {
+                texts.iter().map(|d| pipeline.fingerprint(d)).collect()
+            } else {
+                texts.par_iter().map(|d| pipeline.fingerprint(d)).collect()
+            };
+            std::hint::black_box(fps);
+            let run = (t.elapsed().as_secs_f64(), usage().cpu_s - cpu);
+            if best.is_none_or(|b| run.0 < b.0) {
+                best = Some(run);
+            }
+        }
+        let (seconds, cpu_s) = best.unwrap_or_default();
+        let line = json!({
+            "peer": "neardup",
+            "impl": format!("neardup {} Fingerprinter ({describe})", env!("CARGO_PKG_VERSION")),
+            "variant": variant,
+            "workload": "fp",
+            "threads": n_threads,
+            "n": texts.len(),
+            "queries": null,
+            "planted": null,
+            "mb": round(mb, 3),
+            "build_s": null,
+            "seconds": round(seconds, 4),
+            "cpu_s": round(cpu_s, 4),
+            "throughput": round(mb / seconds, 3),
+            "unit": "MB/s",
+            "recall": null,
+            "recall_by_d": null,
+            "found": null,
+            "wrong": null,
+            "max_rss_mb": usage().max_rss_mb.round(),
+            "loadavg": load,
+        });
+        println!("{line}");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,8 +4,11 @@
 //! the `neardup` crate does the work.
 
 pub mod bench;
+pub mod docs;
 pub mod failure;
 pub mod find;
+pub mod fingerprint;
+pub mod fpconfig;
 pub mod input;
 pub mod output;
 pub mod progress;

@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use neardup_cli::bench::{self, FindAllBench};
+use neardup_cli::bench::{self, FindAllBench, FingerprintBench};
 use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
+use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
 
 /// Near-duplicate detection with 64-bit simhash fingerprints.
 #[derive(Parser)]
@@ -35,6 +36,14 @@ enum Command {
         #[command(flatten)]
         find: DropInArgs,
     },
+    /// Fingerprints of documents: one JSON line {"id", "fingerprint"} per document, in
+    /// input order.
+    ///
+    /// Reads JSON Lines, text files (one document each, or one per line with --lines),
+    /// directories, .gz/.zst files, or standard input.
+    Fingerprint(FingerprintCmd),
+    /// The idf table of a corpus, for --weighting tfidf.
+    Idf(IdfCmd),
     /// Benchmarks, printing one JSON line per run with the peers' keys.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -44,6 +53,8 @@ enum Command {
 enum BenchCommand {
     /// Batch all-pairs on a fingerprint file or a generated workload.
     FindAll(FindAllBench),
+    /// Fingerprinting throughput on a corpus, one thread and all threads.
+    Fingerprint(FingerprintBench),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +69,9 @@ fn main() -> ExitCode {
             find::run(Job::Pairs, &options, Voice::Neardup)
         }
         Command::FindClusters { find } => find::run(Job::Clusters, &find.options(), Voice::Neardup),
+        Command::Fingerprint(cmd) => fingerprint::run(&cmd),
+        Command::Idf(cmd) => fingerprint::idf(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
+        Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
     })
 }

@@ -73,6 +73,18 @@ impl Output {
         self.check(r)
     }
 
+    /// Writes `line` and a newline.
+    pub fn line(&mut self, line: &[u8]) -> Result<(), Failure> {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self
+            .out
+            .write_all(line)
+            .and_then(|()| self.out.write_all(b"\n"));
+        self.check(r)
+    }
+
     /// Whether the reader of standard output has gone away: further output is dropped.
     pub fn is_closed(&self) -> bool {
         self.closed

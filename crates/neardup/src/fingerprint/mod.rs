@@ -297,7 +297,7 @@ impl Fingerprinter {
     /// `<div>`, `<li>`, headings…); one shorter than [`Config::min_paragraph`] bytes merges
     /// into the next (the last into the one before).
     pub fn paragraphs(&self, text: &str) -> Vec<Paragraph> {
-        paragraph::spans(text, self.config.min_paragraph)
+        paragraph_spans(text, self.config.min_paragraph)
             .into_iter()
             .map(|span| Paragraph {
                 fingerprint: self.fingerprint(&text[span.clone()]),
@@ -420,6 +420,12 @@ impl Fingerprinter {
         };
         weight::vote(&votes)
     }
+}
+
+/// The byte spans of `text`'s paragraphs, as [`Fingerprinter::paragraphs`] cuts them with
+/// a minimum of `min` bytes (for fingerprinting paragraphs another way).
+pub fn paragraph_spans(text: &str, min: usize) -> Vec<std::ops::Range<usize>> {
+    paragraph::spans(text, min)
 }
 
 /// The xxh3 hash of a token's UTF-8, seeded with [`SEED`]: a window-1 feature.

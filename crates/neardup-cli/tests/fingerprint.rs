@@ -1,0 +1,288 @@
+//! `neardup fingerprint` and `neardup idf` on real files: every input kind, the output,
+//! and every bad input.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use neardup::fingerprint::{compat, Fingerprinter};
+use serde_json::Value;
+
+fn neardup(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn lines(o: &Output) -> Vec<Value> {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn fp(v: &Value) -> u64 {
+    v["fingerprint"].as_str().unwrap().parse().unwrap()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, bytes).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn json_lines_in_input_order_across_batches() {
+    // More documents than one batch, so order must survive parallel work.
+    let texts: Vec<String> = (0..10_000)
+        .map(|i| format!("document number {i} says {} things", i * 7 % 13))
+        .collect();
+    let input: String = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{}\n", serde_json::json!({"id": i, "text": t})))
+        .collect();
+    let out = lines(&neardup(&["fingerprint"], input.as_bytes()));
+    let f = Fingerprinter::default();
+    assert_eq!(out.len(), texts.len());
+    for (i, (line, text)) in out.iter().zip(&texts).enumerate() {
+        assert_eq!(line["id"], Value::from(i));
+        assert_eq!(fp(line), f.fingerprint(text));
+    }
+}
+
+#[test]
+fn fields_ids_and_numbers() {
+    let input = b"{\"key\": \"a\", \"body\": \"alpha beta gamma\"}\n\n{\"body\": \"no key\"}\n";
+    let out = lines(&neardup(
+        &[
+            "fingerprint",
+            "--text-field",
+            "body",
+            "--id-field",
+            "key",
+            "--numbers",
+        ],
+        input,
+    ));
+    assert_eq!(out[0]["id"], "a");
+    assert_eq!(out[1]["id"], "<stdin>:3");
+    let f = Fingerprinter::default();
+    assert_eq!(
+        out[0]["fingerprint"].as_u64().unwrap(),
+        f.fingerprint("alpha beta gamma")
+    );
+}
+
+#[test]
+fn text_files_directories_and_compression() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = write(d, "docs/a.txt", b"the first document, plain text");
+    let b = write(d, "docs/sub/b.md", b"a second one, in a sub-directory");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(b"{\"id\": \"g\", \"text\": \"gzipped json lines\"}\n")
+        .unwrap();
+    let g = write(d, "more.jsonl.gz", &gz.finish().unwrap());
+    let z = write(
+        d,
+        "lines.txt.zst",
+        &zstd::encode_all(&b"one line\nanother line\n"[..], 0).unwrap(),
+    );
+    let out = lines(&neardup(
+        &["fingerprint", &d.join("docs").to_string_lossy(), "-i", &g],
+        b"",
+    ));
+    let ids: Vec<&str> = out.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![a.as_str(), b.as_str(), "g"]);
+    let f = Fingerprinter::default();
+    assert_eq!(fp(&out[0]), f.fingerprint("the first document, plain text"));
+    assert_eq!(fp(&out[2]), f.fingerprint("gzipped json lines"));
+    let out = lines(&neardup(&["fingerprint", "--lines", &z], b""));
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1]["id"], format!("{z}:2"));
+    assert_eq!(fp(&out[1]), f.fingerprint("another line"));
+}
+
+#[test]
+fn compat_pipelines_are_the_reference_functions() {
+    let texts = [
+        "Jabberwocky: 'Twas brillig, and the slithy toves",
+        "naïve café ÜBER",
+    ];
+    let input: String = texts
+        .iter()
+        .map(|t| format!("{}\n", serde_json::json!({"text": t})))
+        .collect();
+    let py = lines(&neardup(
+        &["fingerprint", "--compat", "simhash-py"],
+        input.as_bytes(),
+    ));
+    let cpp = lines(&neardup(
+        &["fingerprint", "--compat", "simhash-cpp-legacy"],
+        input.as_bytes(),
+    ));
+    for (i, t) in texts.iter().enumerate() {
+        assert_eq!(fp(&py[i]), compat::text_fingerprint(t));
+        assert_eq!(fp(&cpp[i]), compat::legacy_cpp_fingerprint(t.as_bytes()));
+    }
+}
+
+#[test]
+fn paragraphs_have_spans_and_fingerprints() {
+    let text = "First paragraph, long enough to stand alone here.\n\nSecond paragraph, also long enough for itself.";
+    let input = format!("{}\n", serde_json::json!({"id": 1, "text": text}));
+    let out = lines(&neardup(
+        &["fingerprint", "--paragraphs", "--min-paragraph", "20"],
+        input.as_bytes(),
+    ));
+    let paras = out[0]["paragraphs"].as_array().unwrap();
+    assert_eq!(paras.len(), 2);
+    let f = Fingerprinter::builder().min_paragraph(20).build().unwrap();
+    for (p, want) in paras.iter().zip(f.paragraphs(text)) {
+        assert_eq!(p["start"].as_u64().unwrap() as usize, want.start);
+        assert_eq!(p["end"].as_u64().unwrap() as usize, want.end);
+        assert_eq!(fp(p), want.fingerprint);
+    }
+}
+
+#[test]
+fn settings_change_fingerprints() {
+    let input = b"{\"text\": \"Some words, some more words; and words again.\"}\n";
+    let base = fp(&lines(&neardup(&["fingerprint"], input))[0]);
+    for flags in [
+        vec!["--window", "1"],
+        vec!["--tokenizer", "char:4"],
+        vec!["--tokenizer", "ascii", "--window", "2"],
+        vec!["--weighting", "tf", "--window", "1"],
+    ] {
+        let mut args = vec!["fingerprint"];
+        args.extend(flags.iter());
+        let got = fp(&lines(&neardup(&args, input))[0]);
+        assert_ne!(got, base, "{flags:?}");
+    }
+}
+
+#[test]
+fn idf_table_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus: String = (0..50)
+        .map(|i| {
+            format!(
+                "{}\n",
+                serde_json::json!({"text": format!("common words here and rare{i} token{}", i % 5)})
+            )
+        })
+        .collect();
+    let docs = write(dir.path(), "c.jsonl", corpus.as_bytes());
+    let table = dir.path().join("idf.bin");
+    let t = table.to_str().unwrap();
+    let o = neardup(
+        &["idf", &docs, "-o", t, "--window", "1", "--min-df", "1"],
+        b"",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("over 50 documents"));
+    let out = lines(&neardup(
+        &[
+            "fingerprint",
+            &docs,
+            "--window",
+            "1",
+            "--weighting",
+            "tfidf",
+            "--idf",
+            t,
+        ],
+        b"",
+    ));
+    assert_eq!(out.len(), 50);
+    // Missing or bad tables are named.
+    let o = neardup(
+        &[
+            "fingerprint",
+            "--weighting",
+            "tfidf",
+            "--idf",
+            "/nonexistent/idf",
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/nonexistent/idf"));
+    let o = neardup(
+        &["fingerprint", "--weighting", "tfidf", "--idf", &docs],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not an idf table"), "{}", stderr(&o));
+    let o = neardup(&["fingerprint", "--weighting", "tfidf"], b"");
+    assert!(stderr(&o).contains("needs --idf"));
+}
+
+#[test]
+fn bad_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "bad.jsonl",
+        b"{\"text\": \"ok\"}\n{\"text\": \nx\n",
+    );
+    let o = neardup(&["fingerprint", &bad], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{bad}:2: not valid JSON")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("panicked"));
+
+    let o = neardup(&["fingerprint", &bad, "--skip-invalid"], b"");
+    assert_eq!(lines(&o).len(), 1);
+    assert!(stderr(&o).contains("skipped 2 invalid JSON lines"));
+
+    let o = neardup(&["fingerprint"], b"{\"id\": 1, \"text\": 5}\n");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("<stdin>:1: field \"text\" is not a string but a number"));
+
+    let o = neardup(&["fingerprint", "/nonexistent/docs.jsonl"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read input '/nonexistent/docs.jsonl'"));
+
+    let o = neardup(&["fingerprint", "--weights", "w.json"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("need --weighting"));
+
+    let o = neardup(&["fingerprint", "--tokenizer", "char:0"], b"");
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn invalid_utf8_and_empty_documents_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let latin1 = write(dir.path(), "latin1.txt", b"caf\xe9 cr\xe8me br\xfbl\xe9e");
+    let empty = write(dir.path(), "empty.txt", b"  \n");
+    let o = neardup(&["fingerprint", &latin1, &empty], b"");
+    let out = lines(&o);
+    assert_eq!(
+        fp(&out[0]),
+        Fingerprinter::default().fingerprint("caf\u{fffd} cr\u{fffd}me br\u{fffd}l\u{fffd}e")
+    );
+    assert_eq!(fp(&out[1]), 0);
+    let err = stderr(&o);
+    assert!(err.contains("1 documents held invalid UTF-8"), "{err}");
+    assert!(err.contains("1 empty documents (fingerprint 0)"), "{err}");
+}
