@@ -18,6 +18,7 @@ use crate::docs::{self, DocArgs};
 use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
 use crate::input::{read_decimal, read_u64_le, Source};
+use crate::output::Output;
 use crate::progress::Progress;
 
 /// Settings of `neardup bench find-all`.
@@ -354,6 +355,7 @@ pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
         std::hint::black_box(pipeline.fingerprint(t));
     }
     let threads = rayon::current_num_threads();
+    let mut out = Output::create("-")?;
     for (variant, n_threads) in [("serial", 1), ("par", threads)] {
         let mut best: Option<(f64, f64)> = None;
         for _ in 0..args.repeats {
@@ -392,9 +394,9 @@ pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
             "max_rss_mb": usage().max_rss_mb.round(),
             "loadavg": load,
         });
-        println!("{line}");
+        out.line(line.to_string().as_bytes())?;
     }
-    Ok(())
+    out.finish()
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod docs;
+pub mod eval;
 pub mod failure;
 pub mod find;
 pub mod fingerprint;

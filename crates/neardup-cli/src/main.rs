@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use neardup_cli::bench::{self, FindAllBench, FingerprintBench};
+use neardup_cli::eval::{self, EvalCmd};
 use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
 use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
@@ -44,6 +45,9 @@ enum Command {
     Fingerprint(FingerprintCmd),
     /// The idf table of a corpus, for --weighting tfidf.
     Idf(IdfCmd),
+    /// Measures precision and recall of fingerprint settings on edited copies of real
+    /// documents, at k = 0 to --max-k.
+    Eval(EvalCmd),
     /// Benchmarks, printing one JSON line per run with the peers' keys.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         Command::FindClusters { find } => find::run(Job::Clusters, &find.options(), Voice::Neardup),
         Command::Fingerprint(cmd) => fingerprint::run(&cmd),
         Command::Idf(cmd) => fingerprint::idf(&cmd),
+        Command::Eval(cmd) => eval::run(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
         Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
     })

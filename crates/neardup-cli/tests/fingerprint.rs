@@ -286,3 +286,71 @@ fn invalid_utf8_and_empty_documents_are_reported() {
     assert!(err.contains("1 documents held invalid UTF-8"), "{err}");
     assert!(err.contains("1 empty documents (fingerprint 0)"), "{err}");
 }
+
+#[test]
+fn eval_scores_and_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    // Thirty distinct documents of made-up prose.
+    let words = [
+        "river", "stone", "light", "market", "winter", "garden", "letter", "engine", "harbor",
+        "forest", "silver", "window", "thunder", "meadow", "candle", "bridge",
+    ];
+    let corpus: String = (0..30)
+        .map(|d| {
+            let text: Vec<String> = (0..120)
+                .map(|i| words[(i * 7 + d * 13 + i * i * d) % words.len()].to_string())
+                .collect();
+            format!(
+                "{}\n",
+                serde_json::json!({"id": format!("d{d}"), "text": text.join(" ") + "."})
+            )
+        })
+        .collect();
+    let docs = write(dir.path(), "corpus.jsonl", corpus.as_bytes());
+    let export = dir.path().join("set");
+    let o = neardup(
+        &[
+            "eval",
+            &docs,
+            "--originals",
+            "10",
+            "--levels",
+            "0.9,0.7",
+            "--configs",
+            "default",
+            "--max-k",
+            "4",
+            "--export",
+            export.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let rows = lines(&o);
+    assert_eq!(rows.len(), 5, "k = 0..4");
+    for (k, r) in rows.iter().enumerate() {
+        assert_eq!(r["k"], k);
+        let p = r["precision"].as_f64().unwrap();
+        let rec = r["recall_hi"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p) && (0.0..=1.0).contains(&rec));
+    }
+    // Recall cannot fall as k grows.
+    let recalls: Vec<f64> = rows
+        .iter()
+        .map(|r| r["recall_hi"].as_f64().unwrap())
+        .collect();
+    assert!(recalls.windows(2).all(|w| w[0] <= w[1]));
+    let truth = std::fs::read_to_string(export.join("dedup_truth.jsonl")).unwrap();
+    let planted = truth.lines().filter(|l| l.contains("\"mixed\"")).count();
+    assert_eq!(planted, 20, "10 originals x 2 levels");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(export.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["files"]["dedup"], "dedup.jsonl");
+    assert_eq!(
+        std::fs::read_to_string(export.join("dedup.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        50
+    );
+}

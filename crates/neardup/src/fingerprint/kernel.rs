@@ -50,6 +50,33 @@ impl Counters {
         self.add(carry, shift + planes);
     }
 
+    /// Adds `w` times the counts of `hashes`.
+    fn add_scaled(&mut self, hashes: &[u64], w: u32) {
+        if hashes.is_empty() || w == 0 {
+            return;
+        }
+        let counted = count(hashes);
+        let planes = (usize::BITS - hashes.len().leading_zeros()) as usize;
+        let mut bits = w;
+        while bits != 0 {
+            self.add_shifted(&counted, planes, bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+
+    /// Subtracts `other`, counter by counter (no counter may go below 0), over the low
+    /// `planes` planes: a bit-sliced borrow chain.
+    fn subtract(&mut self, other: &Counters, planes: usize) {
+        let mut borrow = 0u64;
+        for j in 0..planes {
+            let (a, b) = (self.planes[j], other.planes[j]);
+            let d = a ^ b;
+            self.planes[j] = d ^ borrow;
+            borrow = (!a & b) | (!d & borrow);
+        }
+        debug_assert_eq!(borrow, 0, "a counter went below zero");
+    }
+
     /// Bit `i` set when counter `i` is greater than `t`, given no counter exceeds `max`.
     fn greater_than(&self, t: u64, max: u64) -> u64 {
         // From the top plane down: `gt` lanes are already known greater, `eq` lanes equal
@@ -130,25 +157,53 @@ pub fn simhash_weighted(features: impl IntoIterator<Item = (u64, u32)>) -> u64 {
         .collect();
     by_weight.sort_unstable_by_key(|&(w, _)| w);
     let hashes: Vec<u64> = by_weight.iter().map(|&(_, h)| h).collect();
+    let mut groups: Vec<(u32, &[u64])> = Vec::new();
+    let mut start = 0;
+    for run in by_weight.chunk_by(|a, b| a.0 == b.0) {
+        groups.push((run[0].0, &hashes[start..start + run.len()]));
+        start += run.len();
+    }
+    simhash_groups(&groups)
+}
+
+/// The weighted simhash of groups of hashes, every hash of a group weighing the group's
+/// weight: each group is counted like unweighted hashes, and its bit-sliced counts are
+/// added to the total once per set bit of the weight.
+pub(crate) fn simhash_groups(groups: &[(u32, &[u64])]) -> u64 {
     let mut total = Counters::new();
     let mut sum = 0u64;
-    let mut i = 0;
-    while i < by_weight.len() {
-        let w = by_weight[i].0;
-        let mut j = i + 1;
-        while j < by_weight.len() && by_weight[j].0 == w {
-            j += 1;
-        }
-        let group = count(&hashes[i..j]);
-        let planes = (usize::BITS - (j - i).leading_zeros()) as usize;
-        let mut bits = w;
-        while bits != 0 {
-            total.add_shifted(&group, planes, bits.trailing_zeros() as usize);
-            bits &= bits - 1;
-        }
-        sum += u64::from(w) * (j - i) as u64;
-        i = j;
+    for &(w, hashes) in groups {
+        total.add_scaled(hashes, w);
+        sum += u64::from(w) * hashes.len() as u64;
     }
+    total.greater_than(sum / 2, sum)
+}
+
+/// The vote of `all`, every hash weighing `w`, after taking `less[k].1` off the weight of
+/// (one occurrence of) hash `less[k].0`: bit `i` is 1 when the remaining weight of the
+/// hashes with bit `i` set is more than half of the remaining total. Exact integer
+/// arithmetic on bit-sliced counts.
+///
+/// This is the tf vote in one pass over the features when only a few repeat: all
+/// occurrences vote alike through the carry-save kernel, and the few repeated features
+/// are corrected down to their sub-linear weight, grouped by the size of the correction.
+pub(crate) fn simhash_adjusted(all: &[u64], w: u32, less: &[(u64, u32)]) -> u64 {
+    let mut total = Counters::new();
+    total.add_scaled(all, w);
+    let mut less: Vec<(u32, u64)> = less.iter().map(|&(h, d)| (d, h)).collect();
+    less.sort_unstable();
+    let mut minus = Counters::new();
+    let mut taken = 0u64;
+    let mut group: Vec<u64> = Vec::new();
+    for run in less.chunk_by(|a, b| a.0 == b.0) {
+        group.clear();
+        group.extend(run.iter().map(|&(_, h)| h));
+        minus.add_scaled(&group, run[0].0);
+        taken += u64::from(run[0].0) * run.len() as u64;
+    }
+    let full = u64::from(w) * all.len() as u64;
+    let sum = full - taken;
+    total.subtract(&minus, (64 - full.leading_zeros()) as usize);
     total.greater_than(sum / 2, sum)
 }
 
@@ -182,6 +237,27 @@ mod tests {
         ) {
             let features: Vec<(u64, u32)> = features.iter().map(|&(h, w)| (h & mask, w)).collect();
             prop_assert_eq!(simhash_weighted(features.iter().copied()), naive_weighted(&features));
+        }
+
+        #[test]
+        fn adjusted_is_the_weighted_vote(
+            hashes in proptest::collection::vec(any::<u64>(), 1..200),
+            w in 1u32..1024,
+            cuts in proptest::collection::vec((any::<prop::sample::Index>(), 0u32..1024), 0..20),
+        ) {
+            // Take some weight off some occurrences: the same as voting with what is left.
+            let mut weights = vec![w; hashes.len()];
+            let mut less = Vec::new();
+            for (i, d) in cuts {
+                let i = i.index(hashes.len());
+                let d = d.min(weights[i]);
+                weights[i] -= d;
+                less.push((hashes[i], d));
+            }
+            let expected = naive_weighted(
+                &hashes.iter().copied().zip(weights.iter().copied()).collect::<Vec<_>>(),
+            );
+            prop_assert_eq!(simhash_adjusted(&hashes, w, &less), expected);
         }
 
         #[test]

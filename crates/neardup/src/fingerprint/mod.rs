@@ -321,10 +321,10 @@ impl Fingerprinter {
         let terms = self.needs_token_terms();
         let mut tokens: Vec<u64> = Vec::with_capacity(text.len() / 5 + 1);
         let mut token_terms: Vec<[f32; 3]> = Vec::new();
-        let mut push = |token: &str, noun: bool| {
-            let h = token_hash(token);
-            tokens.push(h);
-            if terms {
+        if terms {
+            let mut push = |token: &str, noun: bool| {
+                let h = token_hash(token);
+                tokens.push(h);
                 let weight = self
                     .token_weights
                     .as_ref()
@@ -332,12 +332,15 @@ impl Fingerprinter {
                     .unwrap_or(1.0);
                 let long = token.chars().nth(3).is_some();
                 token_terms.push([weight, f32::from(u8::from(long)), f32::from(u8::from(noun))]);
+            };
+            match cfg.tokenizer {
+                #[cfg(feature = "cjk")]
+                Tokenizer::Jieba => cjk::words(&text, &mut push),
+                t => t.tokens(&text, |w| push(w, false)),
             }
-        };
-        match cfg.tokenizer {
-            #[cfg(feature = "cjk")]
-            Tokenizer::Jieba => cjk::words(&text, &mut push),
-            t => t.tokens(&text, |w| push(w, false)),
+        } else {
+            // The common case: hashes only, one closure the compiler inlines.
+            cfg.tokenizer.tokens(&text, |w| tokens.push(token_hash(w)));
         }
         let w = cfg.window;
         if w == 1 || tokens.is_empty() {
@@ -385,7 +388,8 @@ impl Fingerprinter {
         let weighting = &self.config.weighting;
         let votes: Vec<(u64, f32)> = match weighting {
             Weighting::None => return simhash(&f.hashes),
-            Weighting::Tf | Weighting::TfIdf(_) => {
+            Weighting::Tf => return weight::tf_vote(&f.hashes),
+            Weighting::TfIdf(_) => {
                 let mut hashes = f.hashes;
                 hashes.sort_unstable();
                 hashes
@@ -394,7 +398,7 @@ impl Fingerprinter {
                         let h = run[0];
                         let w = match weighting {
                             Weighting::TfIdf(idf) => tf(run.len()) * idf.idf(h),
-                            _ => tf(run.len()),
+                            _ => unreachable!("tf votes without sorting"),
                         };
                         (h, w)
                     })
@@ -429,6 +433,7 @@ pub fn paragraph_spans(text: &str, min: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The xxh3 hash of a token's UTF-8, seeded with [`SEED`]: a window-1 feature.
+#[inline]
 pub fn token_hash(token: &str) -> u64 {
     xxh3_64_with_seed(token.as_bytes(), SEED)
 }

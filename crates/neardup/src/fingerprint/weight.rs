@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::kernel::simhash_weighted;
+use super::kernel::{simhash_adjusted, simhash_weighted};
 use crate::error::{Error, Result};
 
 /// Quantised votes run from 1 to this for the heaviest feature of a document.
@@ -22,6 +22,73 @@ pub(crate) fn vote(votes: &[(u64, f32)]) -> u64 {
             .iter()
             .map(|&(h, w)| (h, (w / max * VOTE_MAX).round() as u32)),
     )
+}
+
+/// The tf vote (`1 + ln(count)` per distinct feature, quantised as [`vote`] does) of a
+/// list of feature hashes, without sorting: duplicates are counted in an open-addressing
+/// table keyed by the hashes themselves (they are random already), and features are then
+/// grouped by count, nearly all of them in the group of count 1.
+pub(crate) fn tf_vote(hashes: &[u64]) -> u64 {
+    if hashes.is_empty() {
+        return 0;
+    }
+    // About 1.5 slots a feature: short probes, little to clear.
+    let cap = (hashes.len() + hashes.len() / 2 + 1).next_power_of_two();
+    let mask = cap - 1;
+    // Key 0 marks an empty slot (a feature hash of 0 is counted apart); `repeated` lists
+    // the slots of features seen more than once. Slots pair key and count: one allocation,
+    // one cache line per probe.
+    let mut slots = vec![(0u64, 0u32); cap];
+    let mut repeated: Vec<usize> = Vec::new();
+    let mut zeros = 0u32;
+    for &h in hashes {
+        if h == 0 {
+            zeros += 1;
+            continue;
+        }
+        let mut i = h as usize & mask;
+        loop {
+            let slot = &mut slots[i];
+            if slot.0 == 0 {
+                *slot = (h, 1);
+                break;
+            }
+            if slot.0 == h {
+                slot.1 += 1;
+                if slot.1 == 2 {
+                    repeated.push(i);
+                }
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+    let mut more: Vec<(u64, u32)> = repeated.iter().map(|&i| slots[i]).collect();
+    if zeros > 1 {
+        more.push((0, zeros));
+    }
+    if more.is_empty() {
+        // Every feature once: equal weights, the plain majority.
+        return super::simhash(hashes);
+    }
+    let tf = |c: u32| {
+        if c == 1 {
+            1.0f32
+        } else {
+            1.0 + (c as f32).ln()
+        }
+    };
+    let max = tf(more.iter().map(|m| m.1).max().unwrap_or(1));
+    let quantise = |c: u32| (tf(c) / max * VOTE_MAX).round() as u32;
+    let q1 = quantise(1);
+    // Every occurrence votes q1 below; a feature seen c times should vote quantise(c) once.
+    // q1·c ≥ quantise(c): 1 + ln c ≤ c, and q1 = 1023 / max ≥ 44 even for counts near 2³²,
+    // which leaves room for the rounding of both.
+    let less: Vec<(u64, u32)> = more
+        .iter()
+        .map(|&(h, c)| (h, q1 * c - quantise(c)))
+        .collect();
+    simhash_adjusted(hashes, q1, &less)
 }
 
 /// Inverse document frequencies of features, counted on a corpus: rare features weigh
@@ -171,6 +238,55 @@ mod tests {
         let mut bytes = idf.to_bytes();
         bytes.pop();
         assert!(Idf::from_bytes(&bytes).is_err());
+    }
+
+    #[test]
+    fn tf_vote_is_the_sorted_tf_vote() {
+        // The same features, votes built by sorting instead.
+        let mut x = 1u64;
+        let mut hashes: Vec<u64> = (0..3000)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                if i % 7 == 0 {
+                    12345
+                } else if i % 11 == 0 {
+                    0
+                } else {
+                    x >> (i % 5)
+                }
+            })
+            .collect();
+        hashes.extend_from_within(..100);
+        let mut sorted = hashes.clone();
+        sorted.sort_unstable();
+        let votes: Vec<(u64, f32)> = sorted
+            .chunk_by(|a, b| a == b)
+            .map(|r| {
+                (
+                    r[0],
+                    if r.len() == 1 {
+                        1.0
+                    } else {
+                        1.0 + (r.len() as f32).ln()
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(tf_vote(&hashes), vote(&votes));
+        assert_eq!(tf_vote(&[]), 0);
+        let mut many = vec![7u64; 600];
+        many.extend([1, 2, 3, u64::MAX]);
+        let votes = [
+            (7, 1.0 + 600f32.ln()),
+            (1, 1.0),
+            (2, 1.0),
+            (3, 1.0),
+            (u64::MAX, 1.0),
+        ];
+        assert_eq!(tf_vote(&many), vote(&votes));
+        assert_eq!(tf_vote(&[0]), vote(&[(0, 1.0)]));
     }
 
     #[test]
