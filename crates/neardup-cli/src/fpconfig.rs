@@ -67,10 +67,10 @@ pub struct FingerprintArgs {
     /// (character N-grams) or jieba (Chinese/Japanese words). Default: words.
     #[arg(long, value_name = "TOKENIZER")]
     pub tokenizer: Option<TokenizerArg>,
-    /// Tokens per shingle, 1 to 16. Default: 3.
+    /// Tokens per shingle, 1 to 16. Default: 2.
     #[arg(long, value_name = "N")]
     pub window: Option<usize>,
-    /// Vote weights. Default: none.
+    /// Vote weights. Default: tf.
     #[arg(long, value_enum)]
     pub weighting: Option<WeightingArg>,
     /// The idf table for --weighting tfidf (made by `neardup idf` with the same settings).

@@ -161,13 +161,16 @@ fn paragraphs_have_spans_and_fingerprints() {
 
 #[test]
 fn settings_change_fingerprints() {
-    let input = b"{\"text\": \"Some words, some more words; and words again.\"}\n";
+    // A contraction and a number (ascii differs), upper case, and repeated bigrams (tf
+    // differs).
+    let input = b"{\"text\": \"Some words, don't stop: 42 more. Words again and again and again, and again and again, then the end.\"}\n";
     let base = fp(&lines(&neardup(&["fingerprint"], input))[0]);
     for flags in [
         vec!["--window", "1"],
         vec!["--tokenizer", "char:4"],
-        vec!["--tokenizer", "ascii", "--window", "2"],
-        vec!["--weighting", "tf", "--window", "1"],
+        vec!["--tokenizer", "ascii"],
+        vec!["--weighting", "none"],
+        vec!["--no-lowercase"],
     ] {
         let mut args = vec!["fingerprint"];
         args.extend(flags.iter());
@@ -290,15 +293,22 @@ fn invalid_utf8_and_empty_documents_are_reported() {
 #[test]
 fn eval_scores_and_exports() {
     let dir = tempfile::tempdir().unwrap();
-    // Thirty distinct documents of made-up prose.
+    // Thirty distinct documents of pseudo-random prose.
     let words = [
         "river", "stone", "light", "market", "winter", "garden", "letter", "engine", "harbor",
-        "forest", "silver", "window", "thunder", "meadow", "candle", "bridge",
+        "forest", "silver", "window", "thunder", "meadow", "candle", "bridge", "ocean", "paper",
+        "signal", "orchard", "valley", "copper", "lantern", "island", "mirror",
     ];
-    let corpus: String = (0..30)
+    let corpus: String = (0..30u64)
         .map(|d| {
-            let text: Vec<String> = (0..120)
-                .map(|i| words[(i * 7 + d * 13 + i * i * d) % words.len()].to_string())
+            let mut x = d.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let text: Vec<&str> = (0..150)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    words[((x >> 33) % words.len() as u64) as usize]
+                })
                 .collect();
             format!(
                 "{}\n",

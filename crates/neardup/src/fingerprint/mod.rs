@@ -56,6 +56,12 @@ pub const VERSION: u32 = 1;
 /// Seed of the xxh3-64 feature hash (the bytes of "neardup1", little-endian).
 pub const SEED: u64 = u64::from_le_bytes(*b"neardup1");
 
+/// The distance to match fingerprints of the default configuration at: the smallest `k`
+/// at which the quality evaluation (docs/fingerprints.md) found recall of at least 0.95 for
+/// copies with word-shingle Jaccard 0.9 or more, with no unrelated pair among 25 million
+/// within it.
+pub const DEFAULT_DISTANCE: u32 = 6;
+
 /// The longest shingle window.
 pub const MAX_WINDOW: usize = 16;
 
@@ -133,13 +139,17 @@ pub struct Config {
     pub min_paragraph: usize,
 }
 
+/// The defaults were chosen by the quality evaluation (docs/fingerprints.md): of every
+/// tokenizer, window and weighting tried, Unicode words in shingles of two with sub-linear
+/// term frequency kept the most near-duplicates within [`DEFAULT_DISTANCE`] while keeping
+/// unrelated texts apart.
 impl Default for Config {
     fn default() -> Config {
         Config {
             normalize: Normalize::default(),
             tokenizer: Tokenizer::UnicodeWords,
-            window: 3,
-            weighting: Weighting::None,
+            window: 2,
+            weighting: Weighting::Tf,
             min_paragraph: 200,
         }
     }
@@ -164,13 +174,13 @@ impl FingerprinterBuilder {
         self
     }
 
-    /// Tokens per shingle, 1 to [`MAX_WINDOW`] (default 3).
+    /// Tokens per shingle, 1 to [`MAX_WINDOW`] (default 2).
     pub fn window(mut self, window: usize) -> Self {
         self.config.window = window;
         self
     }
 
-    /// Vote weights (default: none).
+    /// Vote weights (default: term frequency).
     pub fn weighting(mut self, weighting: Weighting) -> Self {
         self.config.weighting = weighting;
         self
@@ -195,6 +205,62 @@ pub struct Fingerprinter {
     config: Config,
     /// Custom weights by token hash.
     token_weights: Option<Arc<HashMap<u64, f32>>>,
+}
+
+/// Turns token hashes into shingle hashes as they arrive: the last `window` token hashes
+/// live in a ring, and each new token completes one shingle. A text with fewer tokens than
+/// the window gets one shingle of all of them.
+struct Shingler {
+    window: usize,
+    ring: [u64; MAX_WINDOW],
+    seen: usize,
+    out: Vec<u64>,
+    /// The bytes of the shingle being hashed (kept, not zeroed per shingle).
+    bytes: [u8; 8 * MAX_WINDOW],
+}
+
+impl Shingler {
+    fn new(window: usize, capacity: usize) -> Shingler {
+        Shingler {
+            window,
+            ring: [0; MAX_WINDOW],
+            seen: 0,
+            out: Vec::with_capacity(capacity),
+            bytes: [0; 8 * MAX_WINDOW],
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, token: u64) {
+        if self.window == 1 {
+            self.out.push(token);
+            return;
+        }
+        self.ring[self.seen % MAX_WINDOW] = token;
+        self.seen += 1;
+        if self.seen >= self.window {
+            let h = self.last(self.window);
+            self.out.push(h);
+        }
+    }
+
+    /// The hash of the last `span` tokens: xxh3 of their hashes, little-endian, in order.
+    #[inline]
+    fn last(&mut self, span: usize) -> u64 {
+        for j in 0..span {
+            let t = self.ring[(self.seen - span + j) % MAX_WINDOW];
+            self.bytes[8 * j..8 * j + 8].copy_from_slice(&t.to_le_bytes());
+        }
+        xxh3_64_with_seed(&self.bytes[..8 * span], SEED)
+    }
+
+    fn finish(mut self) -> Vec<u64> {
+        if self.window > 1 && self.seen > 0 && self.seen < self.window {
+            let h = self.last(self.seen);
+            self.out.push(h);
+        }
+        self.out
+    }
 }
 
 /// Features of one text: hashes, and per-feature weights where the weighting needs them.
@@ -318,10 +384,27 @@ impl Fingerprinter {
         let cfg = &self.config;
         let fold = matches!(cfg.tokenizer, Tokenizer::CharNgrams(_));
         let text = normalize(text, cfg.normalize, fold);
-        let terms = self.needs_token_terms();
+        if !self.needs_token_terms() {
+            // The common case: token hashes straight into shingle hashes, no token list.
+            let mut shingler = Shingler::new(cfg.window, text.len() / 5 + 1);
+            if cfg.tokenizer == Tokenizer::UnicodeWords && text.is_ascii() {
+                let b = text.as_bytes();
+                tokenize::ascii_word_bounds(&text, |s, e| {
+                    shingler.push(xxh3_64_with_seed(&b[s..e], SEED));
+                });
+            } else {
+                cfg.tokenizer
+                    .tokens(&text, |w| shingler.push(token_hash(w)));
+            }
+            return Features {
+                hashes: shingler.finish(),
+                token_terms: Vec::new(),
+            };
+        }
+        // Custom and Len+Pos weights: token terms travel with the token hashes.
         let mut tokens: Vec<u64> = Vec::with_capacity(text.len() / 5 + 1);
         let mut token_terms: Vec<[f32; 3]> = Vec::new();
-        if terms {
+        {
             let mut push = |token: &str, noun: bool| {
                 let h = token_hash(token);
                 tokens.push(h);
@@ -338,9 +421,6 @@ impl Fingerprinter {
                 Tokenizer::Jieba => cjk::words(&text, &mut push),
                 t => t.tokens(&text, |w| push(w, false)),
             }
-        } else {
-            // The common case: hashes only, one closure the compiler inlines.
-            cfg.tokenizer.tokens(&text, |w| tokens.push(token_hash(w)));
         }
         let w = cfg.window;
         if w == 1 || tokens.is_empty() {
@@ -349,27 +429,22 @@ impl Fingerprinter {
                 token_terms,
             };
         }
-        let n = tokens.len();
-        let shingles = if n < w { 1 } else { n - w + 1 };
-        let span = w.min(n);
-        let mut hashes = Vec::with_capacity(shingles);
-        let mut terms_out = Vec::with_capacity(if terms { shingles } else { 0 });
-        let mut bytes = [0u8; 8 * MAX_WINDOW];
-        for i in 0..shingles {
-            for (j, t) in tokens[i..i + span].iter().enumerate() {
-                bytes[8 * j..8 * j + 8].copy_from_slice(&t.to_le_bytes());
-            }
-            hashes.push(xxh3_64_with_seed(&bytes[..8 * span], SEED));
-            if terms {
+        let mut shingler = Shingler::new(w, tokens.len());
+        tokens.iter().for_each(|&t| shingler.push(t));
+        let hashes = shingler.finish();
+        // Each shingle's terms: the means over its tokens.
+        let span = w.min(tokens.len());
+        let terms_out = (0..hashes.len())
+            .map(|i| {
                 let mut mean = [0f32; 3];
                 for t in &token_terms[i..i + span] {
                     for k in 0..3 {
                         mean[k] += t[k] / span as f32;
                     }
                 }
-                terms_out.push(mean);
-            }
-        }
+                mean
+            })
+            .collect();
         Features {
             hashes,
             token_terms: terms_out,

@@ -89,6 +89,13 @@ const FLAGS: [u8; 256] = {
 /// joiners); words are then the runs of set bits, found with bit arithmetic, and only a
 /// joiner flanked by word characters (rare: `don't`, `3.14`) is looked at byte by byte.
 fn ascii_words<'t>(text: &'t str, mut token: impl FnMut(&'t str)) {
+    ascii_word_bounds(text, |start, end| token(&text[start..end]));
+}
+
+/// The byte bounds `(start, end)` of the words of an ASCII text, as [`ascii_words`] cuts
+/// them (for callers that want bytes: no slicing of the `str`).
+pub(crate) fn ascii_word_bounds(text: &str, mut token: impl FnMut(usize, usize)) {
+    debug_assert!(text.is_ascii());
     let b = text.as_bytes();
     let masks = classify(b);
     // Word characters, and joiners that join: the bytes that belong to words.
@@ -155,7 +162,7 @@ fn ascii_words<'t>(text: &'t str, mut token: impl FnMut(&'t str)) {
                     .iter()
                     .any(|&c| FLAGS[c as usize] & (LETTER | DIGIT) != 0)
             {
-                token(&text[start..end]);
+                token(start, end);
             }
         }
     }

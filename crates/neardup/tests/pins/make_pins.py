@@ -109,8 +109,9 @@ def fingerprint(text, tokenizer, window, weighting):
 
 
 CASES = [
-    ("default", "The quick brown fox jumps over the lazy dog, then sleeps in the sun.", ("words",), 3, ("none",)),
-    ("default unicode", "Ünïcödé façade, naïve café; the ﬁnal ＦＵＬＬ width test of NFKC", ("words",), 3, ("none",)),
+    ("default (words, window 2, tf)", "The quick brown fox jumps over the lazy dog, then sleeps in the sun; the fox is quick.", ("words",), 2, ("tf",)),
+    ("words window 3", "The quick brown fox jumps over the lazy dog, then sleeps in the sun.", ("words",), 3, ("none",)),
+    ("words window 3, unicode", "Ünïcödé façade, naïve café; the ﬁnal ＦＵＬＬ width test of NFKC", ("words",), 3, ("none",)),
     ("short", "hello world", ("words",), 3, ("none",)),
     ("empty", "", ("words",), 3, ("none",)),
     ("tf window 1", "a rose is a rose is a rose and more roses", ("words",), 1, ("tf",)),
