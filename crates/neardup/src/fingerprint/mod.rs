@@ -232,9 +232,23 @@ impl Shingler {
 
     #[inline]
     fn push(&mut self, token: u64) {
-        if self.window == 1 {
-            self.out.push(token);
-            return;
+        match self.window {
+            1 => {
+                self.out.push(token);
+                return;
+            }
+            2 if self.seen > 0 => {
+                // The default window, without the ring's indexing.
+                let prev = self.ring[(self.seen - 1) % MAX_WINDOW];
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&prev.to_le_bytes());
+                bytes[8..].copy_from_slice(&token.to_le_bytes());
+                self.out.push(xxh3_64_with_seed(&bytes, SEED));
+                self.ring[self.seen % MAX_WINDOW] = token;
+                self.seen += 1;
+                return;
+            }
+            _ => {}
         }
         self.ring[self.seen % MAX_WINDOW] = token;
         self.seen += 1;
