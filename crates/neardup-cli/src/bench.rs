@@ -20,6 +20,7 @@ use crate::fpconfig::{FingerprintArgs, Pipeline};
 use crate::input::{read_decimal, read_u64_le, Source};
 use crate::output::Output;
 use crate::progress::Progress;
+use crate::rng::SplitMix64;
 
 /// Settings of `neardup bench find-all`.
 #[derive(clap::Args, Clone, Debug)]
@@ -50,48 +51,6 @@ pub struct FindAllBench {
     /// Timed runs per setting; the median is reported.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: u32,
-}
-
-/// splitmix64, as the peers' gen_data.py.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, m: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(m)) >> 64) as u64
-    }
-
-    /// `k` distinct integers of `lo..hi` by a partial Fisher-Yates shuffle.
-    fn sample(&mut self, lo: usize, hi: usize, k: usize) -> Vec<usize> {
-        let mut pool: Vec<usize> = (lo..hi).collect();
-        for i in 0..k {
-            let j = i + self.below((pool.len() - i) as u64) as usize;
-            pool.swap(i, j);
-        }
-        pool.truncate(k);
-        pool
-    }
-
-    fn flip(&mut self, mut v: u64, d: usize) -> u64 {
-        let mut bits = Vec::with_capacity(d);
-        while bits.len() < d {
-            let b = self.below(64);
-            if !bits.contains(&b) {
-                bits.push(b);
-            }
-        }
-        for b in bits {
-            v ^= 1 << b;
-        }
-        v
-    }
 }
 
 /// The peers' all-pairs workload: `(fingerprints, planted pairs of positions)`.
@@ -328,15 +287,7 @@ pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
 
     let load = loadavg();
     let pipeline = args.fingerprint.pipeline()?;
-    let doc_args = DocArgs {
-        inputs: vec![args.input.clone()],
-        input_flags: vec![],
-        format: None,
-        lines: false,
-        text_field: "text".into(),
-        id_field: "id".into(),
-        skip_invalid: false,
-    };
+    let doc_args = DocArgs::paths(vec![args.input.clone()]);
     let mut texts: Vec<String> = Vec::new();
     docs::read(&doc_args, &Progress::hidden(), |batch| {
         texts.extend(batch.into_iter().map(|d| d.text));

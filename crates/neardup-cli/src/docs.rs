@@ -57,6 +57,21 @@ pub struct DocArgs {
     pub skip_invalid: bool,
 }
 
+impl DocArgs {
+    /// Reading `paths` with every other setting at its default.
+    pub fn paths(paths: Vec<String>) -> DocArgs {
+        DocArgs {
+            inputs: paths,
+            input_flags: vec![],
+            format: None,
+            lines: false,
+            text_field: "text".into(),
+            id_field: "id".into(),
+            skip_invalid: false,
+        }
+    }
+}
+
 /// One document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Doc {
@@ -358,15 +373,7 @@ mod tests {
 
     #[test]
     fn records() {
-        let args = DocArgs {
-            inputs: vec![],
-            input_flags: vec![],
-            format: None,
-            lines: false,
-            text_field: "text".into(),
-            id_field: "id".into(),
-            skip_invalid: false,
-        };
+        let args = DocArgs::paths(vec![]);
         assert_eq!(
             record(r#"{"id": 7, "text": "hi"}"#, &args),
             Ok((Some(Value::from(7)), "hi".to_string()))

@@ -30,6 +30,7 @@ use crate::docs::{self, DocArgs};
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::progress::Progress;
+use crate::rng::SplitMix64;
 
 /// Settings of `neardup eval`.
 #[derive(clap::Args, Clone, Debug)]
@@ -77,27 +78,6 @@ pub enum ConfigSet {
     Default,
 }
 
-/// splitmix64: the same generator as the peer harness.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
 /// Word 5-shingles of lowercased `\w+` words, hashed: the truth's features.
 fn shingles(text: &str) -> HashSet<u64> {
     let lower = text.to_lowercase();
@@ -135,32 +115,32 @@ const FILLERS: &[&str] = &[
 ];
 
 /// One random small edit of `text`.
-fn edit(rng: &mut Rng, text: &str) -> String {
+fn edit(rng: &mut SplitMix64, text: &str) -> String {
     let words: Vec<&str> = text.split(' ').collect();
     let n = words.len();
     let rebuild = |w: Vec<String>| w.join(" ");
-    match rng.below(9) {
+    match rng.index(9) {
         // Insert a filler or a word of the text.
         0 | 1 => {
             let mut w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-            let new = if rng.below(2) == 0 {
+            let new = if rng.index(2) == 0 {
                 rng.pick(FILLERS).to_string()
             } else {
                 rng.pick(&words).to_string()
             };
-            w.insert(rng.below(n + 1), new);
+            w.insert(rng.index(n + 1), new);
             rebuild(w)
         }
         // Delete a word.
         2 | 3 if n > 1 => {
             let mut w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-            w.remove(rng.below(n));
+            w.remove(rng.index(n));
             rebuild(w)
         }
         // Substitute a word with another of the text.
         4 | 5 => {
             let mut w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-            let i = rng.below(n);
+            let i = rng.index(n);
             w[i] = rng.pick(&words).to_string();
             rebuild(w)
         }
@@ -173,14 +153,14 @@ fn edit(rng: &mut Rng, text: &str) -> String {
             if sentences.len() < 2 {
                 return text.to_string();
             }
-            let s = sentences.remove(rng.below(sentences.len()));
-            let at = rng.below(sentences.len() + 1);
+            let s = sentences.remove(rng.index(sentences.len()));
+            let at = rng.index(sentences.len() + 1);
             sentences.insert(at, s);
             sentences.concat()
         }
         // Boilerplate around the text.
         7 => {
-            if rng.below(2) == 0 {
+            if rng.index(2) == 0 {
                 format!("{}\n\n{text}", rng.pick(HEADERS))
             } else {
                 format!("{text}\n\n{}", rng.pick(FOOTERS))
@@ -189,8 +169,8 @@ fn edit(rng: &mut Rng, text: &str) -> String {
         // Case and white space: no change to the words.
         _ => {
             let mut w: Vec<String> = words.iter().map(|s| s.to_string()).collect();
-            let i = rng.below(n);
-            w[i] = match rng.below(3) {
+            let i = rng.index(n);
+            w[i] = match rng.index(3) {
                 0 => w[i].to_uppercase(),
                 1 => w[i].to_lowercase(),
                 _ => format!("{}\n", w[i]),
@@ -202,7 +182,7 @@ fn edit(rng: &mut Rng, text: &str) -> String {
 
 /// A variant of `original` whose Jaccard with it is at least `level`, as low as small edits
 /// get it.
-fn variant(rng: &mut Rng, original: &str, level: f64) -> (String, f64) {
+fn variant(rng: &mut SplitMix64, original: &str, level: f64) -> (String, f64) {
     let base = shingles(original);
     let mut current = original.to_string();
     let mut current_j = 1.0;
@@ -320,12 +300,12 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
         return Err(Failure::input(anyhow!("eval needs at least two documents")));
     }
     // Originals: a sample of documents long enough to have shingles.
-    let mut rng = Rng(cmd.seed);
+    let mut rng = SplitMix64(cmd.seed);
     let mut candidates: Vec<usize> = (0..corpus.len())
         .filter(|&i| shingles(&corpus[i].1).len() >= 20)
         .collect();
     for i in (1..candidates.len()).rev() {
-        let j = rng.below(i + 1);
+        let j = rng.index(i + 1);
         candidates.swap(i, j);
     }
     candidates.truncate(cmd.originals);
@@ -337,7 +317,7 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     let variants: Vec<(usize, f64, String, f64)> = jobs
         .par_iter()
         .map(|&(o, level, seed)| {
-            let (text, j) = variant(&mut Rng(seed), &corpus[o].1, level);
+            let (text, j) = variant(&mut SplitMix64(seed), &corpus[o].1, level);
             (o, level, text, j)
         })
         .collect();
@@ -661,7 +641,7 @@ mod tests {
     fn variants_land_just_above_their_level() {
         let base = shingles(TEXT);
         for (seed, level) in [(1, 0.95), (2, 0.8), (3, 0.6)] {
-            let (text, j) = variant(&mut Rng(seed), TEXT, level);
+            let (text, j) = variant(&mut SplitMix64(seed), TEXT, level);
             assert!(j >= level, "{j} < {level}");
             assert!((jaccard(&base, &shingles(&text)) - j).abs() < 1e-12);
             // A word edit takes about 10% of this short text's shingles: only the lower

@@ -13,5 +13,6 @@ pub mod fpconfig;
 pub mod input;
 pub mod output;
 pub mod progress;
+mod rng;
 
 pub use failure::Failure;
