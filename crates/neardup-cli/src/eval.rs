@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use neardup::fingerprint::{
-    compat::is_word_char, Fingerprinter, IdfBuilder, Normalize, Tokenizer, Weighting,
+    compat::is_word_char, token_hash, Fingerprinter, IdfBuilder, Normalize, Tokenizer, Weighting,
 };
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -85,11 +85,7 @@ fn shingles(text: &str) -> HashSet<u64> {
         .split(|c: char| !is_word_char(c))
         .filter(|w| !w.is_empty())
         .collect();
-    words.windows(5).map(|w| xxhash_of(&w.join(" "))).collect()
-}
-
-fn xxhash_of(s: &str) -> u64 {
-    neardup::fingerprint::token_hash(s)
+    words.windows(5).map(|w| token_hash(&w.join(" "))).collect()
 }
 
 fn jaccard(a: &HashSet<u64>, b: &HashSet<u64>) -> f64 {

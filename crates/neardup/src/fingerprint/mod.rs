@@ -243,7 +243,7 @@ impl Shingler {
                 let mut bytes = [0u8; 16];
                 bytes[..8].copy_from_slice(&prev.to_le_bytes());
                 bytes[8..].copy_from_slice(&token.to_le_bytes());
-                self.out.push(xxh3_64_with_seed(&bytes, SEED));
+                self.out.push(feature_hash(&bytes));
                 self.ring[self.seen % MAX_WINDOW] = token;
                 self.seen += 1;
                 return;
@@ -265,7 +265,7 @@ impl Shingler {
             let t = self.ring[(self.seen - span + j) % MAX_WINDOW];
             self.bytes[8 * j..8 * j + 8].copy_from_slice(&t.to_le_bytes());
         }
-        xxh3_64_with_seed(&self.bytes[..8 * span], SEED)
+        feature_hash(&self.bytes[..8 * span])
     }
 
     fn finish(mut self) -> Vec<u64> {
@@ -404,7 +404,7 @@ impl Fingerprinter {
             if cfg.tokenizer == Tokenizer::UnicodeWords && text.is_ascii() {
                 let b = text.as_bytes();
                 tokenize::ascii_word_bounds(&text, |s, e| {
-                    shingler.push(xxh3_64_with_seed(&b[s..e], SEED));
+                    shingler.push(feature_hash(&b[s..e]));
                 });
             } else {
                 cfg.tokenizer
@@ -478,19 +478,12 @@ impl Fingerprinter {
         let votes: Vec<(u64, f32)> = match weighting {
             Weighting::None => return simhash(&f.hashes),
             Weighting::Tf => return weight::tf_vote(&f.hashes),
-            Weighting::TfIdf(_) => {
+            Weighting::TfIdf(idf) => {
                 let mut hashes = f.hashes;
                 hashes.sort_unstable();
                 hashes
                     .chunk_by(|a, b| a == b)
-                    .map(|run| {
-                        let h = run[0];
-                        let w = match weighting {
-                            Weighting::TfIdf(idf) => tf(run.len()) * idf.idf(h),
-                            _ => unreachable!("tf votes without sorting"),
-                        };
-                        (h, w)
-                    })
+                    .map(|run| (run[0], tf(run.len()) * idf.idf(run[0])))
                     .collect()
             }
             Weighting::Custom(_) | Weighting::LenPos { .. } => {
@@ -524,7 +517,14 @@ pub fn paragraph_spans(text: &str, min: usize) -> Vec<std::ops::Range<usize>> {
 /// The xxh3 hash of a token's UTF-8, seeded with [`SEED`]: a window-1 feature.
 #[inline]
 pub fn token_hash(token: &str) -> u64 {
-    xxh3_64_with_seed(token.as_bytes(), SEED)
+    feature_hash(token.as_bytes())
+}
+
+/// The feature hash of the format: xxh3-64 with seed [`SEED`], of a token's UTF-8 or of a
+/// shingle's token hashes (little-endian, in order).
+#[inline]
+fn feature_hash(bytes: &[u8]) -> u64 {
+    xxh3_64_with_seed(bytes, SEED)
 }
 
 /// `text` normalised as `n` says (white space folded only when `fold` too).
