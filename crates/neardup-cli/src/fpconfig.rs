@@ -91,11 +91,14 @@ pub struct FingerprintArgs {
     /// Do not fold runs of white space (character n-grams only).
     #[arg(long)]
     pub no_fold_whitespace: bool,
+    /// Keep typographic apostrophes and quotes (by default `’` reads as `'`, `“ ”` as `"`).
+    #[arg(long)]
+    pub no_ascii_quotes: bool,
     /// Paragraphs shorter than this many bytes merge into the next. Default: 200.
     #[arg(long, value_name = "BYTES")]
     pub min_paragraph: Option<usize>,
     /// Reproduce a seomoz pipeline bit for bit instead (the settings above do not apply).
-    #[arg(long, value_enum, conflicts_with_all = ["tokenizer", "window", "weighting", "idf", "weights", "no_nfkc", "no_lowercase", "no_fold_whitespace"])]
+    #[arg(long, value_enum, conflicts_with_all = ["tokenizer", "window", "weighting", "idf", "weights", "no_nfkc", "no_lowercase", "no_fold_whitespace", "no_ascii_quotes"])]
     pub compat: Option<Compat>,
 }
 
@@ -134,6 +137,7 @@ impl FingerprintArgs {
                 nfkc: !self.no_nfkc && d.normalize.nfkc,
                 lowercase: !self.no_lowercase && d.normalize.lowercase,
                 fold_whitespace: !self.no_fold_whitespace && d.normalize.fold_whitespace,
+                ascii_quotes: !self.no_ascii_quotes && d.normalize.ascii_quotes,
             },
             tokenizer: self.tokenizer.map_or(d.tokenizer, |t| t.0),
             window: self.window.unwrap_or(d.window),

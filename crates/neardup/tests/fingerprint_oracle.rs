@@ -4,16 +4,29 @@
 
 use std::collections::HashMap;
 
-use neardup::fingerprint::{Fingerprinter, Normalize, Tokenizer, Weighting, SEED};
+use neardup::fingerprint::{Fingerprinter, Normalize, Tokenizer, Weighting, Wide, LANES, SEED};
 use proptest::prelude::*;
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 fn oracle(text: &str, norm: Normalize, tokenizer: Tokenizer, window: usize, tf: bool) -> u64 {
+    oracle_wide(text, norm, tokenizer, window, tf)[0]
+}
+
+/// All lanes: lane j > 0 votes with xxh3(feature hash, seed SEED + j).
+fn oracle_wide(text: &str, norm: Normalize, tokenizer: Tokenizer, window: usize, tf: bool) -> Wide {
     let mut t = text.to_string();
     if norm.nfkc {
         t = t.nfkc().collect();
+    }
+    if norm.ascii_quotes {
+        for q in ['\u{2018}', '\u{2019}', '\u{201B}', '\u{2032}', '\u{02BC}'] {
+            t = t.replace(q, "'");
+        }
+        for q in ['\u{201C}', '\u{201D}', '\u{201E}', '\u{201F}', '\u{2033}'] {
+            t = t.replace(q, "\"");
+        }
     }
     if norm.lowercase {
         t = t.to_lowercase();
@@ -81,18 +94,27 @@ fn oracle(text: &str, norm: Normalize, tokenizer: Tokenizer, window: usize, tf: 
         features.iter().map(|&f| (f, 1)).collect()
     };
     let total: u64 = votes.iter().map(|v| v.1).sum();
-    let mut out = 0u64;
-    for i in 0..64 {
-        let ones: u64 = votes
-            .iter()
-            .filter(|v| (v.0 >> i) & 1 == 1)
-            .map(|v| v.1)
-            .sum();
-        if ones * 2 > total {
-            out |= 1 << i;
+    let mut lanes = [0u64; LANES];
+    for (lane, out) in lanes.iter_mut().enumerate() {
+        let hash = |f: u64| {
+            if lane == 0 {
+                f
+            } else {
+                xxh3_64_with_seed(&f.to_le_bytes(), SEED + lane as u64)
+            }
+        };
+        for i in 0..64 {
+            let ones: u64 = votes
+                .iter()
+                .filter(|v| (hash(v.0) >> i) & 1 == 1)
+                .map(|v| v.1)
+                .sum();
+            if ones * 2 > total {
+                *out |= 1 << i;
+            }
         }
     }
-    out
+    lanes
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -105,7 +127,7 @@ fn text() -> impl Strategy<Value = String> {
             prop::sample::select(vec![
                 "a", "B", "z", "0", "7", " ", "  ", "\n", "\t", ".", "'", ",", ":", "_", "é",
                 "e\u{301}", "Ä", "ß", "ẞ", "ﬁ", "Ｆ", "１", "Σ", "σ", "ς", "İ", "漢", "字", "テ",
-                "ス", "ト", "한", "😀", "\u{a0}", "\u{3000}", "—", "’",
+                "ス", "ト", "한", "😀", "\u{a0}", "\u{3000}", "—", "’", "‘", "“", "”", "ʼ",
             ]),
             0..60,
         )
@@ -132,9 +154,10 @@ proptest! {
         nfkc in any::<bool>(),
         lowercase in any::<bool>(),
         fold_whitespace in any::<bool>(),
+        ascii_quotes in any::<bool>(),
         tf in any::<bool>(),
     ) {
-        let norm = Normalize { nfkc, lowercase, fold_whitespace };
+        let norm = Normalize { nfkc, lowercase, fold_whitespace, ascii_quotes };
         let fp = Fingerprinter::builder()
             .normalize(norm)
             .tokenizer(tokenizer)
@@ -143,6 +166,7 @@ proptest! {
             .build()
             .unwrap();
         prop_assert_eq!(fp.fingerprint(&text), oracle(&text, norm, tokenizer, window, tf));
+        prop_assert_eq!(fp.fingerprint_wide(&text), oracle_wide(&text, norm, tokenizer, window, tf));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Computes pins.json: fingerprints of fixed texts under fixed configurations, by an
-independent implementation of the documented format (fingerprint/mod.rs, VERSION 1), with
+independent implementation of the documented format (fingerprint/mod.rs, VERSION 2), with
 Python's unicodedata and the `xxhash` package (pip install xxhash). The Rust test
 tests/fingerprint_pins.rs checks neardup gives exactly these values: a change to any of them
 is a change of the stored format, and must bump fingerprint::VERSION.
@@ -26,8 +26,13 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+QUOTES = {"\u2018": "'", "\u2019": "'", "\u201b": "'", "\u2032": "'", "\u02bc": "'",
+          "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'}
+
+
 def normalize(text, tokenizer):
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(QUOTES.get(c, c) for c in text).lower()
     if tokenizer[0] == "char":
         text = " ".join(text.split())
     return text
@@ -71,11 +76,26 @@ def simhash_weighted(pairs):
     return out
 
 
+def lane_hash(f, lane):
+    """A feature hash as lane `lane` of a wide fingerprint sees it."""
+    return f if lane == 0 else xxhash.xxh3_64_intdigest(f.to_bytes(8, "little"), seed=SEED + lane)
+
+
+def wide(text, tokenizer, window, weighting):
+    """The four lanes of the 256-bit fingerprint: the same votes, each lane's own hash."""
+    return [simhash_weighted([(lane_hash(f, lane), w) for f, w in votes(text, tokenizer, window, weighting)])
+            for lane in range(4)]
+
+
 def fingerprint(text, tokenizer, window, weighting):
+    return simhash_weighted(votes(text, tokenizer, window, weighting))
+
+
+def votes(text, tokenizer, window, weighting):
     toks = tokens(normalize(text, tokenizer), tokenizer)
     feats, members = features(toks, window)
     if weighting[0] == "none":
-        return simhash_weighted([(f, 1) for f in feats])
+        return [(f, 1) for f in feats]
     counts, first = {}, {}
     for i, f in enumerate(feats):
         counts[f] = counts.get(f, 0) + 1
@@ -104,8 +124,8 @@ def fingerprint(text, tokenizer, window, weighting):
         votes.append((f, w))
     mx = max((w for _, w in votes), default=0.0)
     if mx <= 0:
-        return 0
-    return simhash_weighted([(f, int(math.floor(f32(f32(w / mx) * VOTE_MAX) + 0.5))) for f, w in votes])
+        return []
+    return [(f, int(math.floor(f32(f32(w / mx) * VOTE_MAX) + 0.5))) for f, w in votes]
 
 
 CASES = [
@@ -113,6 +133,7 @@ CASES = [
     ("words window 3", "The quick brown fox jumps over the lazy dog, then sleeps in the sun.", ("words",), 3, ("none",)),
     ("words window 3, unicode", "Ünïcödé façade, naïve café; the ﬁnal ＦＵＬＬ width test of NFKC", ("words",), 3, ("none",)),
     ("short", "hello world", ("words",), 3, ("none",)),
+    ("typographic quotes", "“Quoted” words ‘here’ and “there”, he said", ("words",), 2, ("tf",)),
     ("empty", "", ("words",), 3, ("none",)),
     ("tf window 1", "a rose is a rose is a rose and more roses", ("words",), 1, ("tf",)),
     ("tf window 2", "a rose is a rose is a rose and more roses", ("words",), 2, ("tf",)),
@@ -131,6 +152,7 @@ def main():
             "name": name, "text": text, "tokenizer": list(tokenizer), "window": window,
             "weighting": [weighting[0]] + list(weighting[1:]),
             "fingerprint": str(fingerprint(text, tokenizer, window, weighting)),
+            "wide": [str(x) for x in wide(text, tokenizer, window, weighting)],
         })
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pins.json")
     with open(path, "w", encoding="utf-8") as f:
