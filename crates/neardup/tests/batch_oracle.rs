@@ -6,7 +6,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use neardup::batch::{self, Distinct, Indexed, IndexedPair, Matcher};
+use neardup::batch::{self, Distinct, Indexed, IndexedPair, Matcher, WideMatcher};
+use neardup::fingerprint::{Wide, LANES};
 use neardup::tables::{num_tables, Layout};
 use proptest::prelude::*;
 
@@ -289,5 +290,68 @@ fn large_random_set_with_planted_pairs() {
         for &(a, b) in &got {
             assert!((a ^ b).count_ones() <= 3);
         }
+    }
+}
+
+/// Wide fingerprints built to collide: bases with variants a few bits away in each lane,
+/// so that pairs fall on both sides of the lane distance and of the 256-bit distance.
+fn wide_fingerprints() -> impl Strategy<Value = Vec<Wide>> {
+    let bases = prop::collection::vec(any::<[u64; LANES]>(), 1..4);
+    let variants = prop::collection::vec(
+        (
+            any::<prop::sample::Index>(),
+            prop::collection::vec(prop::collection::vec(0u32..64, 0..9), LANES),
+        ),
+        0..50,
+    );
+    (bases, variants).prop_map(|(bases, variants)| {
+        let mut out = bases.clone();
+        for (base, flips) in variants {
+            let mut w = *base.get(&bases);
+            for (lane, bits) in flips.iter().enumerate() {
+                for &bit in bits {
+                    w[lane] ^= 1 << bit;
+                }
+            }
+            out.push(w);
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Each pair that is within the lane distance in some lane and within the distance on
+    /// all 256 bits, once, with its distance.
+    #[test]
+    fn wide_matches_oracle(
+        fps in wide_fingerprints(),
+        (k, m) in (0u32..8, 1usize..12).prop_filter("blocks > distance", |&(k, m)| m > k as usize),
+        distance in 0u32..80,
+    ) {
+        let matcher = WideMatcher::new(Layout::new(m, k).unwrap(), distance);
+        let mut got = Vec::new();
+        matcher
+            .find_all(&fps, |p| {
+                got.push(p);
+                Ok::<(), neardup::Error>(())
+            })
+            .unwrap();
+        let n = got.len();
+        got.sort();
+        got.dedup();
+        prop_assert_eq!(got.len(), n, "a pair came out twice");
+        let mut want = Vec::new();
+        for a in 0..fps.len() {
+            for b in a + 1..fps.len() {
+                let lanes: Vec<u32> = (0..LANES).map(|l| (fps[a][l] ^ fps[b][l]).count_ones()).collect();
+                let total: u32 = lanes.iter().sum();
+                if lanes.iter().any(|&d| d <= k) && total <= distance {
+                    want.push(IndexedPair { a, b, distance: total });
+                }
+            }
+        }
+        prop_assert_eq!(got, want);
     }
 }

@@ -15,6 +15,7 @@
 pub mod planner;
 mod radix;
 mod union_find;
+mod wide;
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, PermuteJob};
 use radix::Keyed;
 use union_find::UnionFind;
+pub use wide::{wide_distance, WideMatcher};
 
 /// The layout for batch matching of `n` fingerprints at `distance`: `blocks` as given, or
 /// the [`planner`]'s choice for [`Blocks::Auto`].
