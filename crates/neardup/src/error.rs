@@ -67,6 +67,14 @@ pub enum Error {
         /// The limit, `u32::MAX`.
         max: usize,
     },
+    /// Per-document inputs of different lengths.
+    #[error("{fingerprints} fingerprints but {hashes} text hashes")]
+    LengthMismatch {
+        /// Fingerprints given.
+        fingerprints: usize,
+        /// Text hashes given.
+        hashes: usize,
+    },
 }
 
 /// `Result` with the core's [`Error`].

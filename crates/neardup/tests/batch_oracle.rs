@@ -355,3 +355,71 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Clusters and pairs of documents: same fingerprint, a wide match, or (without words)
+    /// the same text; exact duplicates counted by text hash.
+    #[test]
+    fn dedup_matches_oracle(
+        fps in wide_fingerprints(),
+        extra in prop::collection::vec((any::<bool>(), 0u64..4), 0..40),
+        k in 0u32..5,
+        distance in 0u32..60,
+    ) {
+        // Copies of fingerprints (same text, or a different text with the same words),
+        // and wordless documents with a few texts.
+        let mut docs: Vec<(Wide, u64)> = fps.iter().enumerate().map(|(i, &w)| (w, 100 + i as u64)).collect();
+        for (i, &(copy, text)) in extra.iter().enumerate() {
+            if copy && !docs.is_empty() {
+                let (w, h) = docs[i % docs.len()];
+                docs.push((w, if text == 0 { h } else { 1000 + i as u64 }));
+            } else {
+                docs.push(([0; LANES], text));
+            }
+        }
+        let wides: Vec<Wide> = docs.iter().map(|d| d.0).collect();
+        let hashes: Vec<u64> = docs.iter().map(|d| d.1).collect();
+        let matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), distance);
+        let got = batch::dedup(&wides, &hashes, &matcher, true).unwrap();
+
+        let mut edges = Vec::new();
+        for a in 0..docs.len() {
+            for b in a + 1..docs.len() {
+                let (x, y) = (&wides[a], &wides[b]);
+                let wordless = |w: &Wide| *w == [0; LANES];
+                let d = batch::wide_distance(x, y);
+                let matched = if wordless(x) || wordless(y) {
+                    wordless(x) && wordless(y) && hashes[a] == hashes[b]
+                } else {
+                    d == 0 || ((0..LANES).any(|l| (x[l] ^ y[l]).count_ones() <= k) && d <= distance)
+                };
+                if matched {
+                    edges.push(IndexedPair { a, b, distance: d });
+                }
+            }
+        }
+        prop_assert_eq!(&got.pairs, &edges);
+        let nodes: Vec<u32> = (0..docs.len() as u32).collect();
+        let e: Vec<(u32, u32)> = edges.iter().map(|p| (p.a as u32, p.b as u32)).collect();
+        prop_assert_eq!(&got.clusters, &oracle_components(&nodes, &e));
+        let distinct: BTreeSet<u64> = hashes.iter().copied().collect();
+        prop_assert_eq!(got.exact_duplicates, (docs.len() - distinct.len()) as u64);
+        prop_assert_eq!(got.wordless, wides.iter().filter(|w| **w == [0; LANES]).count() as u64);
+        let without_pairs = batch::dedup(&wides, &hashes, &matcher, false).unwrap();
+        prop_assert_eq!(without_pairs.clusters, got.clusters);
+    }
+}
+
+#[test]
+fn dedup_rejects_mismatched_lengths() {
+    let matcher = WideMatcher::new(Layout::new(4, 3).unwrap(), 40);
+    assert_eq!(
+        batch::dedup(&[[1; LANES]], &[], &matcher, false),
+        Err(neardup::Error::LengthMismatch {
+            fingerprints: 1,
+            hashes: 0
+        })
+    );
+}

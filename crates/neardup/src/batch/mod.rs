@@ -12,6 +12,7 @@
 //! the distinct fingerprints, one permuted copy and one radix scratch buffer (24 bytes per
 //! fingerprint), whatever the number of tables or threads; pairs stream to a sink.
 
+mod dedup;
 pub mod planner;
 mod radix;
 mod union_find;
@@ -21,8 +22,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, PermuteJob};
+pub use dedup::{dedup, Dedup};
 use radix::Keyed;
-use union_find::UnionFind;
+pub use union_find::UnionFind;
 pub use wide::{wide_distance, WideMatcher};
 
 /// The layout for batch matching of `n` fingerprints at `distance`: `blocks` as given, or

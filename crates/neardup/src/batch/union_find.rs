@@ -3,13 +3,14 @@
 use std::collections::{HashMap, HashSet};
 
 /// Union by size with path halving: near-constant time per operation, 8 bytes per node.
-pub(crate) struct UnionFind {
+pub struct UnionFind {
     parent: Vec<u32>,
     size: Vec<u32>,
 }
 
 impl UnionFind {
-    pub(crate) fn new(n: usize) -> UnionFind {
+    /// `n` singletons.
+    pub fn new(n: usize) -> UnionFind {
         debug_assert!(n <= u32::MAX as usize);
         UnionFind {
             parent: (0..n as u32).collect(),
@@ -17,7 +18,8 @@ impl UnionFind {
         }
     }
 
-    pub(crate) fn find(&mut self, mut x: u32) -> u32 {
+    /// The root of `x`'s set.
+    pub fn find(&mut self, mut x: u32) -> u32 {
         while self.parent[x as usize] != x {
             let grandparent = self.parent[self.parent[x as usize] as usize];
             self.parent[x as usize] = grandparent;
@@ -26,7 +28,8 @@ impl UnionFind {
         x
     }
 
-    pub(crate) fn union(&mut self, a: u32, b: u32) {
+    /// Joins the sets of `a` and `b`.
+    pub fn union(&mut self, a: u32, b: u32) {
         let (mut ra, mut rb) = (self.find(a), self.find(b));
         if ra == rb {
             return;
@@ -40,7 +43,7 @@ impl UnionFind {
 
     /// The members of every set for which `keep(root size, member)` holds for some member,
     /// each in increasing order, sets ordered by their smallest member.
-    pub(crate) fn sets(&mut self, keep: impl Fn(u32, u32) -> bool) -> Vec<Vec<u32>> {
+    pub fn sets(&mut self, keep: impl Fn(u32, u32) -> bool) -> Vec<Vec<u32>> {
         let n = self.parent.len() as u32;
         // A set is kept when any member qualifies, so decide per root first.
         let mut kept = HashSet::new();
