@@ -55,6 +55,12 @@ pub struct DocArgs {
     /// of stopping at the first.
     #[arg(long)]
     pub skip_invalid: bool,
+    /// Keep each document's input line in [`Doc::record`] (JSON Lines and lines).
+    #[arg(skip)]
+    pub keep_records: bool,
+    /// Read standard input from this file instead (a copy of it, for a second pass).
+    #[arg(skip)]
+    pub stdin_file: Option<String>,
 }
 
 impl DocArgs {
@@ -68,6 +74,8 @@ impl DocArgs {
             text_field: "text".into(),
             id_field: "id".into(),
             skip_invalid: false,
+            keep_records: false,
+            stdin_file: None,
         }
     }
 }
@@ -79,6 +87,9 @@ pub struct Doc {
     pub id: Value,
     /// Its text (invalid UTF-8 read as U+FFFD).
     pub text: String,
+    /// Its input line as read, when [`DocArgs::keep_records`] asks for it and the input has
+    /// lines.
+    pub record: Option<String>,
 }
 
 /// What reading counted.
@@ -206,12 +217,22 @@ pub fn read(
     for source in &sources {
         let (name, raw, format, compression): (String, Box<dyn Read>, Option<Format>, Compression) =
             match source {
-                Source::Stdin => (
-                    "<stdin>".into(),
-                    Box::new(io::stdin()),
-                    None,
-                    Compression::None,
-                ),
+                Source::Stdin => match &args.stdin_file {
+                    Some(copy) => (
+                        "<stdin>".into(),
+                        Box::new(File::open(copy).map_err(|e| {
+                            Failure::io(anyhow!("cannot reopen the copy of standard input: {e}"))
+                        })?),
+                        None,
+                        Compression::None,
+                    ),
+                    None => (
+                        "<stdin>".into(),
+                        Box::new(io::stdin()),
+                        None,
+                        Compression::None,
+                    ),
+                },
                 Source::File(path) => {
                     let file = File::open(path)
                         .map_err(|e| Failure::input(anyhow!("cannot open input '{path}': {e}")))?;
@@ -257,6 +278,7 @@ pub fn read(
                     Doc {
                         id: Value::String(name.clone()),
                         text,
+                        record: None,
                     },
                     &mut stats,
                 )?;
@@ -281,6 +303,7 @@ pub fn read(
                     let doc = if format == Format::Lines {
                         Doc {
                             id: Value::String(format!("{name}:{line_no}")),
+                            record: args.keep_records.then(|| text.clone()),
                             text,
                         }
                     } else {
@@ -288,10 +311,11 @@ pub fn read(
                             continue;
                         }
                         match record(&text, args) {
-                            Ok((id, text)) => Doc {
+                            Ok((id, body)) => Doc {
                                 id: id
                                     .unwrap_or_else(|| Value::String(format!("{name}:{line_no}"))),
-                                text,
+                                text: body,
+                                record: args.keep_records.then_some(text),
                             },
                             Err(_) if args.skip_invalid => {
                                 stats.skipped += 1;

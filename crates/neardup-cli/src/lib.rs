@@ -4,6 +4,7 @@
 //! the `neardup` crate does the work.
 
 pub mod bench;
+pub mod dedup;
 pub mod docs;
 pub mod eval;
 pub mod failure;

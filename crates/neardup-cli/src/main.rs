@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use neardup_cli::bench::{self, FindAllBench, FingerprintBench};
+use neardup_cli::dedup::{self, DedupCmd};
 use neardup_cli::eval::{self, EvalCmd};
 use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
@@ -19,6 +20,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Near-duplicate documents: clusters, pairs, and the corpus without its copies.
+    ///
+    /// Reads JSON Lines (--text-field, --id-field), text files (one document each, or one
+    /// per line with --lines), directories, .gz/.zst files, or standard input. Writes any
+    /// of --clusters, --pairs, --deduplicated, and a summary on standard error.
+    Dedup(DedupCmd),
     /// Every pair of fingerprints within --distance bits: one [a,b] per line, a < b.
     ///
     /// Input: one decimal u64 per line (blank lines skipped). Each pair of distinct values
@@ -73,6 +80,7 @@ fn main() -> ExitCode {
             find::run(Job::Pairs, &options, Voice::Neardup)
         }
         Command::FindClusters { find } => find::run(Job::Clusters, &find.options(), Voice::Neardup),
+        Command::Dedup(cmd) => dedup::run(&cmd),
         Command::Fingerprint(cmd) => fingerprint::run(&cmd),
         Command::Idf(cmd) => fingerprint::idf(&cmd),
         Command::Eval(cmd) => eval::run(&cmd),

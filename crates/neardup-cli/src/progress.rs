@@ -10,7 +10,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// How long a job runs before its progress appears.
 const DELAY: Duration = Duration::from_secs(2);
 
-/// A delayed progress bar; all methods are cheap no-ops when it is disabled.
+/// A delayed progress bar; all methods are cheap no-ops when it is disabled. Clones
+/// draw the same bar.
+#[derive(Clone)]
 pub struct Progress {
     bar: ProgressBar,
     enabled: bool,

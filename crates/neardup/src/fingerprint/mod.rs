@@ -62,6 +62,15 @@ pub const SEED: u64 = u64::from_le_bytes(*b"neardup1");
 /// within it.
 pub const DEFAULT_DISTANCE: u32 = 6;
 
+/// The 256-bit distance two [`Wide`] fingerprints of the default configuration are
+/// near-duplicates within: on the peers' planted-copy corpus, edited copies reach 42 bits
+/// and the closest unrelated documents start at 55 (docs/dedup.md).
+pub const DEFAULT_WIDE_DISTANCE: u32 = 48;
+
+/// The per-lane distance [`Wide`] candidates are found at: every pair within
+/// `4 · 9 − 1 = 35` bits is a candidate by pigeonhole, and nearly every edited copy beyond.
+pub const DEFAULT_LANE_DISTANCE: u32 = 8;
+
 /// The 64-bit lanes of a [`Wide`] fingerprint.
 pub const LANES: usize = 4;
 
