@@ -1,0 +1,515 @@
+//! `neardup dedup` end to end: the planted-copy corpus, the outputs against each other and
+//! against the input, every input kind, and every bad input.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn neardup(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+fn fails(o: &Output, code: i32, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+}
+
+fn json_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn id(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// Pairs of a --pairs file, each as (smaller id, larger id).
+fn pair_set(path: &Path) -> BTreeSet<(String, String)> {
+    json_lines(path)
+        .iter()
+        .map(|p| {
+            let (a, b) = (id(&p["a"]), id(&p["b"]));
+            if a < b {
+                (a, b)
+            } else {
+                (b, a)
+            }
+        })
+        .collect()
+}
+
+/// Connected components of `pairs`, as sorted id sets.
+fn components(pairs: &BTreeSet<(String, String)>) -> BTreeSet<BTreeSet<String>> {
+    let mut label: HashMap<String, usize> = HashMap::new();
+    let mut sets: Vec<BTreeSet<String>> = Vec::new();
+    for (a, b) in pairs {
+        let (la, lb) = (label.get(a).copied(), label.get(b).copied());
+        let keep = match (la, lb) {
+            (Some(x), Some(y)) if x != y => {
+                let moved = std::mem::take(&mut sets[y]);
+                for m in &moved {
+                    label.insert(m.clone(), x);
+                }
+                sets[x].extend(moved);
+                x
+            }
+            (Some(x), _) | (None, Some(x)) => x,
+            (None, None) => {
+                sets.push(BTreeSet::new());
+                sets.len() - 1
+            }
+        };
+        for m in [a, b] {
+            sets[keep].insert(m.clone());
+            label.insert(m.clone(), keep);
+        }
+    }
+    sets.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+#[test]
+fn planted_copies_are_all_found_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = dir.path().join("pairs.jsonl");
+    let o = neardup(
+        &[
+            "dedup",
+            &fixture("planted.jsonl"),
+            "--pairs",
+            pairs.to_str().unwrap(),
+        ],
+        b"",
+    );
+    ok(&o);
+    let found = pair_set(&pairs);
+    let truth: BTreeSet<(String, String)> = json_lines(Path::new(&fixture("planted_truth.jsonl")))
+        .iter()
+        .map(|t| (id(&t["a"]), id(&t["b"])))
+        .collect();
+    assert!(truth.len() >= 100, "{} planted pairs", truth.len());
+    let missed: Vec<_> = truth.difference(&found).collect();
+    assert!(
+        missed.is_empty(),
+        "missed {} planted pairs: {missed:?}",
+        missed.len()
+    );
+    // Anything else found joins copies of one original (two copies of it): it lies in
+    // one component of the planted pairs.
+    let groups = components(&truth);
+    let group_of: HashMap<&String, usize> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(i, g)| g.iter().map(move |m| (m, i)))
+        .collect();
+    for (a, b) in found.difference(&truth) {
+        assert!(
+            group_of.get(a).is_some() && group_of.get(a) == group_of.get(b),
+            "unrelated pair reported: {a} {b}"
+        );
+    }
+}
+
+/// A small corpus: near-duplicate families, an exact copy, unrelated texts.
+fn corpus() -> Vec<(String, String)> {
+    let base = [
+        "The quick brown fox jumps over the lazy dog near the quiet river bank, while the farmer watches from the hill and the sun sets slowly behind the old stone mill.",
+        "In the beginning God created the heaven and the earth. And the earth was without form, and void; and darkness was upon the face of the deep.",
+        "Rust is a systems programming language that runs blazingly fast, prevents segfaults, and guarantees thread safety without a garbage collector at all.",
+    ];
+    let mut docs = Vec::new();
+    for (i, b) in base.iter().enumerate() {
+        docs.push((format!("orig{i}"), b.to_string()));
+        docs.push((format!("longer{i}"), format!("{b} Indeed it does.")));
+        docs.push((format!("upper{i}"), b.to_uppercase()));
+    }
+    docs.push(("exact0".into(), base[0].to_string()));
+    for i in 0..20u64 {
+        // Words of their own: no two share a shingle.
+        let words: Vec<String> = (0..25u64)
+            .map(|j| format!("w{}", (i * 7919 + j * 104_729) % 100_003))
+            .collect();
+        docs.push((format!("other{i}"), words.join(" ")));
+    }
+    docs
+}
+
+fn jsonl(docs: &[(String, String)]) -> String {
+    docs.iter()
+        .map(|(id, text)| format!("{}\n", serde_json::json!({"id": id, "text": text})))
+        .collect()
+}
+
+#[test]
+fn outputs_agree_with_each_other_and_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    let input = dir.path().join("docs.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    let out = |n: &str| dir.path().join(n);
+    for keep in ["first", "longest", "shortest"] {
+        let o = neardup(
+            &[
+                "dedup",
+                input.to_str().unwrap(),
+                "--clusters",
+                out("c.jsonl").to_str().unwrap(),
+                "--pairs",
+                out("p.jsonl").to_str().unwrap(),
+                "--deduplicated",
+                out("d.jsonl").to_str().unwrap(),
+                "--stats-json",
+                out("s.json").to_str().unwrap(),
+                "--keep",
+                keep,
+            ],
+            b"",
+        );
+        let summary = ok(&o);
+        let text: HashMap<&str, &str> =
+            docs.iter().map(|(i, t)| (i.as_str(), t.as_str())).collect();
+        let order: HashMap<&str, usize> = docs
+            .iter()
+            .enumerate()
+            .map(|(n, (i, _))| (i.as_str(), n))
+            .collect();
+
+        // Clusters are the components of the pairs; each family of copies is one.
+        let pairs = pair_set(&out("p.jsonl"));
+        let clusters = json_lines(&out("c.jsonl"));
+        let as_sets: BTreeSet<BTreeSet<String>> = clusters
+            .iter()
+            .map(|c| {
+                c["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| id(&m["id"]))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(as_sets, components(&pairs));
+        let expected: BTreeSet<BTreeSet<String>> = (0..3)
+            .map(|i| {
+                let mut s: BTreeSet<String> = ["orig", "longer", "upper"]
+                    .iter()
+                    .map(|p| format!("{p}{i}"))
+                    .collect();
+                if i == 0 {
+                    s.insert("exact0".into());
+                }
+                s
+            })
+            .collect();
+        assert_eq!(as_sets, expected, "{summary}");
+
+        // Members in input order, the representative at distance 0, sizes right.
+        let mut dropped = BTreeSet::new();
+        for c in &clusters {
+            let members: Vec<String> = c["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| id(&m["id"]))
+                .collect();
+            assert_eq!(c["size"].as_u64(), Some(members.len() as u64));
+            assert!(members
+                .windows(2)
+                .all(|w| order[w[0].as_str()] < order[w[1].as_str()]));
+            let rep = id(&c["representative"]);
+            let len = |m: &String| text[m.as_str()].len();
+            let want = match keep {
+                "first" => members[0].clone(),
+                "longest" => members.iter().rev().max_by_key(|m| len(m)).unwrap().clone(),
+                _ => members.iter().min_by_key(|m| len(m)).unwrap().clone(),
+            };
+            assert_eq!(rep, want, "--keep {keep}");
+            for m in c["members"].as_array().unwrap() {
+                if id(&m["id"]) == rep {
+                    assert_eq!(m["distance"], 0);
+                } else {
+                    dropped.insert(id(&m["id"]));
+                }
+            }
+        }
+        // The exact copy is at distance 0 from its original.
+        let exact = json_lines(&out("p.jsonl"))
+            .into_iter()
+            .find(|p| id(&p["a"]) == "orig0" && id(&p["b"]) == "exact0")
+            .unwrap();
+        assert_eq!(exact["distance"], 0);
+
+        // --deduplicated: the input lines, unchanged and in order, minus the dropped.
+        let input_text = std::fs::read_to_string(&input).unwrap();
+        let want: Vec<&str> = input_text
+            .lines()
+            .zip(&docs)
+            .filter(|(_, (i, _))| !dropped.contains(i))
+            .map(|(l, _)| l)
+            .collect();
+        let got = std::fs::read_to_string(out("d.jsonl")).unwrap();
+        assert_eq!(got.lines().collect::<Vec<_>>(), want);
+
+        let stats: Value =
+            serde_json::from_str(&std::fs::read_to_string(out("s.json")).unwrap()).unwrap();
+        assert_eq!(stats["documents"], docs.len());
+        assert_eq!(stats["exact_duplicates"], 1);
+        assert_eq!(stats["near_duplicates"], 6);
+        assert_eq!(stats["clusters"], 3);
+        assert_eq!(stats["largest_cluster"], 4);
+        assert_eq!(stats["kept"], docs.len() - 7);
+        assert_eq!(stats["pairs"], pairs.len());
+        assert!(summary.contains("exact duplicates  1"), "{summary}");
+    }
+}
+
+#[test]
+fn text_files_lines_stdin_and_compressed_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    // A directory of text files, one document each, ids their paths.
+    let tree = dir.path().join("tree");
+    for (i, (name, text)) in docs.iter().enumerate() {
+        let p = tree.join(format!("{}/{name}.txt", i % 3));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let dedup_out = dir.path().join("d.jsonl");
+    let clusters = dir.path().join("c.jsonl");
+    ok(&neardup(
+        &[
+            "dedup",
+            tree.to_str().unwrap(),
+            "--clusters",
+            clusters.to_str().unwrap(),
+            "--deduplicated",
+            dedup_out.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    let c = json_lines(&clusters);
+    assert_eq!(c.len(), 3);
+    assert!(c.iter().all(|c| id(&c["representative"]).ends_with(".txt")));
+    let kept = json_lines(&dedup_out);
+    assert_eq!(kept.len(), docs.len() - 7);
+    for k in &kept {
+        let path = id(&k["id"]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), id(&k["text"]));
+    }
+
+    // One document per line, from standard input and from a .gz file: the same clusters,
+    // ids `<stdin>:N` and `path:N`, kept lines as read.
+    let lines: String = docs.iter().map(|(_, t)| format!("{t}\n")).collect();
+    let gz = dir.path().join("docs.txt.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(lines.as_bytes()).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let from_stdin = neardup(&["dedup", "--lines", "--clusters", "-"], lines.as_bytes());
+    ok(&from_stdin);
+    let stdin_clusters: Vec<Value> = String::from_utf8(from_stdin.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stdin_clusters.len(), 3);
+    assert_eq!(id(&stdin_clusters[0]["representative"]), "<stdin>:1");
+    let o = neardup(
+        &[
+            "dedup",
+            "--lines",
+            gz.to_str().unwrap(),
+            "--deduplicated",
+            "-",
+        ],
+        b"",
+    );
+    ok(&o);
+    let want: Vec<&str> = lines.lines().filter(|l| !l.is_empty()).collect();
+    let got = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(got.lines().count(), want.len() - 7);
+    assert!(got.lines().all(|l| want.contains(&l)));
+}
+
+#[test]
+fn bad_json_is_an_error_with_file_and_line_or_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.jsonl");
+    let mut text = jsonl(&corpus());
+    text.insert_str(
+        0,
+        "{\"id\": \"x\", \"text\": \"fine\"}\n{\"id\": broken\n{\"id\": \"no text\"}\n",
+    );
+    std::fs::write(&input, &text).unwrap();
+    let path = input.to_str().unwrap();
+    fails(
+        &neardup(&["dedup", path, "--clusters", "-"], b""),
+        2,
+        &format!("{path}:2: not valid JSON"),
+    );
+    let o = neardup(&["dedup", path, "--skip-invalid", "--stats-json", "-"], b"");
+    let err = ok(&o);
+    assert!(err.contains("skipped 2 invalid JSON lines"), "{err}");
+    let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(stats["skipped_invalid"], 2);
+    assert_eq!(stats["documents"], corpus().len() + 1);
+
+    let missing = dir.path().join("missing.jsonl");
+    std::fs::write(&missing, "{\"id\": 1, \"body\": \"x\"}\n").unwrap();
+    let m = missing.to_str().unwrap();
+    fails(
+        &neardup(&["dedup", m], b""),
+        2,
+        &format!("{m}:1: no \"text\" field"),
+    );
+    // --text-field names it.
+    ok(&neardup(&["dedup", m, "--text-field", "body"], b""));
+}
+
+#[test]
+fn empty_input_is_an_empty_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let (c, d) = (dir.path().join("c.jsonl"), dir.path().join("d.jsonl"));
+    let o = neardup(
+        &[
+            "dedup",
+            empty.to_str().unwrap(),
+            "--clusters",
+            c.to_str().unwrap(),
+            "--deduplicated",
+            d.to_str().unwrap(),
+            "--stats-json",
+            "-",
+        ],
+        b"",
+    );
+    let err = ok(&o);
+    assert!(err.contains("0 documents"), "{err}");
+    assert_eq!(std::fs::read(&c).unwrap(), b"");
+    assert_eq!(std::fs::read(&d).unwrap(), b"");
+    let stats: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(stats["documents"], 0);
+    assert_eq!(stats["clusters"], 0);
+    // Empty standard input too.
+    ok(&neardup(&["dedup", "--clusters", "-"], b""));
+}
+
+#[test]
+fn unwritable_output_fails_before_reading_anything() {
+    // Standard input stays open: a run that started reading would never end.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["dedup", "--clusters", "/nonexistent-dir/c.jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _stdin = child.stdin.take();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("dedup waited for input before checking its output");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cannot create output '/nonexistent-dir/c.jsonl'"),
+        "{err}"
+    );
+}
+
+#[test]
+fn refuses_outputs_that_would_clobber_or_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    let text = jsonl(&corpus());
+    std::fs::write(&input, &text).unwrap();
+    let p = input.to_str().unwrap();
+    fails(
+        &neardup(&["dedup", p, "--deduplicated", p], b""),
+        2,
+        "is an input",
+    );
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), text);
+    fails(
+        &neardup(&["dedup", p, "--clusters", "-", "--pairs", "-"], b""),
+        2,
+        "only one output",
+    );
+    fails(
+        &neardup(&["dedup", p, "--compat", "simhash-py"], b""),
+        2,
+        "--compat",
+    );
+    fails(
+        &neardup(&["dedup", p, "--distance", "300"], b""),
+        2,
+        "256 bits",
+    );
+    fails(
+        &neardup(&["dedup", p, "--lane-distance", "64"], b""),
+        2,
+        "blocks",
+    );
+}
+
+#[test]
+fn non_string_ids_and_missing_ids() {
+    let input = "{\"id\": 7, \"text\": \"alpha beta gamma delta epsilon zeta eta theta\"}\n\
+                 {\"text\": \"alpha beta gamma delta epsilon zeta eta theta\"}\n\
+                 {\"id\": {\"k\": [1]}, \"text\": \"alpha beta gamma delta epsilon zeta eta theta iota\"}\n";
+    let o = neardup(&["dedup", "--clusters", "-"], input.as_bytes());
+    ok(&o);
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids: Vec<&Value> = c["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            &Value::from(7),
+            &Value::from("<stdin>:2"),
+            &serde_json::json!({"k": [1]})
+        ]
+    );
+    assert_eq!(c["size"], 3);
+}
