@@ -191,7 +191,10 @@ pub(crate) fn simhash_adjusted(all: &[u64], w: u32, less: &[(u64, u32)]) -> u64 
     let mut total = Counters::new();
     total.add_scaled(all, w);
     let mut less: Vec<(u32, u64)> = less.iter().map(|&(h, d)| (d, h)).collect();
-    less.sort_unstable_by_key(|&(d, _)| d);
+    // Usually sorted already (a TfPlan's corrections): then this is one pass.
+    if !less.is_sorted_by_key(|&(d, _)| d) {
+        less.sort_unstable_by_key(|&(d, _)| d);
+    }
     let mut minus = Counters::new();
     let mut taken = 0u64;
     let mut group: Vec<u64> = Vec::new();

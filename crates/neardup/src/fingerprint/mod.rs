@@ -375,6 +375,17 @@ impl Fingerprinter {
         let votes = self.votes(self.features(text));
         let mut lanes = [0; LANES];
         let mut scratch = Vec::new();
+        if let Votes::Tf(hashes) = &votes {
+            // Which features repeat is the same in every lane: count them once.
+            let plan = weight::TfPlan::new(hashes);
+            lanes[0] = plan.vote_with(hashes, |h| h);
+            for (lane, out) in lanes.iter_mut().enumerate().skip(1) {
+                scratch.clear();
+                scratch.extend(hashes.iter().map(|&h| lane_hash(h, lane)));
+                *out = plan.vote_with(&scratch, |h| lane_hash(h, lane));
+            }
+            return lanes;
+        }
         for (lane, out) in lanes.iter_mut().enumerate() {
             *out = votes.tally(lane, &mut scratch);
         }

@@ -25,70 +25,106 @@ pub(crate) fn vote(votes: &[(u64, f32)]) -> u64 {
 }
 
 /// The tf vote (`1 + ln(count)` per distinct feature, quantised as [`vote`] does) of a
-/// list of feature hashes, without sorting: duplicates are counted in an open-addressing
-/// table keyed by the hashes themselves (they are random already), and features are then
-/// grouped by count, nearly all of them in the group of count 1.
+/// list of feature hashes, without sorting (see [`TfPlan`]).
 pub(crate) fn tf_vote(hashes: &[u64]) -> u64 {
-    if hashes.is_empty() {
-        return 0;
-    }
-    // About 1.5 slots a feature: short probes, little to clear.
-    let cap = (hashes.len() + hashes.len() / 2 + 1).next_power_of_two();
-    let mask = cap - 1;
-    // Key 0 marks an empty slot (a feature hash of 0 is counted apart); `repeated` lists
-    // the slots of features seen more than once. Slots pair key and count: one allocation,
-    // one cache line per probe.
-    let mut slots = vec![(0u64, 0u32); cap];
-    let mut repeated: Vec<usize> = Vec::new();
-    let mut zeros = 0u32;
-    for &h in hashes {
-        if h == 0 {
-            zeros += 1;
-            continue;
+    TfPlan::new(hashes).vote(hashes)
+}
+
+/// How the tf vote of a list of features departs from the plain majority: each occurrence
+/// votes `q1`, and each repeated feature is corrected down to its sub-linear weight. The
+/// plan depends only on which features repeat, so the lanes of a wide fingerprint share it
+/// (their hashes are a one-to-one function of the features').
+pub(crate) struct TfPlan {
+    q1: u32,
+    /// (feature hash, weight to take off one occurrence); empty when nothing repeats.
+    less: Vec<(u64, u32)>,
+}
+
+impl TfPlan {
+    /// Duplicates are counted in an open-addressing table keyed by the hashes themselves
+    /// (they are random already); nearly every feature occurs once.
+    pub(crate) fn new(hashes: &[u64]) -> TfPlan {
+        let plain = TfPlan {
+            q1: 1,
+            less: Vec::new(),
+        };
+        if hashes.is_empty() {
+            return plain;
         }
-        let mut i = h as usize & mask;
-        loop {
-            let slot = &mut slots[i];
-            if slot.0 == 0 {
-                *slot = (h, 1);
-                break;
+        // About 1.5 slots a feature: short probes, little to clear.
+        let cap = (hashes.len() + hashes.len() / 2 + 1).next_power_of_two();
+        let mask = cap - 1;
+        // Key 0 marks an empty slot (a feature hash of 0 is counted apart); `repeated`
+        // lists the slots of features seen more than once. Slots pair key and count: one
+        // allocation, one cache line per probe.
+        let mut slots = vec![(0u64, 0u32); cap];
+        let mut repeated: Vec<usize> = Vec::new();
+        let mut zeros = 0u32;
+        for &h in hashes {
+            if h == 0 {
+                zeros += 1;
+                continue;
             }
-            if slot.0 == h {
-                slot.1 += 1;
-                if slot.1 == 2 {
-                    repeated.push(i);
+            let mut i = h as usize & mask;
+            loop {
+                let slot = &mut slots[i];
+                if slot.0 == 0 {
+                    *slot = (h, 1);
+                    break;
                 }
-                break;
+                if slot.0 == h {
+                    slot.1 += 1;
+                    if slot.1 == 2 {
+                        repeated.push(i);
+                    }
+                    break;
+                }
+                i = (i + 1) & mask;
             }
-            i = (i + 1) & mask;
         }
-    }
-    let mut more: Vec<(u64, u32)> = repeated.iter().map(|&i| slots[i]).collect();
-    if zeros > 1 {
-        more.push((0, zeros));
-    }
-    if more.is_empty() {
-        // Every feature once: equal weights, the plain majority.
-        return super::simhash(hashes);
-    }
-    let tf = |c: u32| {
-        if c == 1 {
-            1.0f32
-        } else {
-            1.0 + (c as f32).ln()
+        let mut more: Vec<(u64, u32)> = repeated.iter().map(|&i| slots[i]).collect();
+        if zeros > 1 {
+            more.push((0, zeros));
         }
-    };
-    let max = tf(more.iter().map(|m| m.1).max().unwrap_or(1));
-    let quantise = |c: u32| (tf(c) / max * VOTE_MAX).round() as u32;
-    let q1 = quantise(1);
-    // Every occurrence votes q1 below; a feature seen c times should vote quantise(c) once.
-    // q1·c ≥ quantise(c): 1 + ln c ≤ c, and q1 = 1023 / max ≥ 44 even for counts near 2³²,
-    // which leaves room for the rounding of both.
-    let less: Vec<(u64, u32)> = more
-        .iter()
-        .map(|&(h, c)| (h, q1 * c - quantise(c)))
-        .collect();
-    simhash_adjusted(hashes, q1, &less)
+        if more.is_empty() {
+            // Every feature once: equal weights, the plain majority.
+            return plain;
+        }
+        let tf = |c: u32| {
+            if c == 1 {
+                1.0f32
+            } else {
+                1.0 + (c as f32).ln()
+            }
+        };
+        let max = tf(more.iter().map(|m| m.1).max().unwrap_or(1));
+        let quantise = |c: u32| (tf(c) / max * VOTE_MAX).round() as u32;
+        let q1 = quantise(1);
+        // Every occurrence votes q1; a feature seen c times should vote quantise(c) once.
+        // q1·c ≥ quantise(c): 1 + ln c ≤ c, and q1 = 1023 / max ≥ 44 even for counts near
+        // 2³², which leaves room for the rounding of both.
+        let mut less: Vec<(u64, u32)> = more
+            .iter()
+            .map(|&(h, c)| (h, q1 * c - quantise(c)))
+            .collect();
+        // Grouped by correction once here, so every lane's kernel finds them in order.
+        less.sort_unstable_by_key(|&(_, d)| d);
+        TfPlan { q1, less }
+    }
+
+    /// The vote of `hashes` (the planned features, or their images under one
+    /// one-to-one `rehash`, which the corrections go through too).
+    pub(crate) fn vote_with(&self, hashes: &[u64], rehash: impl Fn(u64) -> u64) -> u64 {
+        if self.less.is_empty() {
+            return super::simhash(hashes);
+        }
+        let less: Vec<(u64, u32)> = self.less.iter().map(|&(h, d)| (rehash(h), d)).collect();
+        simhash_adjusted(hashes, self.q1, &less)
+    }
+
+    fn vote(&self, hashes: &[u64]) -> u64 {
+        self.vote_with(hashes, |h| h)
+    }
 }
 
 /// Inverse document frequencies of features, counted on a corpus: rare features weigh
