@@ -24,6 +24,9 @@ pub enum Format {
     Text,
     /// Every line is a document, its id `path:line`.
     Lines,
+    /// Parquet: a row per document, text and id from the columns `--text-field` and
+    /// `--id-field` name (also spelled `--text-column`, `--id-column`).
+    Parquet,
 }
 
 /// Where documents come from and how to read them.
@@ -36,20 +39,20 @@ pub struct DocArgs {
     /// More inputs, as with the positional INPUT.
     #[arg(short, long = "input", value_name = "INPUT")]
     pub input_flags: Vec<String>,
-    /// Input format. Default: from the file name (.jsonl or .ndjson: JSON Lines, anything
-    /// else: text; .gz and .zst are decompressed first); standard input is JSON Lines when
-    /// it starts with '{', text otherwise.
+    /// Input format. Default: from the file name (.jsonl or .ndjson: JSON Lines, .parquet:
+    /// Parquet, anything else: text; .gz and .zst are decompressed first); standard input
+    /// is JSON Lines when it starts with '{', text otherwise.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Text inputs hold one document per line (same as --format lines for them).
     #[arg(long)]
     pub lines: bool,
-    /// JSON Lines: the field holding the text.
-    #[arg(long, default_value = "text")]
+    /// JSON Lines and Parquet: the field (column) holding the text.
+    #[arg(long, alias = "text-column", default_value = "text")]
     pub text_field: String,
-    /// JSON Lines: the field holding the id (any JSON value); records without it get
-    /// `path:line`.
-    #[arg(long, default_value = "id")]
+    /// JSON Lines and Parquet: the field (column) holding the id (any value); records
+    /// without it get `path:line` (`path:row` for Parquet, from 1).
+    #[arg(long, alias = "id-column", default_value = "id")]
     pub id_field: String,
     /// Skip JSON lines that do not parse or lack the text field, and count them, instead
     /// of stopping at the first.
@@ -170,11 +173,17 @@ fn by_name(path: &str) -> (Option<Format>, Compression) {
     } else {
         (lower, Compression::None)
     };
-    let format = (stem.ends_with(".jsonl") || stem.ends_with(".ndjson")).then_some(Format::Jsonl);
+    let format = if stem.ends_with(".jsonl") || stem.ends_with(".ndjson") {
+        Some(Format::Jsonl)
+    } else if stem.ends_with(".parquet") && compression == Compression::None {
+        Some(Format::Parquet)
+    } else {
+        None
+    };
     (format, compression)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Compression {
     None,
     Gzip,
@@ -215,6 +224,33 @@ pub fn read(
         Ok(())
     };
     for source in &sources {
+        let named = match source {
+            Source::File(path) => Some(path.as_str()),
+            Source::Stdin => args.stdin_file.as_deref(),
+        };
+        let by_file_name = match source {
+            Source::File(path) => by_name(path).0,
+            Source::Stdin => None,
+        };
+        if args.format.or(by_file_name) == Some(Format::Parquet) {
+            let Some(path) = named else {
+                return Err(Failure::input(anyhow!(
+                    "Parquet input must be a file, not standard input"
+                )));
+            };
+            let shown = match source {
+                Source::File(p) => p.clone(),
+                Source::Stdin => "<stdin>".into(),
+            };
+            parquet_docs(path, &shown, args, &mut stats, &mut push)?;
+            if let Source::File(p) = source {
+                read_bytes.fetch_add(
+                    std::fs::metadata(p).map_or(0, |m| m.len()),
+                    Ordering::Relaxed,
+                );
+            }
+            continue;
+        }
         let (name, raw, format, compression): (String, Box<dyn Read>, Option<Format>, Compression) =
             match source {
                 Source::Stdin => match &args.stdin_file {
@@ -269,6 +305,11 @@ pub fn read(
             None => Format::Text,
         };
         match format {
+            Format::Parquet => {
+                return Err(Failure::input(anyhow!(
+                    "{name}: Parquet input must be a file"
+                )));
+            }
             Format::Text => {
                 let mut bytes = Vec::new();
                 reader.read_to_end(&mut bytes).map_err(io_err)?;
@@ -336,6 +377,109 @@ pub fn read(
     }
     progress.set(read_bytes.load(Ordering::Relaxed));
     Ok(stats)
+}
+
+/// The documents of a Parquet file: one per row, through `push`.
+#[cfg(feature = "parquet")]
+fn parquet_docs(
+    path: &str,
+    shown: &str,
+    args: &DocArgs,
+    stats: &mut ReadStats,
+    push: &mut impl FnMut(Doc, &mut ReadStats) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::reader::RowIter;
+    use parquet::record::Field;
+    use parquet::schema::types::Type;
+
+    let file = File::open(path)
+        .map_err(|e| Failure::input(anyhow!("cannot open input '{shown}': {e}")))?;
+    let bad = |e: parquet::errors::ParquetError| {
+        Failure::input(anyhow!("{shown}: not readable as Parquet: {e}"))
+    };
+    let reader = SerializedFileReader::new(file).map_err(bad)?;
+    let schema = reader.metadata().file_metadata().schema();
+    let column = |name: &str| {
+        schema
+            .get_fields()
+            .iter()
+            .find(|f| f.name() == name)
+            .cloned()
+    };
+    let Some(text_col) = column(&args.text_field) else {
+        let names: Vec<&str> = schema.get_fields().iter().map(|f| f.name()).collect();
+        return Err(Failure::input(anyhow!(
+            "{shown}: no column \"{}\" (columns: {})",
+            args.text_field,
+            names.join(", ")
+        )));
+    };
+    let id_col = column(&args.id_field);
+    let mut fields = vec![text_col];
+    fields.extend(id_col);
+    let projection = Type::group_type_builder(schema.name())
+        .with_fields(fields)
+        .build()
+        .map_err(bad)?;
+    let rows = RowIter::from_file_into(Box::new(reader))
+        .project(Some(projection))
+        .map_err(bad)?;
+    for (n, row) in rows.enumerate() {
+        let row = row.map_err(bad)?;
+        let (mut text, mut id) = (None, None);
+        for (name, field) in row.get_column_iter() {
+            if *name == args.text_field {
+                text = Some(field);
+            } else if *name == args.id_field {
+                id = Some(field.to_json_value());
+            }
+        }
+        let text = match text {
+            Some(Field::Str(s)) => s.clone(),
+            other => {
+                if args.skip_invalid {
+                    stats.skipped += 1;
+                    continue;
+                }
+                let what = match other {
+                    Some(Field::Null) | None => "null".to_string(),
+                    Some(f) => format!("not a string but {f}"),
+                };
+                return Err(Failure::input(anyhow!(
+                    "{shown}:{}: column \"{}\" is {what}",
+                    n + 1,
+                    args.text_field
+                )));
+            }
+        };
+        let id = match id {
+            Some(Value::Null) | None => Value::String(format!("{shown}:{}", n + 1)),
+            Some(v) => v,
+        };
+        push(
+            Doc {
+                id,
+                text,
+                record: None,
+            },
+            stats,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_docs(
+    _: &str,
+    shown: &str,
+    _: &DocArgs,
+    _: &mut ReadStats,
+    _: &mut impl FnMut(Doc, &mut ReadStats) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    Err(Failure::input(anyhow!(
+        "{shown}: this neardup was built without Parquet support (cargo feature \"parquet\")"
+    )))
 }
 
 /// UTF-8 text of `bytes`, invalid sequences as U+FFFD, and whether there were any.

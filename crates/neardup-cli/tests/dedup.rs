@@ -513,3 +513,141 @@ fn non_string_ids_and_missing_ids() {
     );
     assert_eq!(c["size"], 3);
 }
+
+/// Writes `docs` as Parquet (snappy pages): an INT64 `id` column and an optional UTF-8
+/// `body` column, `None` texts as nulls.
+#[cfg(feature = "parquet")]
+fn write_parquet(path: &Path, docs: &[(i64, Option<&str>)]) {
+    use std::sync::Arc;
+
+    use parquet::basic::Compression;
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+
+    let schema = Arc::new(
+        parse_message_type("message docs { REQUIRED INT64 id; OPTIONAL BYTE_ARRAY body (UTF8); }")
+            .unwrap(),
+    );
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build(),
+    );
+    let mut writer =
+        SerializedFileWriter::new(std::fs::File::create(path).unwrap(), schema, props).unwrap();
+    let mut group = writer.next_row_group().unwrap();
+    let ids: Vec<i64> = docs.iter().map(|d| d.0).collect();
+    let mut col = group.next_column().unwrap().unwrap();
+    col.typed::<Int64Type>()
+        .write_batch(&ids, None, None)
+        .unwrap();
+    col.close().unwrap();
+    let texts: Vec<ByteArray> = docs
+        .iter()
+        .filter_map(|d| d.1)
+        .map(ByteArray::from)
+        .collect();
+    let levels: Vec<i16> = docs.iter().map(|d| i16::from(d.1.is_some())).collect();
+    let mut col = group.next_column().unwrap().unwrap();
+    col.typed::<ByteArrayType>()
+        .write_batch(&texts, Some(&levels), None)
+        .unwrap();
+    col.close().unwrap();
+    group.close().unwrap();
+    writer.close().unwrap();
+}
+
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    let rows: Vec<(i64, Option<&str>)> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, t))| (i as i64 * 10, Some(t.as_str())))
+        .collect();
+    let path = dir.path().join("docs.parquet");
+    write_parquet(&path, &rows);
+    let p = path.to_str().unwrap();
+    let (c, d) = (dir.path().join("c.jsonl"), dir.path().join("d.jsonl"));
+    let o = neardup(
+        &[
+            "dedup",
+            p,
+            "--text-column",
+            "body",
+            "--clusters",
+            c.to_str().unwrap(),
+            "--deduplicated",
+            d.to_str().unwrap(),
+        ],
+        b"",
+    );
+    ok(&o);
+    // The same clusters as from JSON Lines, by the integer ids of the id column.
+    let clusters = json_lines(&c);
+    let members: BTreeSet<Vec<i64>> = clusters
+        .iter()
+        .map(|c| {
+            c["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_i64().unwrap())
+                .collect()
+        })
+        .collect();
+    let by_name: HashMap<&str, i64> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i as i64 * 10))
+        .collect();
+    let want: BTreeSet<Vec<i64>> = [
+        vec!["orig0", "longer0", "upper0", "exact0"],
+        vec!["orig1", "longer1", "upper1"],
+        vec!["orig2", "longer2", "upper2"],
+    ]
+    .iter()
+    .map(|g| {
+        let mut ids: Vec<i64> = g.iter().map(|n| by_name[n]).collect();
+        ids.sort();
+        ids
+    })
+    .collect();
+    assert_eq!(members, want);
+    // Kept rows come out as {"id", "text"} lines.
+    let kept = json_lines(&d);
+    assert_eq!(kept.len(), docs.len() - 7);
+    assert_eq!(kept[0], serde_json::json!({"id": 0, "text": docs[0].1}));
+
+    // A null text is an error naming the file and row, or skipped and counted.
+    let mut with_null = rows.clone();
+    with_null.insert(2, (99, None));
+    write_parquet(&path, &with_null);
+    fails(
+        &neardup(&["dedup", p, "--text-column", "body"], b""),
+        2,
+        &format!("{p}:3: column \"body\" is null"),
+    );
+    let err = ok(&neardup(
+        &["dedup", p, "--text-column", "body", "--skip-invalid"],
+        b"",
+    ));
+    assert!(err.contains("skipped 1"), "{err}");
+    // A missing column lists the ones there are; a file that is not Parquet says so.
+    fails(
+        &neardup(&["dedup", p], b""),
+        2,
+        "no column \"text\" (columns: id, body)",
+    );
+    let fake = dir.path().join("fake.parquet");
+    std::fs::write(&fake, "not parquet").unwrap();
+    fails(
+        &neardup(&["dedup", fake.to_str().unwrap()], b""),
+        2,
+        "not readable as Parquet",
+    );
+}
