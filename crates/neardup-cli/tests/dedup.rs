@@ -132,7 +132,7 @@ fn planted_copies_are_all_found_and_nothing_else() {
         .collect();
     for (a, b) in found.difference(&truth) {
         assert!(
-            group_of.get(a).is_some() && group_of.get(a) == group_of.get(b),
+            group_of.contains_key(a) && group_of.get(a) == group_of.get(b),
             "unrelated pair reported: {a} {b}"
         );
     }
