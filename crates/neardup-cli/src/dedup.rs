@@ -279,7 +279,7 @@ fn fingerprint_all(
     let mut out = Fingerprints::default();
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || {
-            docs::read(args, progress, |batch| {
+            docs::read_as(args, progress, "fingerprinting", |batch| {
                 // The receiver only hangs up after an error of its own, reported below.
                 tx.send(batch)
                     .map_err(|_| Failure::io(anyhow!("fingerprinting stopped")))
@@ -305,6 +305,10 @@ fn fingerprint_all(
         let stats = reader
             .join()
             .map_err(|_| Failure::io(anyhow!("the reader thread panicked")))??;
+        // Growth left up to half of each vector spare: give it back before matching.
+        out.fps.shrink_to_fit();
+        out.text_hashes.shrink_to_fit();
+        out.lens.shrink_to_fit();
         Ok((out, stats))
     })
 }
@@ -350,7 +354,7 @@ fn write_outputs(
     let mut ids: Vec<String> = Vec::with_capacity(involved.len());
     let mut next = 0usize;
     let mut index = 0usize;
-    let stats = docs::read(args, progress, |batch| {
+    let stats = docs::read_as(args, progress, "writing", |batch| {
         for doc in batch {
             if index >= n {
                 index += 1;

@@ -191,10 +191,20 @@ enum Compression {
 }
 
 /// Reads every document of `args`' inputs and hands them to `batch` in order, a batch at a
-/// time. Progress counts input bytes.
+/// time. Progress counts input bytes, in a phase called "reading".
 pub fn read(
     args: &DocArgs,
     progress: &Progress,
+    batch: impl FnMut(Vec<Doc>) -> Result<(), Failure>,
+) -> Result<ReadStats, Failure> {
+    read_as(args, progress, "reading", batch)
+}
+
+/// [`read`], the progress phase called `phase`.
+pub fn read_as(
+    args: &DocArgs,
+    progress: &Progress,
+    phase: &'static str,
     mut batch: impl FnMut(Vec<Doc>) -> Result<(), Failure>,
 ) -> Result<ReadStats, Failure> {
     let sources = args.sources()?;
@@ -202,11 +212,16 @@ pub fn read(
         .iter()
         .map(|s| match s {
             Source::File(p) => std::fs::metadata(p).map_or(0, |m| m.len()),
-            Source::Stdin => 0,
+            Source::Stdin => args
+                .stdin_file
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map_or(0, |m| m.len()),
         })
         .sum();
-    let has_stdin = sources.iter().any(|s| matches!(s, Source::Stdin));
-    progress.phase("reading", (!has_stdin).then_some(total));
+    // A pipe's length is unknown (a copy of it in a file is not).
+    let has_stdin = args.stdin_file.is_none() && sources.iter().any(|s| matches!(s, Source::Stdin));
+    progress.phase(phase, (!has_stdin).then_some(total));
     let read_bytes = Arc::new(AtomicU64::new(0));
     let mut stats = ReadStats::default();
     let mut pending: Vec<Doc> = Vec::new();

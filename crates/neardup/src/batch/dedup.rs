@@ -35,7 +35,9 @@ impl Dedup {
 }
 
 /// Clusters of near-duplicate documents, document `i` having fingerprint `fps[i]` and
-/// text hash `text_hashes[i]` (any 64-bit hash of its bytes, for counting exact copies).
+/// text hash `text_hashes[i]` (any 64-bit hash of its bytes, for counting exact copies;
+/// equal texts must have equal fingerprints, as they do from one `Fingerprinter`).
+/// Memory beyond the inputs: 8 bytes a document, and one lane's matching at a time.
 /// With `pairs`, also every pair of documents matched (quadratic in the copies of one
 /// text: ask only when the pairs are wanted).
 pub fn dedup(
@@ -60,36 +62,47 @@ pub fn dedup(
     let mut out = Dedup::default();
     let mut uf = UnionFind::new(n);
 
-    // Nodes: runs of equal fingerprints, wordless documents apart.
+    // Nodes: runs of equal fingerprints, wordless documents apart. A node is its run of
+    // `order`, from `starts[node]` to `starts[node + 1]`: 8 bytes a document in all.
     let (mut order, wordless): (Vec<u32>, Vec<u32>) =
         (0..n as u32).partition(|&i| fps[i as usize] != [0; 4]);
     out.wordless = wordless.len() as u64;
     sort_by_key(&mut order, |i| fps[i as usize]);
-    let runs: Vec<&[u32]> = order
-        .chunk_by(|&a, &b| fps[a as usize] == fps[b as usize])
+    let mut starts: Vec<u32> = (0..order.len())
+        .filter(|&i| i == 0 || fps[order[i] as usize] != fps[order[i - 1] as usize])
+        .map(|i| i as u32)
         .collect();
-    let nodes: Vec<Wide> = runs.iter().map(|r| fps[r[0] as usize]).collect();
-    for run in &runs {
+    starts.push(order.len() as u32);
+    let run = |node: usize| &order[starts[node] as usize..starts[node + 1] as usize];
+    let nodes = starts.len() - 1;
+    for node in 0..nodes {
+        let run = run(node);
         for &d in &run[1..] {
             uf.union(run[0], d);
         }
+        out.exact_duplicates += repeats(run, text_hashes);
         if pairs {
             same_pairs(run, &mut out.pairs);
         }
     }
-    matcher.find_all(&nodes, |p| -> Result<()> {
-        let (x, y) = (runs[p.a], runs[p.b]);
-        uf.union(x[0], y[0]);
-        if pairs {
-            for &a in x {
-                for &b in y {
-                    let (a, b) = (a.min(b) as usize, a.max(b) as usize);
-                    out.pairs.push(IndexedPair { a, b, ..p });
+    matcher.find_all_by(
+        nodes,
+        |node| &fps[order[starts[node] as usize] as usize],
+        |p| -> Result<()> {
+            let (x, y) = (run(p.a), run(p.b));
+            uf.union(x[0], y[0]);
+            if pairs {
+                for &a in x {
+                    for &b in y {
+                        let (a, b) = (a.min(b) as usize, a.max(b) as usize);
+                        out.pairs.push(IndexedPair { a, b, ..p });
+                    }
                 }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
+    drop(order);
 
     // Wordless documents: identical texts only.
     let mut wordless = wordless;
@@ -98,21 +111,27 @@ pub fn dedup(
         for &d in &run[1..] {
             uf.union(run[0], d);
         }
+        out.exact_duplicates += run.len() as u64 - 1;
         if pairs {
             same_pairs(run, &mut out.pairs);
         }
     }
-
-    let mut hashes = text_hashes.to_vec();
-    sort_by_key(&mut hashes, |h| h);
-    out.exact_duplicates = hashes.windows(2).filter(|w| w[0] == w[1]).count() as u64;
-    drop(hashes);
 
     out.clusters = uf.sets(|size, _| size >= 2);
     if pairs {
         sort_by_key(&mut out.pairs, |p| (p.a, p.b));
     }
     Ok(out)
+}
+
+/// Documents of `run` whose text hash repeats another's in it.
+fn repeats(run: &[u32], text_hashes: &[u64]) -> u64 {
+    if run.len() < 2 {
+        return 0;
+    }
+    let mut hashes: Vec<u64> = run.iter().map(|&d| text_hashes[d as usize]).collect();
+    hashes.sort_unstable();
+    hashes.windows(2).filter(|w| w[0] == w[1]).count() as u64
 }
 
 /// Every pair of the documents of one run (same fingerprint or same text), distance 0.

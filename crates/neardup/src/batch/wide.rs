@@ -74,12 +74,23 @@ impl WideMatcher {
     pub fn find_all<E: From<Error>>(
         &self,
         fps: &[Wide],
+        sink: impl FnMut(IndexedPair) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.find_all_by(fps.len(), |i| &fps[i], sink)
+    }
+
+    /// [`WideMatcher::find_all`] over `n` fingerprints `fp(0)`, …, `fp(n - 1)`, wherever
+    /// they live (no copy of them is made).
+    pub(crate) fn find_all_by<'a, E: From<Error>>(
+        &self,
+        n: usize,
+        fp: impl Fn(usize) -> &'a Wide,
         mut sink: impl FnMut(IndexedPair) -> Result<(), E>,
     ) -> Result<(), E> {
         let k = self.layout.distance();
         let tables = self.layout.tables().len() as u64;
         for lane in 0..LANES {
-            let values: Vec<u64> = fps.iter().map(|w| w[lane]).collect();
+            let values: Vec<u64> = (0..n).map(|i| fp(i)[lane]).collect();
             let indexed = Indexed::new(&values)?;
             drop(values);
             let mut matcher = Matcher::new(self.layout.clone());
@@ -94,7 +105,7 @@ impl WideMatcher {
                 });
             }
             matcher.find_all_indexed(&indexed, |p| -> Result<(), E> {
-                let (x, y) = (&fps[p.a], &fps[p.b]);
+                let (x, y) = (fp(p.a), fp(p.b));
                 // An earlier lane saw this pair already (and kept it or not).
                 if (0..lane).any(|l| hamming::within(x[l], y[l], k)) {
                     return Ok(());
