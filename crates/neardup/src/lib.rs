@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod corpus;
 mod error;
 pub mod fingerprint;
 pub mod hamming;

@@ -1,0 +1,137 @@
+//! The corpus against a brute-force model: random sequences of inserts (including
+//! replacements), bulk inserts, removals and queries, on fingerprints built to collide.
+
+use std::collections::BTreeMap;
+
+use neardup::corpus::Corpus;
+use neardup::tables::{num_tables, Blocks};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, u64),
+    InsertBulk(Vec<(u64, u64)>),
+    Remove(u64),
+    RemoveBulk(Vec<u64>),
+    Query(u64),
+}
+
+/// Fingerprints near a few bases, so that queries have matches at every distance.
+fn fp() -> impl Strategy<Value = u64> {
+    (0usize..4, prop::collection::vec(0u32..64, 0..6)).prop_map(|(base, flips)| {
+        let bases = [0u64, u64::MAX, 0x0123_4567_89ab_cdef, 0xf0f0_f0f0_0f0f_0f0f];
+        flips.iter().fold(bases[base], |x, &b| x ^ (1 << b))
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let id = 0u64..40;
+    prop_oneof![
+        4 => (id.clone(), fp()).prop_map(|(i, f)| Op::Insert(i, f)),
+        1 => prop::collection::vec((id.clone(), fp()), 0..30).prop_map(Op::InsertBulk),
+        2 => id.clone().prop_map(Op::Remove),
+        1 => prop::collection::vec(id, 0..10).prop_map(Op::RemoveBulk),
+        4 => fp().prop_map(Op::Query),
+    ]
+}
+
+fn model_find_all(model: &BTreeMap<u64, u64>, q: u64, k: u32) -> Vec<(u64, u32)> {
+    let mut out: Vec<(u64, u32)> = model
+        .iter()
+        .map(|(&id, &f)| (id, (f ^ q).count_ones()))
+        .filter(|&(_, d)| d <= k)
+        .collect();
+    out.sort_by_key(|&(id, d)| (d, id));
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn matches_the_model(
+        (k, m) in (0u32..6, 1usize..12)
+            .prop_filter("blocks > distance", |&(k, m)| m > k as usize)
+            .prop_filter("a corpus keeps at most 256 tables", |&(k, m)| num_tables(m, k) <= 256),
+        auto in any::<bool>(),
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        let blocks = if auto { Blocks::Auto } else { Blocks::Fixed(m) };
+        let mut corpus = Corpus::new(blocks, k, 1000).unwrap();
+        let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Insert(id, f) => {
+                    prop_assert_eq!(corpus.insert(id, f).unwrap(), model.insert(id, f));
+                }
+                Op::InsertBulk(docs) => {
+                    corpus.insert_bulk(&docs).unwrap();
+                    model.extend(docs);
+                }
+                Op::Remove(id) => prop_assert_eq!(corpus.remove(id), model.remove(&id)),
+                Op::RemoveBulk(ids) => {
+                    let want = ids.iter().filter(|id| model.remove(id).is_some()).count();
+                    prop_assert_eq!(corpus.remove_bulk(&ids), want);
+                }
+                Op::Query(q) => {
+                    let want = model_find_all(&model, q, k);
+                    prop_assert_eq!(corpus.find_first(q), want.first().copied());
+                    prop_assert_eq!(corpus.find_all(q), want);
+                }
+            }
+            prop_assert_eq!(corpus.len(), model.len());
+        }
+        let queries: Vec<u64> = model.values().copied().chain([0, u64::MAX]).collect();
+        let all: Vec<Vec<(u64, u32)>> = queries.iter().map(|&q| model_find_all(&model, q, k)).collect();
+        prop_assert_eq!(corpus.find_all_bulk(&queries), all.clone());
+        let first: Vec<Option<(u64, u32)>> = all.iter().map(|v| v.first().copied()).collect();
+        prop_assert_eq!(corpus.find_first_bulk(&queries), first);
+    }
+}
+
+#[test]
+fn layouts_of_too_many_tables_are_refused() {
+    assert!(matches!(
+        Corpus::new(Blocks::Fixed(11), 4, 0),
+        Err(neardup::Error::TooManyTables {
+            tables: 330,
+            limit: 256,
+            ..
+        })
+    ));
+}
+
+/// Enough inserts and removals to cross the delta and tombstone limits several times.
+#[test]
+fn many_operations_cross_every_rebuild() {
+    let mut corpus = Corpus::new(Blocks::Auto, 3, 100_000).unwrap();
+    let mut model = BTreeMap::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..30_000u64 {
+        let id = next() % 20_000;
+        if i % 3 == 2 {
+            assert_eq!(corpus.remove(id), model.remove(&id));
+        } else {
+            // Every fourth document is a near copy of an earlier fingerprint.
+            let fp = match model.values().nth((next() % 64) as usize) {
+                Some(&f) if i % 4 == 0 => f ^ (1 << (next() % 64)),
+                _ => next(),
+            };
+            assert_eq!(corpus.insert(id, fp).unwrap(), model.insert(id, fp));
+        }
+        if i % 997 == 0 {
+            for &q in model.values().take(50) {
+                assert_eq!(corpus.find_all(q), model_find_all(&model, q, 3));
+            }
+        }
+    }
+    for &q in model.values() {
+        assert_eq!(corpus.find_all(q), model_find_all(&model, q, 3));
+    }
+}
