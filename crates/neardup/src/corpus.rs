@@ -9,7 +9,9 @@
 //! document comes back once without a set of seen ids.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::batch::radix::{self, Keyed};
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, Table};
 
@@ -44,6 +46,44 @@ pub fn plan(n: usize, distance: u32) -> Result<Layout> {
     }
 }
 
+/// A permuted fingerprint and its slot, radix-sorted by the fingerprint.
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    key: u64,
+    slot: u32,
+}
+
+impl Keyed for Entry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+/// Ids are the caller's and already spread (or dense): a multiply-xorshift mixes them
+/// enough for the id map, at a fraction of SipHash's cost.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^ (x >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+}
+
+type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+
 /// One table: permuted fingerprints sorted, their slots, a directory, and the delta.
 #[derive(Clone, Debug)]
 struct Index {
@@ -52,62 +92,103 @@ struct Index {
     /// `dir[b]..dir[b + 1]` is the run of keys whose top `dir_bits` bits are `b`.
     dir: Vec<u32>,
     dir_bits: u32,
+    /// Bits of the leading blocks: when the directory covers them, a bucket is a run.
+    lead_bits: u32,
     /// Recent inserts, sorted by key.
     delta: Vec<(u64, u32)>,
 }
 
 impl Index {
-    fn build(mut entries: Vec<(u64, u32)>, lead: u32) -> Index {
-        entries.sort_unstable();
+    fn build(mut entries: Vec<Entry>, lead: u32) -> Index {
+        let mut scratch = vec![Entry::default(); entries.len()];
+        radix::sort(&mut entries, &mut scratch);
+        drop(scratch);
         let n = entries.len();
         // About one key per bucket, never finer than the leading blocks.
         let dir_bits = (usize::BITS - n.leading_zeros())
             .clamp(1, 24)
             .min(lead.max(1));
         let mut dir = vec![0u32; (1 << dir_bits) + 1];
-        for &(k, _) in &entries {
-            dir[(k >> (64 - dir_bits)) as usize + 1] += 1;
+        for e in &entries {
+            dir[(e.key >> (64 - dir_bits)) as usize + 1] += 1;
         }
         for b in 1..dir.len() {
             dir[b] += dir[b - 1];
         }
         Index {
-            keys: entries.iter().map(|e| e.0).collect(),
-            slots: entries.iter().map(|e| e.1).collect(),
+            keys: entries.iter().map(|e| e.key).collect(),
+            slots: entries.iter().map(|e| e.slot).collect(),
             dir,
             dir_bits,
+            lead_bits: lead,
             delta: Vec::new(),
         }
     }
 
-    /// Calls `f(key, slot)` for every entry whose key agrees with `q` under `mask`.
+    /// The directory bucket of permuted query `q`.
     #[inline]
-    fn run(&self, q: u64, mask: u64, mut f: impl FnMut(u64, u32)) {
-        let b = (q >> (64 - self.dir_bits)) as usize;
+    fn bucket(&self, q: u64) -> usize {
+        (q >> (64 - self.dir_bits)) as usize
+    }
+
+    /// The range of keys in bucket `b`, with a prefetch of its first keys: probing every
+    /// table's range before scanning any lets their cache misses overlap.
+    #[inline]
+    fn range(&self, b: usize) -> (usize, usize) {
         let (lo, hi) = (self.dir[b] as usize, self.dir[b + 1] as usize);
-        let lead = q & mask;
+        if let Some(k) = self.keys.get(lo) {
+            prefetch(k);
+        }
+        (lo, hi)
+    }
+
+    /// Calls `f(diff, slot)` for every entry of `lo..hi` (the range of `q`'s bucket) and of
+    /// the delta that agrees with `q` under `mask` and is within `k` bits of it, `diff`
+    /// being their XOR.
+    #[inline]
+    fn run(
+        &self,
+        q: u64,
+        mask: u64,
+        k: u32,
+        (lo, hi): (usize, usize),
+        mut f: impl FnMut(u64, u32),
+    ) {
         let keys = &self.keys[lo..hi];
-        // Within a bucket the keys are sorted: skip to the lead, stop after it.
-        let start = if keys.len() > 16 {
-            keys.partition_point(|&k| k & mask < lead)
+        let slots = &self.slots[lo..hi];
+        if self.dir_bits >= self.lead_bits {
+            // The bucket is exactly the run of the query's leading blocks.
+            for (&key, &slot) in keys.iter().zip(slots) {
+                let diff = key ^ q;
+                if diff.count_ones() <= k {
+                    f(diff, slot);
+                }
+            }
         } else {
-            0
-        };
-        for (i, &k) in keys.iter().enumerate().skip(start) {
-            let kl = k & mask;
-            if kl == lead {
-                f(k, self.slots[lo + i]);
-            } else if kl > lead {
-                break;
+            // A coarser bucket (a small corpus): the run is a sorted stretch of it.
+            let lead = q & mask;
+            let start = keys.partition_point(|&key| key & mask < lead);
+            for (&key, &slot) in keys[start..].iter().zip(&slots[start..]) {
+                if key & mask != lead {
+                    break;
+                }
+                let diff = key ^ q;
+                if diff.count_ones() <= k {
+                    f(diff, slot);
+                }
             }
         }
         if !self.delta.is_empty() {
+            let lead = q & mask;
             let from = self.delta.partition_point(|e| e.0 & mask < lead);
-            for &(k, s) in &self.delta[from..] {
-                if k & mask != lead {
+            for &(key, slot) in &self.delta[from..] {
+                if key & mask != lead {
                     break;
                 }
-                f(k, s);
+                let diff = key ^ q;
+                if diff.count_ones() <= k {
+                    f(diff, slot);
+                }
             }
         }
     }
@@ -124,7 +205,7 @@ pub struct Corpus {
     fps: Vec<u64>,
     ids: Vec<u64>,
     live: Vec<bool>,
-    by_id: HashMap<u64, u32>,
+    by_id: IdMap,
     dead: usize,
     delta_cap: usize,
 }
@@ -156,7 +237,7 @@ impl Corpus {
             fps: Vec::new(),
             ids: Vec::new(),
             live: Vec::new(),
-            by_id: HashMap::new(),
+            by_id: IdMap::default(),
             dead: 0,
             delta_cap: 4096,
         })
@@ -251,33 +332,72 @@ impl Corpus {
 
     /// [`Corpus::find_all`] for each query, in parallel.
     pub fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
-        self.bulk(fps, |fp| self.find_all(fp))
+        self.bulk(fps, |chunk| {
+            let mut out = vec![Vec::new(); chunk.len()];
+            self.each_match_many(chunk, |qi, id, d| out[qi].push((id, d)));
+            for v in &mut out {
+                v.sort_unstable_by_key(|&(id, d)| (d, id));
+            }
+            out
+        })
     }
 
     /// [`Corpus::find_first`] for each query, in parallel.
     pub fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
-        self.bulk(fps, |fp| self.find_first(fp))
+        self.bulk(fps, |chunk| {
+            let mut out: Vec<Option<(u64, u32)>> = vec![None; chunk.len()];
+            self.each_match_many(chunk, |qi, id, d| {
+                if out[qi].is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
+                    out[qi] = Some((id, d));
+                }
+            });
+            out
+        })
     }
 
-    fn bulk<R: Send>(&self, fps: &[u64], f: impl Fn(u64) -> R + Sync + Send) -> Vec<R> {
+    /// `f` over chunks of the queries, in parallel, results concatenated in order.
+    fn bulk<R: Send>(&self, fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec<R> {
         let chunks: Vec<&[u64]> = fps.chunks(256).collect();
-        crate::par::map(chunks, |c| c.iter().map(|&fp| f(fp)).collect::<Vec<R>>())
-            .into_iter()
-            .flatten()
-            .collect()
+        crate::par::map(chunks, f).into_iter().flatten().collect()
     }
 
     fn each_match(&self, fp: u64, mut f: impl FnMut(u64, u32)) {
+        self.each_match_many(&[fp], |_, id, d| f(id, d));
+    }
+
+    /// Calls `f(query index, id, distance)` for every match of every query. Probes (a
+    /// query in a table) go in groups: permute and touch each directory bucket, then read
+    /// each range (prefetching its keys), then scan, so the cache misses of a group
+    /// overlap instead of following one another.
+    fn each_match_many(&self, fps: &[u64], mut f: impl FnMut(usize, u64, u32)) {
+        const GROUP: usize = 16;
         let k = self.layout.distance();
-        for (index, table) in self.indexes.iter().zip(self.layout.tables()) {
-            let q = table.permute(fp);
-            index.run(q, table.search_mask(), |key, slot| {
-                let diff = key ^ q;
-                let d = diff.count_ones();
-                if d <= k && self.live[slot as usize] && table.is_first_for(diff) {
-                    f(self.ids[slot as usize], d);
-                }
-            });
+        let tables = self.layout.tables();
+        let t_count = tables.len();
+        let total = fps.len() * t_count;
+        let mut probe = [(0usize, 0usize, 0u64, 0usize); GROUP];
+        let mut ranges = [(0usize, 0usize); GROUP];
+        for start in (0..total).step_by(GROUP) {
+            let end = (start + GROUP).min(total);
+            for (p, slot) in (start..end).zip(probe.iter_mut()) {
+                let (qi, t) = (p / t_count, p % t_count);
+                let q = tables[t].permute(fps[qi]);
+                let b = self.indexes[t].bucket(q);
+                prefetch(&self.indexes[t].dir[b]);
+                *slot = (qi, t, q, b);
+            }
+            let n = end - start;
+            for (&(_, t, _, b), range) in probe[..n].iter().zip(ranges.iter_mut()) {
+                *range = self.indexes[t].range(b);
+            }
+            for (&(qi, t, q, _), &range) in probe[..n].iter().zip(&ranges) {
+                let table = &tables[t];
+                self.indexes[t].run(q, table.search_mask(), k, range, |diff, slot| {
+                    if self.live[slot as usize] && table.is_first_for(diff) {
+                        f(qi, self.ids[slot as usize], diff.count_ones());
+                    }
+                });
+            }
         }
     }
 
@@ -316,7 +436,10 @@ impl Corpus {
             let entries = fps_ref
                 .iter()
                 .enumerate()
-                .map(|(s, &fp)| (t.permute(fp), s as u32))
+                .map(|(s, &fp)| Entry {
+                    key: t.permute(fp),
+                    slot: s as u32,
+                })
                 .collect();
             Index::build(entries, t.leading_bits())
         });
@@ -325,6 +448,21 @@ impl Corpus {
         // Merging costs a pass over the corpus: let the delta grow with it.
         self.delta_cap = ((self.fps.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 16);
     }
+}
+
+/// Asks for the cache line holding `x` (a hint: no effect on results).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and changes no state visible to the program; the
+    // address comes from a reference, so it is valid anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (x as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 
 mod dedup;
 pub mod planner;
-mod radix;
+pub(crate) mod radix;
 mod union_find;
 mod wide;
 
