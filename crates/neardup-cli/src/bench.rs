@@ -381,3 +381,112 @@ mod tests {
         assert_eq!(fps[651], 3098194544528318687);
     }
 }
+
+/// Settings of `neardup bench index`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct IndexBench {
+    /// Fingerprints to index, little-endian u64 (the peers' `index_1m.u64`); document id =
+    /// position.
+    #[arg(long)]
+    pub index: String,
+    /// Queries, little-endian u64 (`queries_100k.u64`).
+    #[arg(long)]
+    pub queries: String,
+    /// Per query, little-endian i64 (source position, distance), -1 for a random query
+    /// (`queries_100k_truth.i64`): recall is the share of near queries whose source is
+    /// among the results.
+    #[arg(long)]
+    pub truth: Option<String>,
+    /// Blocks ('auto': the corpus planner).
+    #[arg(long, default_value = "auto")]
+    pub blocks: Blocks,
+    /// Largest distance matched.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=63))]
+    pub distance: u32,
+    /// Timed runs; medians are reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeats: u32,
+}
+
+/// Runs `neardup bench index`: build a corpus from `--index`, then `find_all` every query,
+/// one call per query and in bulk; one JSON line each, with the peers' keys.
+pub fn index(args: &IndexBench) -> Result<(), Failure> {
+    use neardup::corpus::Corpus;
+
+    let load = loadavg();
+    let fps = read_u64_le(&args.index)?;
+    let queries = read_u64_le(&args.queries)?;
+    let truth: Option<Vec<(i64, i64)>> = match &args.truth {
+        Some(t) => {
+            let raw = read_u64_le(t)?;
+            if raw.len() != 2 * queries.len() {
+                return Err(Failure::input(anyhow!(
+                    "'{t}': {} values for {} queries (want 2 each)",
+                    raw.len(),
+                    queries.len()
+                )));
+            }
+            Some(
+                raw.chunks_exact(2)
+                    .map(|p| (p[0] as i64, p[1] as i64))
+                    .collect(),
+            )
+        }
+        None => None,
+    };
+    let docs: Vec<(u64, u64)> = fps
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| (i as u64, f))
+        .collect();
+    let (mut builds, mut one, mut bulk) = (Vec::new(), Vec::new(), Vec::new());
+    let mut results: Vec<Vec<(u64, u32)>> = Vec::new();
+    let mut blocks = 0;
+    for _ in 0..args.repeats {
+        let t = Instant::now();
+        let mut corpus =
+            Corpus::new(args.blocks, args.distance, fps.len()).map_err(Failure::input)?;
+        corpus.insert_bulk(&docs).map_err(Failure::input)?;
+        builds.push(t.elapsed().as_secs_f64());
+        blocks = corpus.layout().blocks();
+        let t = Instant::now();
+        let each: Vec<Vec<(u64, u32)>> = queries.iter().map(|&q| corpus.find_all(q)).collect();
+        one.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let all = corpus.find_all_bulk(&queries);
+        bulk.push(t.elapsed().as_secs_f64());
+        if all != each {
+            return Err(Failure::io(anyhow!("bulk and single queries disagree")));
+        }
+        results = all;
+    }
+    let recall = truth.as_ref().map(|truth| {
+        let (mut hit, mut total) = (0u64, 0u64);
+        for (r, &(src, _)) in results.iter().zip(truth) {
+            if src >= 0 {
+                total += 1;
+                hit += u64::from(r.iter().any(|&(id, _)| id == src as u64));
+            }
+        }
+        round(hit as f64 / total.max(1) as f64, 4)
+    });
+    let found: usize = results.iter().map(Vec::len).sum();
+    let build = median(&mut builds);
+    for (variant, secs) in [("one-by-one", &mut one), ("bulk", &mut bulk)] {
+        let seconds = median(secs);
+        println!(
+            "{}",
+            json!({
+                "peer": "neardup", "workload": "index", "variant": variant,
+                "impl": format!("neardup {} Corpus, {blocks} blocks, find_all{}", env!("CARGO_PKG_VERSION"), if variant == "bulk" { "_bulk" } else { "" }),
+                "threads": if variant == "bulk" { batch::threads() } else { 1 },
+                "n": fps.len(), "queries": queries.len(),
+                "build_s": round(build, 3), "seconds": round(seconds, 3),
+                "throughput": (queries.len() as f64 / seconds).round(), "unit": "queries/s",
+                "recall": recall, "found": found,
+                "max_rss_mb": round(usage().max_rss_mb, 1), "loadavg": load,
+            })
+        );
+    }
+    Ok(())
+}

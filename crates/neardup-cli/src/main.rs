@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use neardup_cli::bench::{self, FindAllBench, FingerprintBench};
+use neardup_cli::bench::{self, FindAllBench, FingerprintBench, IndexBench};
 use neardup_cli::dedup::{self, DedupCmd};
 use neardup_cli::eval::{self, EvalCmd};
 use neardup_cli::failure;
@@ -66,6 +66,8 @@ enum BenchCommand {
     FindAll(FindAllBench),
     /// Fingerprinting throughput on a corpus, one thread and all threads.
     Fingerprint(FingerprintBench),
+    /// The online corpus: build from an index file, then find_all every query.
+    Index(IndexBench),
 }
 
 fn main() -> ExitCode {
@@ -86,5 +88,6 @@ fn main() -> ExitCode {
         Command::Eval(cmd) => eval::run(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
         Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
+        Command::Bench(BenchCommand::Index(args)) => bench::index(&args),
     })
 }

@@ -342,3 +342,86 @@ fn bundled_example_gives_the_planted_clusters() {
         }
     }
 }
+
+/// `neardup bench index` on a small planted workload: every near query finds its source,
+/// and bulk and single queries agree (the command checks that itself).
+#[test]
+fn bench_index_finds_every_planted_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let index: Vec<u64> = (0..5000).map(|_| next()).collect();
+    let (mut queries, mut truth) = (Vec::new(), Vec::new());
+    for i in 0..400u64 {
+        if i % 2 == 0 {
+            let src = next() % index.len() as u64;
+            let d = next() % 4;
+            let mut q = index[src as usize];
+            for b in 0..d {
+                q ^= 1 << (b * 13 + next() % 13);
+            }
+            queries.push(q);
+            truth.extend([src, d]);
+        } else {
+            queries.push(next());
+            truth.extend([u64::MAX, u64::MAX]);
+        }
+    }
+    let write = |name: &str, v: &[u64]| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let (i, q, t) = (
+        write("i.u64", &index),
+        write("q.u64", &queries),
+        write("t.i64", &truth),
+    );
+    let o = neardup(&[
+        "bench",
+        "index",
+        "--index",
+        &i,
+        "--queries",
+        &q,
+        "--truth",
+        &t,
+        "--repeats",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for l in &lines {
+        assert_eq!(l["recall"], 1.0);
+        assert_eq!(l["n"], 5000);
+        assert_eq!(l["queries"], 400);
+    }
+    // A truth file of the wrong size is named.
+    let short = write("short.i64", &truth[..10]);
+    let o = neardup(&[
+        "bench",
+        "index",
+        "--index",
+        &i,
+        "--queries",
+        &q,
+        "--truth",
+        &short,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("10 values for 400 queries"));
+}
