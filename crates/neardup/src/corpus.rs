@@ -285,6 +285,13 @@ impl Corpus {
     /// Stores every `(id, fingerprint)`, in order (a later copy of an id wins), merging
     /// them into the tables in one pass per table.
     pub fn insert_bulk(&mut self, docs: &[(u64, u64)]) -> Result<()> {
+        if docs.len() <= self.delta_cap / 4 && docs.len() * 16 <= self.len() {
+            // A few documents into a large corpus: the delta takes them.
+            for &(id, fp) in docs {
+                self.insert(id, fp)?;
+            }
+            return Ok(());
+        }
         for &(id, fp) in docs {
             self.remove(id);
             self.new_slot(id, fp)?;
