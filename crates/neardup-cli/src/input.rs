@@ -47,6 +47,14 @@ impl Source {
     }
 }
 
+impl Source {
+    /// The bytes, buffered, a line at a time.
+    pub fn lines(self) -> std::io::Lines<std::io::BufReader<Box<dyn Read>>> {
+        use std::io::BufRead;
+        std::io::BufReader::with_capacity(1 << 20, self.reader).lines()
+    }
+}
+
 /// Why a line is not a fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineError {

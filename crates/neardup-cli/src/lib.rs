@@ -11,6 +11,7 @@ pub mod failure;
 pub mod find;
 pub mod fingerprint;
 pub mod fpconfig;
+pub mod index;
 pub mod input;
 pub mod output;
 pub mod progress;

@@ -9,6 +9,7 @@ use neardup_cli::eval::{self, EvalCmd};
 use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
 use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
+use neardup_cli::index::{self, IndexCmd};
 
 /// Near-duplicate detection with 64-bit simhash fingerprints.
 #[derive(Parser)]
@@ -52,6 +53,9 @@ enum Command {
     Fingerprint(FingerprintCmd),
     /// The idf table of a corpus, for --weighting tfidf.
     Idf(IdfCmd),
+    /// A durable corpus in a data directory: create, insert, remove, query, sweep, stats.
+    #[command(subcommand)]
+    Index(IndexCmd),
     /// Measures precision and recall of fingerprint settings on edited copies of real
     /// documents, at k = 0 to --max-k.
     Eval(EvalCmd),
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Command::Dedup(cmd) => dedup::run(&cmd),
         Command::Fingerprint(cmd) => fingerprint::run(&cmd),
         Command::Idf(cmd) => fingerprint::idf(&cmd),
+        Command::Index(cmd) => index::run(&cmd),
         Command::Eval(cmd) => eval::run(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
         Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
