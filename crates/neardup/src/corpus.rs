@@ -7,9 +7,18 @@
 //! Removals are tombstones until enough accumulate to compact. A match is reported by the
 //! first table that can see it (decided from the XOR, as in batch matching), so each
 //! document comes back once without a set of seen ids.
+//!
+//! Readers never wait for the writer: queries run on an immutable snapshot (the big sorted
+//! part behind one `Arc`, the small delta and tombstones behind another). A write makes a
+//! new delta and publishes a new snapshot; a merge builds the new sorted part aside while
+//! readers go on with the old one, then publishes it. [`Corpus::reader`] hands out
+//! handles for other threads; each query sees one consistent state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::batch::radix::{self, Keyed};
 use crate::error::{Error, Result};
@@ -83,6 +92,7 @@ impl Hasher for IdHasher {
 }
 
 type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+type SlotSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
 
 /// One table: permuted fingerprints sorted, their slots, a directory, and the delta.
 #[derive(Clone, Debug)]
@@ -94,8 +104,6 @@ struct Index {
     dir_bits: u32,
     /// Bits of the leading blocks: when the directory covers them, a bucket is a run.
     lead_bits: u32,
-    /// Recent inserts, sorted by key.
-    delta: Vec<(u64, u32)>,
 }
 
 impl Index {
@@ -121,7 +129,6 @@ impl Index {
             dir,
             dir_bits,
             lead_bits: lead,
-            delta: Vec::new(),
         }
     }
 
@@ -142,9 +149,8 @@ impl Index {
         (lo, hi)
     }
 
-    /// Calls `f(diff, slot)` for every entry of `lo..hi` (the range of `q`'s bucket) and of
-    /// the delta that agrees with `q` under `mask` and is within `k` bits of it, `diff`
-    /// being their XOR.
+    /// Calls `f(diff, slot)` for every entry of `lo..hi` (the range of `q`'s bucket) that
+    /// agrees with `q` under `mask` and is within `k` bits of it, `diff` being their XOR.
     #[inline]
     fn run(
         &self,
@@ -178,36 +184,244 @@ impl Index {
                 }
             }
         }
-        if !self.delta.is_empty() {
-            let lead = q & mask;
-            let from = self.delta.partition_point(|e| e.0 & mask < lead);
-            for &(key, slot) in &self.delta[from..] {
-                if key & mask != lead {
-                    break;
+    }
+}
+
+/// Calls `f(diff, slot)` for every entry of a sorted delta table that agrees with `q`
+/// under `mask` and is within `k` bits of it.
+#[inline]
+fn run_delta(delta: &[(u64, u32)], q: u64, mask: u64, k: u32, mut f: impl FnMut(u64, u32)) {
+    let lead = q & mask;
+    let from = delta.partition_point(|e| e.0 & mask < lead);
+    for &(key, slot) in &delta[from..] {
+        if key & mask != lead {
+            break;
+        }
+        let diff = key ^ q;
+        if diff.count_ones() <= k {
+            f(diff, slot);
+        }
+    }
+}
+
+/// The merged part of a snapshot: per table, the sorted index; per slot, fingerprint and id.
+#[derive(Debug, Default)]
+struct Main {
+    indexes: Vec<Index>,
+    fps: Vec<u64>,
+    ids: Vec<u64>,
+}
+
+/// What changed since the last merge: per table the new entries, sorted; the new slots'
+/// fingerprints and ids (slots from `Main::fps.len()` on); the removed slots.
+#[derive(Clone, Debug, Default)]
+struct Delta {
+    tables: Vec<Vec<(u64, u32)>>,
+    fps: Vec<u64>,
+    ids: Vec<u64>,
+    removed: SlotSet,
+}
+
+/// One consistent state of the corpus; queries run on it, never on anything mutable.
+#[derive(Debug)]
+struct Snapshot {
+    layout: Arc<Layout>,
+    main: Arc<Main>,
+    delta: Arc<Delta>,
+}
+
+impl Snapshot {
+    fn slots(&self) -> usize {
+        self.main.fps.len() + self.delta.fps.len()
+    }
+
+    fn len(&self) -> usize {
+        self.slots() - self.delta.removed.len()
+    }
+
+    fn id(&self, slot: u32) -> u64 {
+        let s = slot as usize;
+        match self.main.ids.get(s) {
+            Some(&id) => id,
+            None => self.delta.ids[s - self.main.ids.len()],
+        }
+    }
+
+    fn fp(&self, slot: u32) -> u64 {
+        let s = slot as usize;
+        match self.main.fps.get(s) {
+            Some(&fp) => fp,
+            None => self.delta.fps[s - self.main.fps.len()],
+        }
+    }
+
+    fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
+        let mut out = Vec::new();
+        self.each_match_many(&[fp], |_, id, d| out.push((id, d)));
+        out.sort_unstable_by_key(|&(id, d)| (d, id));
+        out
+    }
+
+    fn find_first(&self, fp: u64) -> Option<(u64, u32)> {
+        let mut best: Option<(u64, u32)> = None;
+        self.each_match_many(&[fp], |_, id, d| {
+            if best.is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
+                best = Some((id, d));
+            }
+        });
+        best
+    }
+
+    fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
+        bulk(fps, |chunk| {
+            let mut out = vec![Vec::new(); chunk.len()];
+            self.each_match_many(chunk, |qi, id, d| out[qi].push((id, d)));
+            for v in &mut out {
+                v.sort_unstable_by_key(|&(id, d)| (d, id));
+            }
+            out
+        })
+    }
+
+    fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
+        bulk(fps, |chunk| {
+            let mut out: Vec<Option<(u64, u32)>> = vec![None; chunk.len()];
+            self.each_match_many(chunk, |qi, id, d| {
+                if out[qi].is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
+                    out[qi] = Some((id, d));
                 }
-                let diff = key ^ q;
-                if diff.count_ones() <= k {
-                    f(diff, slot);
+            });
+            out
+        })
+    }
+
+    /// Calls `f(query index, id, distance)` for every match of every query. Probes (a
+    /// query in a table) go in groups: permute and touch each directory bucket, then read
+    /// each range (prefetching its keys), then scan, so the cache misses of a group
+    /// overlap instead of following one another.
+    fn each_match_many(&self, fps: &[u64], mut f: impl FnMut(usize, u64, u32)) {
+        const GROUP: usize = 16;
+        let k = self.layout.distance();
+        let tables = self.layout.tables();
+        let indexes = &self.main.indexes;
+        let delta = &*self.delta;
+        let t_count = tables.len();
+        let total = fps.len() * t_count;
+        let mut probe = [(0usize, 0usize, 0u64, 0usize); GROUP];
+        let mut ranges = [(0usize, 0usize); GROUP];
+        let mut hit = |qi: usize, table: &Table, diff: u64, slot: u32| {
+            if table.is_first_for(diff)
+                && (delta.removed.is_empty() || !delta.removed.contains(&slot))
+            {
+                f(qi, self.id(slot), diff.count_ones());
+            }
+        };
+        for start in (0..total).step_by(GROUP) {
+            let end = (start + GROUP).min(total);
+            for (p, slot) in (start..end).zip(probe.iter_mut()) {
+                let (qi, t) = (p / t_count, p % t_count);
+                let q = tables[t].permute(fps[qi]);
+                let b = indexes[t].bucket(q);
+                prefetch(&indexes[t].dir[b]);
+                *slot = (qi, t, q, b);
+            }
+            let n = end - start;
+            for (&(_, t, _, b), range) in probe[..n].iter().zip(ranges.iter_mut()) {
+                *range = indexes[t].range(b);
+            }
+            for (&(qi, t, q, _), &range) in probe[..n].iter().zip(&ranges) {
+                let (table, mask) = (&tables[t], tables[t].search_mask());
+                indexes[t].run(q, mask, k, range, |diff, slot| hit(qi, table, diff, slot));
+                if let Some(d) = delta.tables.get(t).filter(|d| !d.is_empty()) {
+                    run_delta(d, q, mask, k, |diff, slot| hit(qi, table, diff, slot));
                 }
             }
         }
     }
 }
 
+/// `f` over chunks of the queries, in parallel, results concatenated in order.
+fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec<R> {
+    let chunks: Vec<&[u64]> = fps.chunks(256).collect();
+    crate::par::map(chunks, f).into_iter().flatten().collect()
+}
+
 /// An in-memory corpus of `(id, fingerprint)` documents with near-duplicate queries.
 ///
 /// Ids are the caller's `u64` document ids. Inserting an id that is present replaces its
 /// fingerprint. Results list each matching document once, nearest first (then by id).
-#[derive(Clone, Debug)]
+/// The `Corpus` is the writer; [`Corpus::reader`] gives query handles for other threads,
+/// which see each write as soon as it returns and never wait for a merge.
 pub struct Corpus {
-    layout: Layout,
-    indexes: Vec<Index>,
-    fps: Vec<u64>,
-    ids: Vec<u64>,
-    live: Vec<bool>,
+    snap: Arc<Snapshot>,
+    published: Arc<ArcSwap<Snapshot>>,
     by_id: IdMap,
-    dead: usize,
     delta_cap: usize,
+}
+
+impl std::fmt::Debug for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Corpus")
+            .field("layout", &self.snap.layout)
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clone for Corpus {
+    /// An independent copy: its writes are not seen by this corpus's readers.
+    fn clone(&self) -> Corpus {
+        Corpus {
+            snap: Arc::clone(&self.snap),
+            published: Arc::new(ArcSwap::new(Arc::clone(&self.snap))),
+            by_id: self.by_id.clone(),
+            delta_cap: self.delta_cap,
+        }
+    }
+}
+
+/// A query handle on a [`Corpus`] for another thread: cheap to clone, `Send` and `Sync`.
+#[derive(Clone)]
+pub struct CorpusReader {
+    published: Arc<ArcSwap<Snapshot>>,
+}
+
+impl std::fmt::Debug for CorpusReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CorpusReader").finish_non_exhaustive()
+    }
+}
+
+impl CorpusReader {
+    /// Documents stored, as of now.
+    pub fn len(&self) -> usize {
+        self.published.load().len()
+    }
+
+    /// Whether no document is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// As [`Corpus::find_all`].
+    pub fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
+        self.published.load().find_all(fp)
+    }
+
+    /// As [`Corpus::find_first`].
+    pub fn find_first(&self, fp: u64) -> Option<(u64, u32)> {
+        self.published.load().find_first(fp)
+    }
+
+    /// As [`Corpus::find_all_bulk`], all queries on one state.
+    pub fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
+        self.published.load_full().find_all_bulk(fps)
+    }
+
+    /// As [`Corpus::find_first_bulk`], all queries on one state.
+    pub fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
+        self.published.load_full().find_first_bulk(fps)
+    }
 }
 
 impl Corpus {
@@ -226,26 +440,42 @@ impl Corpus {
                 limit: (MAX_TABLES * 8) as usize,
             });
         }
-        let indexes = layout
-            .tables()
-            .iter()
-            .map(|t| Index::build(Vec::new(), t.leading_bits()))
-            .collect();
-        Ok(Corpus {
-            layout,
-            indexes,
+        let main = Main {
+            indexes: layout
+                .tables()
+                .iter()
+                .map(|t| Index::build(Vec::new(), t.leading_bits()))
+                .collect(),
             fps: Vec::new(),
             ids: Vec::new(),
-            live: Vec::new(),
+        };
+        let delta = Delta {
+            tables: vec![Vec::new(); layout.tables().len()],
+            ..Delta::default()
+        };
+        let snap = Arc::new(Snapshot {
+            layout: Arc::new(layout),
+            main: Arc::new(main),
+            delta: Arc::new(delta),
+        });
+        Ok(Corpus {
+            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
+            snap,
             by_id: IdMap::default(),
-            dead: 0,
             delta_cap: 4096,
         })
     }
 
+    /// A query handle for other threads.
+    pub fn reader(&self) -> CorpusReader {
+        CorpusReader {
+            published: Arc::clone(&self.published),
+        }
+    }
+
     /// The layout in use.
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        &self.snap.layout
     }
 
     /// Documents stored.
@@ -260,186 +490,178 @@ impl Corpus {
 
     /// The fingerprint stored for `id`.
     pub fn get(&self, id: u64) -> Option<u64> {
-        self.by_id.get(&id).map(|&s| self.fps[s as usize])
+        self.by_id.get(&id).map(|&s| self.snap.fp(s))
     }
 
     /// Stores `id` with fingerprint `fp`; returns the fingerprint it replaced, if any.
     pub fn insert(&mut self, id: u64, fp: u64) -> Result<Option<u64>> {
-        let old = self.remove(id);
-        let slot = self.new_slot(id, fp)?;
-        for (index, table) in self.indexes.iter_mut().zip(self.layout.tables()) {
-            let key = table.permute(fp);
-            let at = index.delta.partition_point(|e| e.0 < key);
-            index.delta.insert(at, (key, slot));
-        }
-        if self
-            .indexes
-            .first()
-            .is_some_and(|i| i.delta.len() > self.delta_cap)
-        {
-            self.rebuild();
-        }
+        let mut old = None;
+        self.write(|c, delta| {
+            old = c.remove_in(delta, id);
+            c.add_in(delta, id, fp, true)
+        })?;
         Ok(old)
     }
 
-    /// Stores every `(id, fingerprint)`, in order (a later copy of an id wins), merging
-    /// them into the tables in one pass per table.
+    /// Stores every `(id, fingerprint)`, in order (a later copy of an id wins): a few
+    /// go to the delta, many are merged into the sorted tables in one pass per table.
     pub fn insert_bulk(&mut self, docs: &[(u64, u64)]) -> Result<()> {
         if docs.len() <= self.delta_cap / 4 && docs.len() * 16 <= self.len() {
-            // A few documents into a large corpus: the delta takes them.
-            for &(id, fp) in docs {
-                self.insert(id, fp)?;
-            }
-            return Ok(());
+            return self.write(|c, delta| {
+                for &(id, fp) in docs {
+                    c.remove_in(delta, id);
+                    c.add_in(delta, id, fp, true)?;
+                }
+                Ok(())
+            });
         }
+        // Straight into a merge: the new slots need no delta tables, and no state with
+        // only some of them is ever published.
+        let mut delta = (*self.snap.delta).clone();
         for &(id, fp) in docs {
-            self.remove(id);
-            self.new_slot(id, fp)?;
+            self.remove_in(&mut delta, id);
+            if let Err(e) = self.add_in(&mut delta, id, fp, false) {
+                self.by_id = rebuild_map(&self.snap);
+                return Err(e);
+            }
         }
-        self.rebuild();
+        self.merge_from(Arc::new(Snapshot {
+            layout: Arc::clone(&self.snap.layout),
+            main: Arc::clone(&self.snap.main),
+            delta: Arc::new(delta),
+        }));
         Ok(())
     }
 
     /// Removes `id`; returns its fingerprint, or `None` if it was not stored.
     pub fn remove(&mut self, id: u64) -> Option<u64> {
-        let slot = self.by_id.remove(&id)? as usize;
-        self.live[slot] = false;
-        self.dead += 1;
-        if self.dead > 1024 && self.dead > self.by_id.len() {
-            self.rebuild();
-        }
-        Some(self.fps[slot])
+        let mut old = None;
+        // Removal cannot fail.
+        let _ = self.write(|c, delta| {
+            old = c.remove_in(delta, id);
+            Ok(())
+        });
+        old
     }
 
     /// Removes every id in `ids`; returns how many were stored.
     pub fn remove_bulk(&mut self, ids: &[u64]) -> usize {
-        ids.iter().filter(|&&id| self.remove(id).is_some()).count()
+        let mut n = 0;
+        let _ = self.write(|c, delta| {
+            n = ids
+                .iter()
+                .filter(|&&id| c.remove_in(delta, id).is_some())
+                .count();
+            Ok(())
+        });
+        n
     }
 
     /// Every stored document within the distance of `fp`, as `(id, distance)`, each once,
     /// by distance then id.
     pub fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
-        let mut out = Vec::new();
-        self.each_match(fp, |id, d| out.push((id, d)));
-        out.sort_unstable_by_key(|&(id, d)| (d, id));
-        out
+        self.snap.find_all(fp)
     }
 
     /// The nearest stored document within the distance of `fp` (the smallest id among
     /// equals), or `None`.
     pub fn find_first(&self, fp: u64) -> Option<(u64, u32)> {
-        let mut best: Option<(u64, u32)> = None;
-        self.each_match(fp, |id, d| {
-            if best.is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
-                best = Some((id, d));
-            }
-        });
-        best
+        self.snap.find_first(fp)
     }
 
     /// [`Corpus::find_all`] for each query, in parallel.
     pub fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
-        self.bulk(fps, |chunk| {
-            let mut out = vec![Vec::new(); chunk.len()];
-            self.each_match_many(chunk, |qi, id, d| out[qi].push((id, d)));
-            for v in &mut out {
-                v.sort_unstable_by_key(|&(id, d)| (d, id));
-            }
-            out
-        })
+        self.snap.find_all_bulk(fps)
     }
 
     /// [`Corpus::find_first`] for each query, in parallel.
     pub fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
-        self.bulk(fps, |chunk| {
-            let mut out: Vec<Option<(u64, u32)>> = vec![None; chunk.len()];
-            self.each_match_many(chunk, |qi, id, d| {
-                if out[qi].is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
-                    out[qi] = Some((id, d));
-                }
-            });
-            out
+        self.snap.find_first_bulk(fps)
+    }
+
+    /// Runs `f` on a copy of the delta, then publishes it (and merges when the delta has
+    /// grown past its cap or the removed past the live). Readers keep the old snapshot
+    /// until then; an error publishes nothing.
+    fn write(&mut self, f: impl FnOnce(&mut Corpus, &mut Delta) -> Result<()>) -> Result<()> {
+        let mut delta = (*self.snap.delta).clone();
+        let r = f(self, &mut delta);
+        let snap = Snapshot {
+            layout: Arc::clone(&self.snap.layout),
+            main: Arc::clone(&self.snap.main),
+            delta: Arc::new(delta),
+        };
+        let grown = snap.delta.tables.first().map_or(0, Vec::len) > self.delta_cap
+            || (snap.delta.removed.len() > 1024 && snap.delta.removed.len() > self.len());
+        if r.is_err() {
+            // Nothing of a failed call is kept: the writer's map returns to the snapshot's.
+            self.by_id = rebuild_map(&self.snap);
+            return r;
+        }
+        self.publish(snap);
+        if grown {
+            self.merge();
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, snap: Snapshot) {
+        self.snap = Arc::new(snap);
+        self.published.store(Arc::clone(&self.snap));
+    }
+
+    /// Removes `id` in `delta`; its fingerprint, if it was stored.
+    fn remove_in(&mut self, delta: &mut Delta, id: u64) -> Option<u64> {
+        let slot = self.by_id.remove(&id)?;
+        delta.removed.insert(slot);
+        let s = slot as usize;
+        let main = self.snap.main.fps.len();
+        Some(if s < main {
+            self.snap.main.fps[s]
+        } else {
+            delta.fps[s - main]
         })
     }
 
-    /// `f` over chunks of the queries, in parallel, results concatenated in order.
-    fn bulk<R: Send>(&self, fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec<R> {
-        let chunks: Vec<&[u64]> = fps.chunks(256).collect();
-        crate::par::map(chunks, f).into_iter().flatten().collect()
-    }
-
-    fn each_match(&self, fp: u64, mut f: impl FnMut(u64, u32)) {
-        self.each_match_many(&[fp], |_, id, d| f(id, d));
-    }
-
-    /// Calls `f(query index, id, distance)` for every match of every query. Probes (a
-    /// query in a table) go in groups: permute and touch each directory bucket, then read
-    /// each range (prefetching its keys), then scan, so the cache misses of a group
-    /// overlap instead of following one another.
-    fn each_match_many(&self, fps: &[u64], mut f: impl FnMut(usize, u64, u32)) {
-        const GROUP: usize = 16;
-        let k = self.layout.distance();
-        let tables = self.layout.tables();
-        let t_count = tables.len();
-        let total = fps.len() * t_count;
-        let mut probe = [(0usize, 0usize, 0u64, 0usize); GROUP];
-        let mut ranges = [(0usize, 0usize); GROUP];
-        for start in (0..total).step_by(GROUP) {
-            let end = (start + GROUP).min(total);
-            for (p, slot) in (start..end).zip(probe.iter_mut()) {
-                let (qi, t) = (p / t_count, p % t_count);
-                let q = tables[t].permute(fps[qi]);
-                let b = self.indexes[t].bucket(q);
-                prefetch(&self.indexes[t].dir[b]);
-                *slot = (qi, t, q, b);
-            }
-            let n = end - start;
-            for (&(_, t, _, b), range) in probe[..n].iter().zip(ranges.iter_mut()) {
-                *range = self.indexes[t].range(b);
-            }
-            for (&(qi, t, q, _), &range) in probe[..n].iter().zip(&ranges) {
-                let table = &tables[t];
-                self.indexes[t].run(q, table.search_mask(), k, range, |diff, slot| {
-                    if self.live[slot as usize] && table.is_first_for(diff) {
-                        f(qi, self.ids[slot as usize], diff.count_ones());
-                    }
-                });
-            }
-        }
-    }
-
-    fn new_slot(&mut self, id: u64, fp: u64) -> Result<u32> {
-        let slot = u32::try_from(self.fps.len()).map_err(|_| Error::TooManyFingerprints {
-            got: self.fps.len() + 1,
+    /// Adds `id` with `fp` in a new slot of `delta` (and its tables, with `index`).
+    fn add_in(&mut self, delta: &mut Delta, id: u64, fp: u64, index: bool) -> Result<()> {
+        let next = self.snap.main.fps.len() + delta.fps.len();
+        let slot = u32::try_from(next).map_err(|_| Error::TooManyFingerprints {
+            got: next + 1,
             max: u32::MAX as usize,
         })?;
-        self.fps.push(fp);
-        self.ids.push(id);
-        self.live.push(true);
-        self.by_id.insert(id, slot);
-        Ok(slot)
-    }
-
-    /// Compacts away removed documents and rebuilds every table from the live ones.
-    fn rebuild(&mut self) {
-        let mut fps = Vec::with_capacity(self.by_id.len());
-        let mut ids = Vec::with_capacity(self.by_id.len());
-        for s in 0..self.fps.len() {
-            if self.live[s] {
-                fps.push(self.fps[s]);
-                ids.push(self.ids[s]);
+        delta.fps.push(fp);
+        delta.ids.push(id);
+        if index {
+            for (entries, table) in delta.tables.iter_mut().zip(self.snap.layout.tables()) {
+                let key = table.permute(fp);
+                let at = entries.partition_point(|e| e.0 < key);
+                entries.insert(at, (key, slot));
             }
         }
-        self.by_id = ids
-            .iter()
-            .enumerate()
-            .map(|(s, &id)| (id, s as u32))
-            .collect();
-        self.live = vec![true; fps.len()];
-        self.dead = 0;
-        let tables: Vec<&Table> = self.layout.tables().iter().collect();
+        self.by_id.insert(id, slot);
+        Ok(())
+    }
+
+    /// Merges the delta into new sorted tables, dropping removed slots, and publishes them.
+    /// Readers go on with the old snapshot while this runs.
+    fn merge(&mut self) {
+        self.merge_from(Arc::clone(&self.snap));
+    }
+
+    /// [`Corpus::merge`] of `snap` (the current state, or one about to be).
+    fn merge_from(&mut self, snap: Arc<Snapshot>) {
+        let live = snap.len();
+        let mut fps = Vec::with_capacity(live);
+        let mut ids = Vec::with_capacity(live);
+        for slot in 0..snap.slots() as u32 {
+            if !snap.delta.removed.contains(&slot) {
+                fps.push(snap.fp(slot));
+                ids.push(snap.id(slot));
+            }
+        }
+        let tables: Vec<&Table> = snap.layout.tables().iter().collect();
         let fps_ref = &fps;
-        self.indexes = crate::par::map(tables, |t| {
+        let indexes = crate::par::map(tables, |t| {
             let entries = fps_ref
                 .iter()
                 .enumerate()
@@ -450,11 +672,36 @@ impl Corpus {
                 .collect();
             Index::build(entries, t.leading_bits())
         });
-        self.fps = fps;
-        self.ids = ids;
+        let main = Main { indexes, fps, ids };
+        if !snap.delta.removed.is_empty() {
+            // Slots were compacted: renumber. (Without removals every slot keeps its number.)
+            self.by_id = main
+                .ids
+                .iter()
+                .enumerate()
+                .map(|(s, &id)| (id, s as u32))
+                .collect();
+        }
         // Merging costs a pass over the corpus: let the delta grow with it.
-        self.delta_cap = ((self.fps.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 16);
+        self.delta_cap = ((main.fps.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 15);
+        let delta = Delta {
+            tables: vec![Vec::new(); snap.layout.tables().len()],
+            ..Delta::default()
+        };
+        self.publish(Snapshot {
+            layout: Arc::clone(&snap.layout),
+            main: Arc::new(main),
+            delta: Arc::new(delta),
+        });
     }
+}
+
+/// The id → slot map of a snapshot's live documents.
+fn rebuild_map(snap: &Snapshot) -> IdMap {
+    (0..snap.slots() as u32)
+        .filter(|s| !snap.delta.removed.contains(s))
+        .map(|s| (snap.id(s), s))
+        .collect()
 }
 
 /// Asks for the cache line holding `x` (a hint: no effect on results).
