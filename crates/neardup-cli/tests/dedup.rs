@@ -1,25 +1,16 @@
 //! `neardup dedup` end to end: the planted-copy corpus, the outputs against each other and
 //! against the input, every input kind, and every bad input.
 
+mod common;
+
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::neardup;
 use serde_json::Value;
-
-fn neardup(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 fn ok(o: &Output) -> String {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();

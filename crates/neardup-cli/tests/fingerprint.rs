@@ -1,24 +1,15 @@
 //! `neardup fingerprint` and `neardup idf` on real files: every input kind, the output,
 //! and every bad input.
 
+mod common;
+
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use common::neardup;
 use neardup::fingerprint::{compat, Fingerprinter};
 use serde_json::Value;
-
-fn neardup(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 fn lines(o: &Output) -> Vec<Value> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

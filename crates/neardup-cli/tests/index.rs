@@ -1,22 +1,12 @@
 //! `neardup index` end to end: a data directory made, filled, queried, emptied, reopened,
 //! and every bad input.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use std::process::Output;
+
+use common::neardup;
 use serde_json::Value;
-
-fn neardup(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 fn ok(o: Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
