@@ -248,11 +248,7 @@ impl Snapshot {
     }
 
     fn fp(&self, slot: u32) -> u64 {
-        let s = slot as usize;
-        match self.main.fps.get(s) {
-            Some(&fp) => fp,
-            None => self.delta.fps[s - self.main.fps.len()],
-        }
+        fp_of(&self.main, &self.delta, slot)
     }
 
     fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
@@ -613,13 +609,7 @@ impl Corpus {
     fn remove_in(&mut self, delta: &mut Delta, id: u64) -> Option<u64> {
         let slot = self.by_id.remove(&id)?;
         delta.removed.insert(slot);
-        let s = slot as usize;
-        let main = self.snap.main.fps.len();
-        Some(if s < main {
-            self.snap.main.fps[s]
-        } else {
-            delta.fps[s - main]
-        })
+        Some(fp_of(&self.snap.main, delta, slot))
     }
 
     /// Adds `id` with `fp` in a new slot of `delta` (and its tables, with `index`).
@@ -673,15 +663,7 @@ impl Corpus {
             Index::build(entries, t.leading_bits())
         });
         let main = Main { indexes, fps, ids };
-        if !snap.delta.removed.is_empty() {
-            // Slots were compacted: renumber. (Without removals every slot keeps its number.)
-            self.by_id = main
-                .ids
-                .iter()
-                .enumerate()
-                .map(|(s, &id)| (id, s as u32))
-                .collect();
-        }
+        let compacted = !snap.delta.removed.is_empty();
         // Merging costs a pass over the corpus: let the delta grow with it.
         self.delta_cap = ((main.fps.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 15);
         let delta = Delta {
@@ -693,6 +675,19 @@ impl Corpus {
             main: Arc::new(main),
             delta: Arc::new(delta),
         });
+        if compacted {
+            // Slots were renumbered. (Without removals every slot keeps its number.)
+            self.by_id = rebuild_map(&self.snap);
+        }
+    }
+}
+
+/// The fingerprint in `slot`: merged slots first, then the delta's.
+fn fp_of(main: &Main, delta: &Delta, slot: u32) -> u64 {
+    let s = slot as usize;
+    match main.fps.get(s) {
+        Some(&fp) => fp,
+        None => delta.fps[s - main.fps.len()],
     }
 }
 
