@@ -11,6 +11,7 @@
 //!
 //! Standard input is copied to a temporary file first, for the second pass.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Instant;
 
@@ -404,7 +405,8 @@ fn write_outputs(
                 if i > 0 {
                     line.push(',');
                 }
-                line.push_str(&format!(r#"{{"id":{},"distance":{distance}}}"#, id(d)));
+                // Into the line itself: no string per member.
+                let _ = write!(line, r#"{{"id":{},"distance":{distance}}}"#, id(d));
             }
             line.push_str("]}");
             out.line(line.as_bytes())?;

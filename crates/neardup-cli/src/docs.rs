@@ -239,25 +239,26 @@ pub fn read_as(
         Ok(())
     };
     for source in &sources {
-        let named = match source {
+        // What the name says, once per input.
+        let (name, format, compression) = match source {
+            Source::File(path) => {
+                let (format, compression) = by_name(path);
+                (path.clone(), format, compression)
+            }
+            Source::Stdin => ("<stdin>".to_string(), None, Compression::None),
+        };
+        // The file behind it (standard input's copy, when there is one).
+        let file = match source {
             Source::File(path) => Some(path.as_str()),
             Source::Stdin => args.stdin_file.as_deref(),
         };
-        let by_file_name = match source {
-            Source::File(path) => by_name(path).0,
-            Source::Stdin => None,
-        };
-        if args.format.or(by_file_name) == Some(Format::Parquet) {
-            let Some(path) = named else {
+        if args.format.or(format) == Some(Format::Parquet) {
+            let Some(path) = file else {
                 return Err(Failure::input(anyhow!(
                     "Parquet input must be a file, not standard input"
                 )));
             };
-            let shown = match source {
-                Source::File(p) => p.clone(),
-                Source::Stdin => "<stdin>".into(),
-            };
-            parquet_docs(path, &shown, args, &mut stats, &mut push)?;
+            parquet_docs(path, &name, args, &mut stats, &mut push)?;
             if let Source::File(p) = source {
                 read_bytes.fetch_add(
                     std::fs::metadata(p).map_or(0, |m| m.len()),
@@ -266,31 +267,15 @@ pub fn read_as(
             }
             continue;
         }
-        let (name, raw, format, compression): (String, Box<dyn Read>, Option<Format>, Compression) =
-            match source {
-                Source::Stdin => match &args.stdin_file {
-                    Some(copy) => (
-                        "<stdin>".into(),
-                        Box::new(File::open(copy).map_err(|e| {
-                            Failure::io(anyhow!("cannot reopen the copy of standard input: {e}"))
-                        })?),
-                        None,
-                        Compression::None,
-                    ),
-                    None => (
-                        "<stdin>".into(),
-                        Box::new(io::stdin()),
-                        None,
-                        Compression::None,
-                    ),
-                },
-                Source::File(path) => {
-                    let file = File::open(path)
-                        .map_err(|e| Failure::input(anyhow!("cannot open input '{path}': {e}")))?;
-                    let (format, compression) = by_name(path);
-                    (path.clone(), Box::new(file), format, compression)
+        let raw: Box<dyn Read> = match file {
+            Some(path) => Box::new(File::open(path).map_err(|e| match source {
+                Source::File(_) => Failure::input(anyhow!("cannot open input '{path}': {e}")),
+                Source::Stdin => {
+                    Failure::io(anyhow!("cannot reopen the copy of standard input: {e}"))
                 }
-            };
+            })?),
+            None => Box::new(io::stdin()),
+        };
         let counted = Counting {
             inner: raw,
             read: read_bytes.clone(),
