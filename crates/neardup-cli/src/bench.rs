@@ -441,7 +441,7 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
         .collect();
     let (mut builds, mut one, mut bulk) = (Vec::new(), Vec::new(), Vec::new());
     let mut results: Vec<Vec<(u64, u32)>> = Vec::new();
-    let mut blocks = 0;
+    let (mut blocks, mut heap) = (0, 0);
     for _ in 0..args.repeats {
         let t = Instant::now();
         let mut corpus =
@@ -449,6 +449,7 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
         corpus.insert_bulk(&docs).map_err(Failure::input)?;
         builds.push(t.elapsed().as_secs_f64());
         blocks = corpus.layout().blocks();
+        heap = corpus.heap_bytes();
         let t = Instant::now();
         let each: Vec<Vec<(u64, u32)>> = queries.iter().map(|&q| corpus.find_all(q)).collect();
         one.push(t.elapsed().as_secs_f64());
@@ -484,6 +485,7 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
                 "build_s": round(build, 3), "seconds": round(seconds, 3),
                 "throughput": (queries.len() as f64 / seconds).round(), "unit": "queries/s",
                 "recall": recall, "found": found,
+                "bytes_per_fingerprint": round(heap as f64 / fps.len().max(1) as f64, 1),
                 "max_rss_mb": round(usage().max_rss_mb, 1), "loadavg": load,
             })
         );

@@ -8,6 +8,12 @@
 //! first table that can see it (decided from the XOR, as in batch matching), so each
 //! document comes back once without a set of seen ids.
 //!
+//! Memory is what limits a corpus, so the sorted part is lean: once the directory covers
+//! 16 bits, a table keeps only the low 48 bits of each key (6 bytes), and only the first
+//! table keeps ids (4 bytes while they fit in 32 bits), plus a 4-byte index of its
+//! positions by id. A match seen in another table is found in the first by its
+//! fingerprint. Four tables (3 bits in 4 blocks) cost 32 bytes per fingerprint.
+//!
 //! Readers never wait for the writer: queries run on an immutable snapshot (the big sorted
 //! part behind one `Arc`, the small delta and tombstones behind another). A write makes a
 //! new delta and publishes a new snapshot; a merge builds the new sorted part aside while
@@ -16,6 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -30,12 +37,25 @@ const PROBE: f64 = 40.0;
 const CHECK: f64 = 2.0;
 /// Most tables the corpus planner considers: every table holds every fingerprint.
 const MAX_TABLES: u128 = 32;
+/// Bytes per fingerprint the planner may spend when some layout fits in them.
+pub const MEMORY_BUDGET: u64 = 32;
+/// Key bits a directory must cover before tables drop them from their keys.
+const IMPLIED: u32 = 16;
+
+/// Bytes per fingerprint of a large corpus with this many tables of at least `lead`
+/// leading bits: the keys, plus the id and its index.
+fn bytes_per_fingerprint(tables: u128, lead: u32) -> u128 {
+    let key = if lead >= IMPLIED { 6 } else { 8 };
+    tables * key + 8
+}
 
 /// The corpus layout for about `n` documents at `distance`: the block count with the
 /// cheapest modelled query (table probes against candidates to check), among layouts of
-/// at most 32 tables.
+/// at most 32 tables that fit in [`MEMORY_BUDGET`] bytes per fingerprint; when none fits,
+/// the one with the fewest tables (then the cheapest).
 pub fn plan(n: usize, distance: u32) -> Result<Layout> {
-    let mut best: Option<(f64, usize)> = None;
+    // (over budget, tables when over budget, cost, blocks)
+    let mut best: Option<(bool, u128, f64, usize)> = None;
     for blocks in distance as usize + 1..=64 {
         let tables = crate::tables::num_tables(blocks, distance);
         if tables > MAX_TABLES {
@@ -45,12 +65,20 @@ pub fn plan(n: usize, distance: u32) -> Result<Layout> {
         let lead = (blocks - distance as usize) as u32 * (64 / blocks as u32);
         let per_table = n as f64 / 2f64.powi(lead as i32);
         let cost = tables as f64 * (PROBE + CHECK * per_table);
-        if best.is_none_or(|(c, _)| cost < c) {
-            best = Some((cost, blocks));
+        let over = bytes_per_fingerprint(tables, lead) > u128::from(MEMORY_BUDGET);
+        let rank = (over, if over { tables } else { 0 }, cost, blocks);
+        let better = match best {
+            None => true,
+            Some((o, t, c, _)) => {
+                (rank.0, rank.1) < (o, t) || ((rank.0, rank.1) == (o, t) && cost < c)
+            }
+        };
+        if better {
+            best = Some(rank);
         }
     }
     match best {
-        Some((_, blocks)) => Layout::new(blocks, distance),
+        Some((_, _, _, blocks)) => Layout::new(blocks, distance),
         None => Layout::new(distance as usize + 1, distance),
     }
 }
@@ -94,11 +122,32 @@ impl Hasher for IdHasher {
 type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 type SlotSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
 
-/// One table: permuted fingerprints sorted, their slots, a directory, and the delta.
+/// The low 48 bits of `key`, little-endian.
+#[inline]
+fn low48(key: u64) -> [u8; 6] {
+    let b = key.to_le_bytes();
+    [b[0], b[1], b[2], b[3], b[4], b[5]]
+}
+
+/// The key bits kept by [`low48`].
+#[inline(always)]
+fn from_low48(b: &[u8; 6]) -> u64 {
+    u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        | u64::from(u16::from_le_bytes([b[4], b[5]])) << 32
+}
+
+/// One table's sorted keys: whole, or without the top 16 bits when the directory gives
+/// them.
+#[derive(Clone, Debug)]
+enum Keys {
+    Full(Vec<u64>),
+    Low(Vec<[u8; 6]>),
+}
+
+/// One table of the merged part: permuted fingerprints sorted, and a directory on them.
 #[derive(Clone, Debug)]
 struct Index {
-    keys: Vec<u64>,
-    slots: Vec<u32>,
+    keys: Keys,
     /// `dir[b]..dir[b + 1]` is the run of keys whose top `dir_bits` bits are `b`.
     dir: Vec<u32>,
     dir_bits: u32,
@@ -107,35 +156,53 @@ struct Index {
 }
 
 impl Index {
-    fn build(mut entries: Vec<Entry>, lead: u32) -> Index {
-        let mut scratch = vec![Entry::default(); entries.len()];
-        radix::sort(&mut entries, &mut scratch);
-        drop(scratch);
-        let n = entries.len();
+    /// The index of `n` sorted keys, the `i`th being `key(i)`.
+    fn build(n: usize, key: impl Fn(usize) -> u64, lead: u32) -> Index {
         // About one key per bucket, never finer than the leading blocks.
         let dir_bits = (usize::BITS - n.leading_zeros())
             .clamp(1, 24)
             .min(lead.max(1));
         let mut dir = vec![0u32; (1 << dir_bits) + 1];
-        for e in &entries {
-            dir[(e.key >> (64 - dir_bits)) as usize + 1] += 1;
+        for i in 0..n {
+            dir[(key(i) >> (64 - dir_bits)) as usize + 1] += 1;
         }
         for b in 1..dir.len() {
             dir[b] += dir[b - 1];
         }
+        let keys = if dir_bits >= IMPLIED {
+            Keys::Low((0..n).map(|i| low48(key(i))).collect())
+        } else {
+            Keys::Full((0..n).map(key).collect())
+        };
         Index {
-            keys: entries.iter().map(|e| e.key).collect(),
-            slots: entries.iter().map(|e| e.slot).collect(),
+            keys,
             dir,
             dir_bits,
             lead_bits: lead,
         }
     }
 
-    /// The directory bucket of permuted query `q`.
+    fn heap_bytes(&self) -> usize {
+        let keys = match &self.keys {
+            Keys::Full(v) => v.capacity() * 8,
+            Keys::Low(v) => v.capacity() * 6,
+        };
+        keys + self.dir.capacity() * 4
+    }
+
+    /// The directory bucket of permuted key `q`.
     #[inline]
     fn bucket(&self, q: u64) -> usize {
         (q >> (64 - self.dir_bits)) as usize
+    }
+
+    /// The top bits of every key in bucket `b` that the stored keys leave out.
+    #[inline]
+    fn high(&self, b: usize) -> u64 {
+        match self.keys {
+            Keys::Full(_) => 0,
+            Keys::Low(_) => (b as u64 >> (self.dir_bits - IMPLIED)) << 48,
+        }
     }
 
     /// The range of keys in bucket `b`, with a prefetch of its first keys: probing every
@@ -143,45 +210,134 @@ impl Index {
     #[inline]
     fn range(&self, b: usize) -> (usize, usize) {
         let (lo, hi) = (self.dir[b] as usize, self.dir[b + 1] as usize);
-        if let Some(k) = self.keys.get(lo) {
-            prefetch(k);
-        }
+        match &self.keys {
+            Keys::Full(v) => v.get(lo).map(prefetch),
+            Keys::Low(v) => v.get(lo).map(prefetch),
+        };
         (lo, hi)
     }
 
-    /// Calls `f(diff, slot)` for every entry of `lo..hi` (the range of `q`'s bucket) that
-    /// agrees with `q` under `mask` and is within `k` bits of it, `diff` being their XOR.
+    /// Calls `f(diff, position)` for every key of bucket `b` (whose range is `lo..hi`)
+    /// that agrees with permuted query `q` under `mask` and is within `k` bits of it,
+    /// `diff` being their XOR.
     #[inline]
     fn run(
         &self,
         q: u64,
         mask: u64,
         k: u32,
+        b: usize,
         (lo, hi): (usize, usize),
-        mut f: impl FnMut(u64, u32),
+        mut f: impl FnMut(u64, usize),
     ) {
-        let keys = &self.keys[lo..hi];
-        let slots = &self.slots[lo..hi];
-        if self.dir_bits >= self.lead_bits {
-            // The bucket is exactly the run of the query's leading blocks.
-            for (&key, &slot) in keys.iter().zip(slots) {
-                let diff = key ^ q;
-                if diff.count_ones() <= k {
-                    f(diff, slot);
+        // When the bucket is exactly the run of the query's leading blocks, no key needs
+        // the mask; otherwise (a small corpus) the run is a sorted stretch of the bucket.
+        let exact = self.dir_bits >= self.lead_bits;
+        match &self.keys {
+            Keys::Full(v) => scan(&v[lo..hi], lo, |&x| x, q, mask, k, exact, &mut f),
+            Keys::Low(v) => {
+                let high = self.high(b);
+                scan(
+                    &v[lo..hi],
+                    lo,
+                    |x| high | from_low48(x),
+                    q,
+                    mask,
+                    k,
+                    exact,
+                    &mut f,
+                );
+            }
+        }
+    }
+
+    /// The positions holding exactly `key`.
+    fn exact(&self, key: u64) -> Range<usize> {
+        let b = self.bucket(key);
+        let (lo, hi) = (self.dir[b] as usize, self.dir[b + 1] as usize);
+        let high = self.high(b);
+        let find = |at: &dyn Fn(usize) -> u64| {
+            let (mut l, mut h) = (lo, hi);
+            while l < h {
+                let mid = (l + h) / 2;
+                if at(mid) < key {
+                    l = mid + 1;
+                } else {
+                    h = mid;
                 }
             }
-        } else {
-            // A coarser bucket (a small corpus): the run is a sorted stretch of it.
-            let lead = q & mask;
-            let start = keys.partition_point(|&key| key & mask < lead);
-            for (&key, &slot) in keys[start..].iter().zip(&slots[start..]) {
-                if key & mask != lead {
-                    break;
+            let mut end = l;
+            while end < hi && at(end) == key {
+                end += 1;
+            }
+            l..end
+        };
+        match &self.keys {
+            Keys::Full(v) => find(&|i| v[i]),
+            Keys::Low(v) => find(&|i| high | from_low48(&v[i])),
+        }
+    }
+
+    /// The key at `position`.
+    fn key(&self, position: usize) -> u64 {
+        match &self.keys {
+            Keys::Full(v) => v[position],
+            Keys::Low(v) => {
+                let b = self.dir.partition_point(|&d| d as usize <= position) - 1;
+                self.high(b) | from_low48(&v[position])
+            }
+        }
+    }
+
+    /// Calls `f(position, key)` for every key, in order.
+    fn for_each(&self, mut f: impl FnMut(usize, u64)) {
+        match &self.keys {
+            Keys::Full(v) => v.iter().enumerate().for_each(|(i, &k)| f(i, k)),
+            Keys::Low(v) => {
+                for b in 0..self.dir.len() - 1 {
+                    let high = self.high(b);
+                    let (lo, hi) = (self.dir[b] as usize, self.dir[b + 1] as usize);
+                    for (i, x) in v[lo..hi].iter().enumerate() {
+                        f(lo + i, high | from_low48(x));
+                    }
                 }
-                let diff = key ^ q;
-                if diff.count_ones() <= k {
-                    f(diff, slot);
-                }
+            }
+        }
+    }
+}
+
+/// Calls `f(diff, lo + i)` for every `keys[i]` (read through `key`) that agrees with `q`
+/// under `mask` (known to hold throughout when `exact`) and is within `k` bits of it.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn scan<K>(
+    keys: &[K],
+    lo: usize,
+    key: impl Fn(&K) -> u64,
+    q: u64,
+    mask: u64,
+    k: u32,
+    exact: bool,
+    f: &mut impl FnMut(u64, usize),
+) {
+    if exact {
+        for (i, x) in keys.iter().enumerate() {
+            let diff = key(x) ^ q;
+            if diff.count_ones() <= k {
+                f(diff, lo + i);
+            }
+        }
+    } else {
+        let lead = q & mask;
+        let start = keys.partition_point(|x| key(x) & mask < lead);
+        for (i, x) in keys.iter().enumerate().skip(start) {
+            let key = key(x);
+            if key & mask != lead {
+                break;
+            }
+            let diff = key ^ q;
+            if diff.count_ones() <= k {
+                f(diff, lo + i);
             }
         }
     }
@@ -204,22 +360,93 @@ fn run_delta(delta: &[(u64, u32)], q: u64, mask: u64, k: u32, mut f: impl FnMut(
     }
 }
 
-/// The merged part of a snapshot: per table, the sorted index; per slot, fingerprint and id.
-#[derive(Debug, Default)]
+/// Document ids, narrow while every id fits in 32 bits.
+#[derive(Debug)]
+enum Ids {
+    Narrow(Vec<u32>),
+    Wide(Vec<u64>),
+}
+
+impl Ids {
+    fn new(ids: Vec<u64>) -> Ids {
+        if ids.iter().all(|&id| id <= u64::from(u32::MAX)) {
+            Ids::Narrow(ids.iter().map(|&id| id as u32).collect())
+        } else {
+            Ids::Wide(ids)
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> u64 {
+        match self {
+            Ids::Narrow(v) => u64::from(v[i]),
+            Ids::Wide(v) => v[i],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Ids::Narrow(v) => v.len(),
+            Ids::Wide(v) => v.len(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Ids::Narrow(v) => v.capacity() * 4,
+            Ids::Wide(v) => v.capacity() * 8,
+        }
+    }
+}
+
+/// The merged part of a snapshot. A slot here is a position in the first table, which
+/// alone keeps ids; `by_id` lists the positions in id order.
+#[derive(Debug)]
 struct Main {
     indexes: Vec<Index>,
-    fps: Vec<u64>,
-    ids: Vec<u64>,
+    ids: Ids,
+    by_id: Vec<u32>,
+}
+
+impl Main {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The position of `id`, if it was merged (it may since have been removed).
+    fn position(&self, id: u64) -> Option<u32> {
+        let i = self
+            .by_id
+            .partition_point(|&p| self.ids.get(p as usize) < id);
+        self.by_id
+            .get(i)
+            .copied()
+            .filter(|&p| self.ids.get(p as usize) == id)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.indexes.iter().map(Index::heap_bytes).sum::<usize>()
+            + self.ids.heap_bytes()
+            + self.by_id.capacity() * 4
+    }
 }
 
 /// What changed since the last merge: per table the new entries, sorted; the new slots'
-/// fingerprints and ids (slots from `Main::fps.len()` on); the removed slots.
+/// fingerprints and ids (slots from `Main::len()` on); the removed slots.
 #[derive(Clone, Debug, Default)]
 struct Delta {
     tables: Vec<Vec<(u64, u32)>>,
     fps: Vec<u64>,
     ids: Vec<u64>,
     removed: SlotSet,
+}
+
+impl Delta {
+    fn heap_bytes(&self) -> usize {
+        self.tables.iter().map(|t| t.capacity() * 16).sum::<usize>()
+            + (self.fps.capacity() + self.ids.capacity()) * 8
+            + self.removed.capacity() * 8
+    }
 }
 
 /// One consistent state of the corpus; queries run on it, never on anything mutable.
@@ -232,7 +459,7 @@ struct Snapshot {
 
 impl Snapshot {
     fn slots(&self) -> usize {
-        self.main.fps.len() + self.delta.fps.len()
+        self.main.len() + self.delta.fps.len()
     }
 
     fn len(&self) -> usize {
@@ -241,14 +468,15 @@ impl Snapshot {
 
     fn id(&self, slot: u32) -> u64 {
         let s = slot as usize;
-        match self.main.ids.get(s) {
-            Some(&id) => id,
-            None => self.delta.ids[s - self.main.ids.len()],
+        if s < self.main.len() {
+            self.main.ids.get(s)
+        } else {
+            self.delta.ids[s - self.main.len()]
         }
     }
 
     fn fp(&self, slot: u32) -> u64 {
-        fp_of(&self.main, &self.delta, slot)
+        fp_of(&self.layout, &self.main, &self.delta, slot)
     }
 
     fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
@@ -299,19 +527,15 @@ impl Snapshot {
         const GROUP: usize = 16;
         let k = self.layout.distance();
         let tables = self.layout.tables();
-        let indexes = &self.main.indexes;
+        let main = &*self.main;
+        let indexes = &main.indexes;
         let delta = &*self.delta;
+        let live =
+            |slot: usize| delta.removed.is_empty() || !delta.removed.contains(&(slot as u32));
         let t_count = tables.len();
         let total = fps.len() * t_count;
         let mut probe = [(0usize, 0usize, 0u64, 0usize); GROUP];
         let mut ranges = [(0usize, 0usize); GROUP];
-        let mut hit = |qi: usize, table: &Table, diff: u64, slot: u32| {
-            if table.is_first_for(diff)
-                && (delta.removed.is_empty() || !delta.removed.contains(&slot))
-            {
-                f(qi, self.id(slot), diff.count_ones());
-            }
-        };
         for start in (0..total).step_by(GROUP) {
             let end = (start + GROUP).min(total);
             for (p, slot) in (start..end).zip(probe.iter_mut()) {
@@ -325,11 +549,38 @@ impl Snapshot {
             for (&(_, t, _, b), range) in probe[..n].iter().zip(ranges.iter_mut()) {
                 *range = indexes[t].range(b);
             }
-            for (&(qi, t, q, _), &range) in probe[..n].iter().zip(&ranges) {
+            for (&(qi, t, q, b), &range) in probe[..n].iter().zip(&ranges) {
                 let (table, mask) = (&tables[t], tables[t].search_mask());
-                indexes[t].run(q, mask, k, range, |diff, slot| hit(qi, table, diff, slot));
+                if t == 0 {
+                    // The first table holds the ids: its positions are the documents.
+                    indexes[0].run(q, mask, k, b, range, |diff, pos| {
+                        if table.is_first_for(diff) && live(pos) {
+                            f(qi, main.ids.get(pos), diff.count_ones());
+                        }
+                    });
+                } else {
+                    // Another table sees fingerprints: each distinct one that this table
+                    // reports is looked up in the first (equal keys are adjacent).
+                    let mut last = None;
+                    indexes[t].run(q, mask, k, b, range, |diff, _| {
+                        if last == Some(diff) || !table.is_first_for(diff) {
+                            return;
+                        }
+                        last = Some(diff);
+                        let key = tables[0].permute(table.unpermute(q ^ diff));
+                        for pos in indexes[0].exact(key) {
+                            if live(pos) {
+                                f(qi, main.ids.get(pos), diff.count_ones());
+                            }
+                        }
+                    });
+                }
                 if let Some(d) = delta.tables.get(t).filter(|d| !d.is_empty()) {
-                    run_delta(d, q, mask, k, |diff, slot| hit(qi, table, diff, slot));
+                    run_delta(d, q, mask, k, |diff, slot| {
+                        if table.is_first_for(diff) && live(slot as usize) {
+                            f(qi, self.id(slot), diff.count_ones());
+                        }
+                    });
                 }
             }
         }
@@ -351,7 +602,8 @@ fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec
 pub struct Corpus {
     snap: Arc<Snapshot>,
     published: Arc<ArcSwap<Snapshot>>,
-    by_id: IdMap,
+    /// Slots of the delta's live documents (merged ones are found through `Main`).
+    recent: IdMap,
     delta_cap: usize,
 }
 
@@ -370,7 +622,7 @@ impl Clone for Corpus {
         Corpus {
             snap: Arc::clone(&self.snap),
             published: Arc::new(ArcSwap::new(Arc::clone(&self.snap))),
-            by_id: self.by_id.clone(),
+            recent: self.recent.clone(),
             delta_cap: self.delta_cap,
         }
     }
@@ -440,10 +692,10 @@ impl Corpus {
             indexes: layout
                 .tables()
                 .iter()
-                .map(|t| Index::build(Vec::new(), t.leading_bits()))
+                .map(|t| Index::build(0, |_| 0, t.leading_bits()))
                 .collect(),
-            fps: Vec::new(),
-            ids: Vec::new(),
+            ids: Ids::Narrow(Vec::new()),
+            by_id: Vec::new(),
         };
         let delta = Delta {
             tables: vec![Vec::new(); layout.tables().len()],
@@ -457,7 +709,7 @@ impl Corpus {
         Ok(Corpus {
             published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
             snap,
-            by_id: IdMap::default(),
+            recent: IdMap::default(),
             delta_cap: 4096,
         })
     }
@@ -476,17 +728,23 @@ impl Corpus {
 
     /// Documents stored.
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.snap.len()
     }
 
     /// Whether no document is stored.
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.len() == 0
+    }
+
+    /// Bytes of memory the corpus holds for its tables, ids and recent changes (not
+    /// counting the allocator's own overhead).
+    pub fn heap_bytes(&self) -> usize {
+        self.snap.main.heap_bytes() + self.snap.delta.heap_bytes() + self.recent.capacity() * 16
     }
 
     /// The fingerprint stored for `id`.
     pub fn get(&self, id: u64) -> Option<u64> {
-        self.by_id.get(&id).map(|&s| self.snap.fp(s))
+        self.slot_of(&self.snap.delta, id).map(|s| self.snap.fp(s))
     }
 
     /// Stores `id` with fingerprint `fp`; returns the fingerprint it replaced, if any.
@@ -517,7 +775,7 @@ impl Corpus {
         for &(id, fp) in docs {
             self.remove_in(&mut delta, id);
             if let Err(e) = self.add_in(&mut delta, id, fp, false) {
-                self.by_id = rebuild_map(&self.snap);
+                self.recent = recent_of(&self.snap);
                 return Err(e);
             }
         }
@@ -587,10 +845,10 @@ impl Corpus {
             delta: Arc::new(delta),
         };
         let grown = snap.delta.tables.first().map_or(0, Vec::len) > self.delta_cap
-            || (snap.delta.removed.len() > 1024 && snap.delta.removed.len() > self.len());
+            || (snap.delta.removed.len() > 1024 && snap.delta.removed.len() > snap.len());
         if r.is_err() {
             // Nothing of a failed call is kept: the writer's map returns to the snapshot's.
-            self.by_id = rebuild_map(&self.snap);
+            self.recent = recent_of(&self.snap);
             return r;
         }
         self.publish(snap);
@@ -605,16 +863,29 @@ impl Corpus {
         self.published.store(Arc::clone(&self.snap));
     }
 
+    /// The live slot of `id`, with `delta` as the changes so far.
+    fn slot_of(&self, delta: &Delta, id: u64) -> Option<u32> {
+        match self.recent.get(&id) {
+            Some(&slot) => Some(slot),
+            None => self
+                .snap
+                .main
+                .position(id)
+                .filter(|p| !delta.removed.contains(p)),
+        }
+    }
+
     /// Removes `id` in `delta`; its fingerprint, if it was stored.
     fn remove_in(&mut self, delta: &mut Delta, id: u64) -> Option<u64> {
-        let slot = self.by_id.remove(&id)?;
+        let slot = self.slot_of(delta, id)?;
+        self.recent.remove(&id);
         delta.removed.insert(slot);
-        Some(fp_of(&self.snap.main, delta, slot))
+        Some(fp_of(&self.snap.layout, &self.snap.main, delta, slot))
     }
 
     /// Adds `id` with `fp` in a new slot of `delta` (and its tables, with `index`).
     fn add_in(&mut self, delta: &mut Delta, id: u64, fp: u64, index: bool) -> Result<()> {
-        let next = self.snap.main.fps.len() + delta.fps.len();
+        let next = self.snap.main.len() + delta.fps.len();
         let slot = u32::try_from(next).map_err(|_| Error::TooManyFingerprints {
             got: next + 1,
             max: u32::MAX as usize,
@@ -628,7 +899,7 @@ impl Corpus {
                 entries.insert(at, (key, slot));
             }
         }
-        self.by_id.insert(id, slot);
+        self.recent.insert(id, slot);
         Ok(())
     }
 
@@ -640,60 +911,116 @@ impl Corpus {
 
     /// [`Corpus::merge`] of `snap` (the current state, or one about to be).
     fn merge_from(&mut self, snap: Arc<Snapshot>) {
-        let live = snap.len();
-        let mut fps = Vec::with_capacity(live);
-        let mut ids = Vec::with_capacity(live);
-        for slot in 0..snap.slots() as u32 {
-            if !snap.delta.removed.contains(&slot) {
-                fps.push(snap.fp(slot));
-                ids.push(snap.id(slot));
+        let layout = &snap.layout;
+        let removed = &snap.delta.removed;
+        let live = |slot: usize| removed.is_empty() || !removed.contains(&(slot as u32));
+        let mut fps = Vec::with_capacity(snap.len());
+        let mut ids = Vec::with_capacity(snap.len());
+        if let Some(first) = snap.main.indexes.first() {
+            let table = &layout.tables()[0];
+            first.for_each(|pos, key| {
+                if live(pos) {
+                    fps.push(table.unpermute(key));
+                    ids.push(snap.main.ids.get(pos));
+                }
+            });
+        }
+        let base = snap.main.len();
+        for (i, (&fp, &id)) in snap.delta.fps.iter().zip(&snap.delta.ids).enumerate() {
+            if live(base + i) {
+                fps.push(fp);
+                ids.push(id);
             }
         }
-        let tables: Vec<&Table> = snap.layout.tables().iter().collect();
+        let tables: Vec<(usize, &Table)> = layout.tables().iter().enumerate().collect();
         let fps_ref = &fps;
-        let indexes = crate::par::map(tables, |t| {
-            let entries = fps_ref
+        let mut built = crate::par::map(tables, |(t, table)| {
+            let lead = table.leading_bits();
+            if t > 0 {
+                let mut keys: Vec<u64> = fps_ref.iter().map(|&fp| table.permute(fp)).collect();
+                sort(&mut keys);
+                return (Index::build(keys.len(), |i| keys[i], lead), Vec::new());
+            }
+            // The first table also gives the order of the ids.
+            let mut entries: Vec<Entry> = fps_ref
                 .iter()
                 .enumerate()
                 .map(|(s, &fp)| Entry {
-                    key: t.permute(fp),
+                    key: table.permute(fp),
                     slot: s as u32,
                 })
                 .collect();
-            Index::build(entries, t.leading_bits())
+            sort(&mut entries);
+            let order = entries.iter().map(|e| e.slot).collect();
+            (Index::build(entries.len(), |i| entries[i].key, lead), order)
         });
-        let main = Main { indexes, fps, ids };
-        let compacted = !snap.delta.removed.is_empty();
+        drop(fps);
+        let order = std::mem::take(&mut built[0].1);
+        let by_id = if ids.is_sorted() {
+            // Slots in id order (ids inserted in order): invert the first table's order.
+            let mut by_id = vec![0u32; order.len()];
+            for (pos, &slot) in order.iter().enumerate() {
+                by_id[slot as usize] = pos as u32;
+            }
+            by_id
+        } else {
+            let mut inverse = vec![0u32; order.len()];
+            for (pos, &slot) in order.iter().enumerate() {
+                inverse[slot as usize] = pos as u32;
+            }
+            let mut by_id: Vec<Entry> = ids
+                .iter()
+                .enumerate()
+                .map(|(slot, &id)| Entry {
+                    key: id,
+                    slot: inverse[slot],
+                })
+                .collect();
+            sort(&mut by_id);
+            by_id.iter().map(|e| e.slot).collect()
+        };
+        let ids: Vec<u64> = order.iter().map(|&s| ids[s as usize]).collect();
+        let main = Main {
+            indexes: built.into_iter().map(|(index, _)| index).collect(),
+            ids: Ids::new(ids),
+            by_id,
+        };
         // Merging costs a pass over the corpus: let the delta grow with it.
-        self.delta_cap = ((main.fps.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 15);
+        self.delta_cap = ((main.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 15);
         let delta = Delta {
-            tables: vec![Vec::new(); snap.layout.tables().len()],
+            tables: vec![Vec::new(); layout.tables().len()],
             ..Delta::default()
         };
         self.publish(Snapshot {
-            layout: Arc::clone(&snap.layout),
+            layout: Arc::clone(layout),
             main: Arc::new(main),
             delta: Arc::new(delta),
         });
-        if compacted {
-            // Slots were renumbered. (Without removals every slot keeps its number.)
-            self.by_id = rebuild_map(&self.snap);
-        }
+        // Every document is merged now, each in a new slot.
+        self.recent = IdMap::default();
     }
 }
 
-/// The fingerprint in `slot`: merged slots first, then the delta's.
-fn fp_of(main: &Main, delta: &Delta, slot: u32) -> u64 {
+/// Radix-sorts `v` by key.
+fn sort<T: Keyed + Default>(v: &mut [T]) {
+    let mut scratch = vec![T::default(); v.len()];
+    radix::sort(v, &mut scratch);
+}
+
+/// The fingerprint in `slot`: merged slots (first-table positions) first, then the delta's.
+fn fp_of(layout: &Layout, main: &Main, delta: &Delta, slot: u32) -> u64 {
     let s = slot as usize;
-    match main.fps.get(s) {
-        Some(&fp) => fp,
-        None => delta.fps[s - main.fps.len()],
+    if s < main.len() {
+        layout.tables()[0].unpermute(main.indexes[0].key(s))
+    } else {
+        delta.fps[s - main.len()]
     }
 }
 
-/// The id → slot map of a snapshot's live documents.
-fn rebuild_map(snap: &Snapshot) -> IdMap {
-    (0..snap.slots() as u32)
+/// The id → slot map of a snapshot's live delta documents.
+fn recent_of(snap: &Snapshot) -> IdMap {
+    (snap.main.len()..snap.slots())
+        .map(|s| s as u32)
         .filter(|s| !snap.delta.removed.contains(s))
         .map(|s| (snap.id(s), s))
         .collect()

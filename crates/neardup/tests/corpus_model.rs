@@ -196,3 +196,61 @@ fn readers_see_every_acknowledged_write_while_the_writer_merges() {
     assert_eq!(reader.len(), 40_000);
     assert_eq!(corpus.len(), 40_000);
 }
+
+/// Past 2^15 documents the tables keep 48-bit keys and a match seen by a later table is
+/// found in the first by its fingerprint: check that path against brute force, with ids
+/// wider than 32 bits, fingerprints shared by several ids, removals and replacements, in
+/// the planner's layout (a bucket is a run) and in one whose runs are part of a bucket.
+#[test]
+fn large_corpora_match_brute_force() {
+    for blocks in [Blocks::Auto, Blocks::Fixed(5)] {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut corpus = Corpus::new(blocks, 3, 50_000).unwrap();
+        let mut model = BTreeMap::new();
+        let mut docs = Vec::new();
+        for i in 0..50_000u64 {
+            // Ids beyond u32 for a tenth; every fifth document near or equal to an earlier one.
+            let id = if i % 10 == 0 { (1 << 40) + i } else { i };
+            let fp = match docs.get((next() % (i + 1)) as usize) {
+                Some(&(_, f)) if i % 5 == 0 => f ^ ((1 << (next() % 64)) * (next() % 2)),
+                _ => next(),
+            };
+            docs.push((id, fp));
+        }
+        corpus.insert_bulk(&docs).unwrap();
+        model.extend(docs.iter().copied());
+        // Enough single writes to cross a merge, with tombstones to compact.
+        for i in 0..10_000u64 {
+            let (id, fp) = docs[(next() % docs.len() as u64) as usize];
+            if i % 2 == 0 {
+                assert_eq!(corpus.remove(id), model.remove(&id));
+            } else {
+                let f = fp ^ (1 << (next() % 64));
+                assert_eq!(corpus.insert(id, f).unwrap(), model.insert(id, f));
+            }
+            assert_eq!(corpus.get(id), model.get(&id).copied());
+        }
+        assert_eq!(corpus.len(), model.len());
+        let queries: Vec<u64> = docs
+            .iter()
+            .step_by(97)
+            .map(|&(_, f)| f ^ (1 << (f % 64)))
+            .chain((0..50).map(|_| next()))
+            .collect();
+        let want: Vec<Vec<(u64, u32)>> = queries
+            .iter()
+            .map(|&q| model_find_all(&model, q, 3))
+            .collect();
+        assert!(want.iter().filter(|w| w.len() > 1).count() > 10);
+        assert_eq!(corpus.find_all_bulk(&queries), want, "{blocks}");
+        for (&q, w) in queries.iter().zip(&want) {
+            assert_eq!(corpus.find_first(q), w.first().copied());
+        }
+    }
+}
