@@ -5,21 +5,25 @@
 //! with fsync before the in-memory tables change and before it returns (bulk calls commit
 //! once for all their documents). A document may carry a time to live: once expired it
 //! stops matching at once, and [`Store::sweep`] deletes it.
+//!
+//! [`Store::reader`] hands out query handles for other threads. Readers never wait for
+//! the writer: they query the corpus's latest snapshot and read ids and expiries in a redb
+//! read transaction, which sees the last commit.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use neardup::corpus::Corpus;
+use neardup::corpus::{Corpus, CorpusReader};
 use neardup::tables::Blocks;
 use redb::{Database, ReadableTable, TableDefinition};
 
 /// The database file inside a data directory.
 pub const FILE: &str = "neardup.redb";
 
-/// Version of the store's on-disk layout.
-pub const FORMAT: u64 = 1;
+/// Version of the store's on-disk layout. Format 1 (without [`EXPIRES`]) is upgraded on
+/// open.
+pub const FORMAT: u64 = 2;
 
 /// Settings, by name: "format", "blocks", "distance", "fingerprint_version", "next_id".
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -27,6 +31,8 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const DOCS: TableDefinition<&str, (u64, u64, u64)> = TableDefinition::new("docs");
 /// Internal id → external id.
 const NAMES: TableDefinition<u64, &str> = TableDefinition::new("names");
+/// Internal id → expiry in Unix seconds, for the documents that have one.
+const EXPIRES: TableDefinition<u64, u64> = TableDefinition::new("expires");
 
 /// What can go wrong with a data directory.
 #[derive(Debug, thiserror::Error)]
@@ -114,10 +120,8 @@ impl Clock for SystemClock {
 /// A durable corpus of documents with string ids.
 pub struct Store {
     path: PathBuf,
-    db: Database,
+    db: Arc<Database>,
     corpus: Corpus,
-    /// Internal id → expiry, for the documents that have one.
-    expiry: HashMap<u64, u64>,
     next_id: u64,
     config: StoreConfig,
     clock: Arc<dyn Clock>,
@@ -176,13 +180,13 @@ impl Store {
             }
             db!(&path, txn.open_table(DOCS))?;
             db!(&path, txn.open_table(NAMES))?;
+            db!(&path, txn.open_table(EXPIRES))?;
         }
         db!(&path, txn.commit())?;
         Ok(Store {
             path,
-            db,
+            db: Arc::new(db),
             corpus,
-            expiry: HashMap::new(),
             next_id: 0,
             config: StoreConfig {
                 blocks: Blocks::Fixed(blocks),
@@ -219,6 +223,13 @@ impl Store {
             }
         };
         let format = get("format")?;
+        if format == 1 {
+            drop(meta);
+            drop(txn);
+            upgrade_from_1(&db, &path)?;
+            drop(db);
+            return Store::open(dir, expect);
+        }
         if format != FORMAT {
             return Err(StoreError::Foreign {
                 path: path.clone(),
@@ -252,14 +263,10 @@ impl Store {
         let next_id = get("next_id")?;
         let docs_table = db!(&path, txn.open_table(DOCS))?;
         let mut docs = Vec::new();
-        let mut expiry = HashMap::new();
         for row in db!(&path, docs_table.iter())? {
             let (_, v) = db!(&path, row)?;
-            let (internal, fp, expires) = v.value();
+            let (internal, fp, _) = v.value();
             docs.push((internal, fp));
-            if expires != 0 {
-                expiry.insert(internal, expires);
-            }
         }
         let mut corpus = Corpus::new(stored.blocks, stored.distance, docs.len())?;
         corpus.insert_bulk(&docs)?;
@@ -268,9 +275,8 @@ impl Store {
         drop(txn);
         Ok(Store {
             path,
-            db,
+            db: Arc::new(db),
             corpus,
-            expiry,
             next_id,
             config: stored,
             clock: Arc::new(SystemClock),
@@ -317,12 +323,13 @@ impl Store {
         let now = self.clock.now();
         let path = self.path.clone();
         let txn = db!(&path, self.db.begin_write())?;
-        // Per document: (internal id it replaced, its new internal id, fingerprint, expiry).
-        let mut changes: Vec<(Option<u64>, u64, u64, u64)> = Vec::with_capacity(docs.len());
+        // Per document: (internal id it replaced, its new internal id, fingerprint).
+        let mut changes: Vec<(Option<u64>, u64, u64)> = Vec::with_capacity(docs.len());
         let mut next_id = self.next_id;
         {
             let mut table = db!(&path, txn.open_table(DOCS))?;
             let mut names = db!(&path, txn.open_table(NAMES))?;
+            let mut expiries = db!(&path, txn.open_table(EXPIRES))?;
             for &(id, fp, ttl) in docs {
                 // Whole seconds, rounded up; a zero ttl is expired at once.
                 let expires = ttl.map_or(0, |t| {
@@ -333,15 +340,21 @@ impl Store {
                 next_id += 1;
                 let previous =
                     db!(&path, table.insert(id, (internal, fp, expires)))?.map(|v| v.value());
-                if let Some((old_internal, old_fp, _)) = previous {
+                if let Some((old_internal, old_fp, old_expires)) = previous {
                     db!(&path, names.remove(old_internal))?;
-                    changes.push((Some(old_internal), internal, fp, expires));
+                    if old_expires != 0 {
+                        db!(&path, expiries.remove(old_internal))?;
+                    }
+                    changes.push((Some(old_internal), internal, fp));
                     replaced(Some(old_fp));
                 } else {
-                    changes.push((None, internal, fp, expires));
+                    changes.push((None, internal, fp));
                     replaced(None);
                 }
                 db!(&path, names.insert(internal, id))?;
+                if expires != 0 {
+                    db!(&path, expiries.insert(internal, expires))?;
+                }
             }
             let mut meta = db!(&path, txn.open_table(META))?;
             db!(&path, meta.insert("next_id", next_id))?;
@@ -352,16 +365,12 @@ impl Store {
         self.next_id = next_id;
         let gone: std::collections::HashSet<u64> = changes.iter().filter_map(|c| c.0).collect();
         let mut added = Vec::with_capacity(changes.len());
-        for &(old, internal, fp, expires) in &changes {
+        for &(old, internal, fp) in &changes {
             if let Some(old) = old {
                 self.corpus.remove(old);
-                self.expiry.remove(&old);
             }
             if !gone.contains(&internal) {
                 added.push((internal, fp));
-                if expires != 0 {
-                    self.expiry.insert(internal, expires);
-                }
             }
         }
         self.corpus.insert_bulk(&added)?;
@@ -382,41 +391,49 @@ impl Store {
         {
             let mut table = db!(&path, txn.open_table(DOCS))?;
             let mut names = db!(&path, txn.open_table(NAMES))?;
+            let mut expiries = db!(&path, txn.open_table(EXPIRES))?;
             for &id in ids {
                 if let Some(v) = db!(&path, table.remove(id))? {
-                    let (internal, _, _) = v.value();
+                    let (internal, _, expires) = v.value();
                     db!(&path, names.remove(internal))?;
+                    if expires != 0 {
+                        db!(&path, expiries.remove(internal))?;
+                    }
                     gone.push(internal);
                 }
             }
         }
         db!(&path, txn.commit())?;
-        for internal in &gone {
-            self.corpus.remove(*internal);
-            self.expiry.remove(internal);
-        }
+        self.corpus.remove_bulk(&gone);
         Ok(gone.len())
     }
 
     /// Every live document within the distance of `fp`, as `(id, distance)`, by distance
     /// then id.
     pub fn find_all(&self, fp: u64) -> Result<Vec<(String, u32)>> {
-        let now = self.clock.now();
-        let hits: Vec<(u64, u32)> = self
-            .corpus
-            .find_all(fp)
-            .into_iter()
-            .filter(|(internal, _)| self.live(*internal, now))
-            .collect();
-        let mut out = self.names(&hits)?;
-        out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-        Ok(out)
+        self.view().find_all(&self.corpus.find_all(fp), true)
     }
 
     /// The nearest live document within the distance of `fp` (the smallest id among
     /// equals), or `None`.
     pub fn find_first(&self, fp: u64) -> Result<Option<(String, u32)>> {
         Ok(self.find_all(fp)?.into_iter().next())
+    }
+
+    /// A query handle for other threads: it sees each write once the write returns.
+    pub fn reader(&self) -> StoreReader {
+        StoreReader {
+            view: self.view(),
+            corpus: self.corpus.reader(),
+        }
+    }
+
+    fn view(&self) -> View {
+        View {
+            path: self.path.clone(),
+            db: Arc::clone(&self.db),
+            clock: Arc::clone(&self.clock),
+        }
     }
 
     /// Every stored id with its fingerprint, in id order (expired ones until swept).
@@ -435,43 +452,130 @@ impl Store {
     /// Deletes every expired document; returns how many.
     pub fn sweep(&mut self) -> Result<usize> {
         let now = self.clock.now();
-        let expired: Vec<u64> = self
-            .expiry
-            .iter()
-            .filter(|&(_, &at)| at <= now)
-            .map(|(&id, _)| id)
-            .collect();
-        if expired.is_empty() {
-            return Ok(0);
-        }
-        let names = self.names(&expired.iter().map(|&i| (i, 0)).collect::<Vec<_>>())?;
-        let ids: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
-        self.remove_bulk(&ids)
-    }
-
-    fn live(&self, internal: u64, now: u64) -> bool {
-        self.expiry.get(&internal).is_none_or(|&at| at > now)
-    }
-
-    /// External ids of internal ones, each with its number.
-    fn names(&self, hits: &[(u64, u32)]) -> Result<Vec<(String, u32)>> {
         let path = &self.path;
         let txn = db!(path, self.db.begin_read())?;
+        let expiries = db!(path, txn.open_table(EXPIRES))?;
         let names = db!(path, txn.open_table(NAMES))?;
-        let mut out = Vec::with_capacity(hits.len());
-        for &(internal, d) in hits {
-            match db!(path, names.get(internal))? {
-                Some(name) => out.push((name.value().to_string(), d)),
-                None => {
-                    return Err(StoreError::Foreign {
-                        path: path.clone(),
-                        detail: format!("document {internal} has no id: the file is damaged"),
-                    })
-                }
+        let mut expired = Vec::new();
+        for row in db!(path, expiries.iter())? {
+            let (internal, at) = db!(path, row)?;
+            if at.value() <= now {
+                expired.push(name_of(path, &names, internal.value())?);
             }
         }
+        drop((expiries, names, txn));
+        let ids: Vec<&str> = expired.iter().map(String::as_str).collect();
+        self.remove_bulk(&ids)
+    }
+}
+
+/// Queries on a [`Store`] from another thread; cheap to clone.
+#[derive(Clone)]
+pub struct StoreReader {
+    view: View,
+    corpus: CorpusReader,
+}
+
+impl std::fmt::Debug for StoreReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreReader")
+            .field("path", &self.view.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreReader {
+    /// As [`Store::find_all`].
+    pub fn find_all(&self, fp: u64) -> Result<Vec<(String, u32)>> {
+        // A match whose id is gone was removed after the corpus snapshot was taken.
+        self.view.find_all(&self.corpus.find_all(fp), false)
+    }
+
+    /// As [`Store::find_first`].
+    pub fn find_first(&self, fp: u64) -> Result<Option<(String, u32)>> {
+        Ok(self.find_all(fp)?.into_iter().next())
+    }
+
+    /// Documents stored, as of now (expired ones included until swept).
+    pub fn len(&self) -> usize {
+        self.corpus.len()
+    }
+
+    /// Whether no document is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a query needs besides the corpus: the database, for ids and expiries.
+#[derive(Clone)]
+struct View {
+    path: PathBuf,
+    db: Arc<Database>,
+    clock: Arc<dyn Clock>,
+}
+
+impl View {
+    /// The live ones of `hits` (internal id, distance) with their external ids, by distance
+    /// then id. With `strict`, a hit without an id is damage; otherwise it was removed
+    /// since the hits were found, and is skipped.
+    fn find_all(&self, hits: &[(u64, u32)], strict: bool) -> Result<Vec<(String, u32)>> {
+        let path = &self.path;
+        if hits.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.clock.now();
+        let txn = db!(path, self.db.begin_read())?;
+        let names = db!(path, txn.open_table(NAMES))?;
+        let expiries = db!(path, txn.open_table(EXPIRES))?;
+        let mut out = Vec::with_capacity(hits.len());
+        for &(internal, d) in hits {
+            if db!(path, expiries.get(internal))?.is_some_and(|at| at.value() <= now) {
+                continue;
+            }
+            match db!(path, names.get(internal))? {
+                Some(name) => out.push((name.value().to_string(), d)),
+                None if !strict => {}
+                None => return Err(damaged(path, internal)),
+            }
+        }
+        out.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
         Ok(out)
     }
+}
+
+/// The external id of `internal`.
+fn name_of(path: &Path, names: &redb::ReadOnlyTable<u64, &str>, internal: u64) -> Result<String> {
+    match db!(path, names.get(internal))? {
+        Some(name) => Ok(name.value().to_string()),
+        None => Err(damaged(path, internal)),
+    }
+}
+
+fn damaged(path: &Path, internal: u64) -> StoreError {
+    StoreError::Foreign {
+        path: path.to_path_buf(),
+        detail: format!("document {internal} has no id: the file is damaged"),
+    }
+}
+
+/// Adds the expiry table of format 2 to a format-1 store.
+fn upgrade_from_1(db: &Database, path: &Path) -> Result<()> {
+    let txn = db!(path, db.begin_write())?;
+    {
+        let docs = db!(path, txn.open_table(DOCS))?;
+        let mut expiries = db!(path, txn.open_table(EXPIRES))?;
+        for row in db!(path, docs.iter())? {
+            let (_, v) = db!(path, row)?;
+            let (internal, _, expires) = v.value();
+            if expires != 0 {
+                db!(path, expiries.insert(internal, expires))?;
+            }
+        }
+        let mut meta = db!(path, txn.open_table(META))?;
+        db!(path, meta.insert("format", FORMAT))?;
+    }
+    db!(path, txn.commit())
 }
 
 fn describe(c: &StoreConfig) -> String {

@@ -118,6 +118,7 @@ proptest! {
                         .collect();
                     want.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
                     prop_assert_eq!(store.find_first(q).unwrap(), want.first().cloned());
+                    prop_assert_eq!(store.reader().find_all(q).unwrap(), want.clone());
                     prop_assert_eq!(store.find_all(q).unwrap(), want);
                 }
                 Op::Advance(s) => {
@@ -353,4 +354,106 @@ fn acknowledged_writes_survive_sigkill() {
         "the writer barely ran: {}",
         inserted.len()
     );
+}
+
+/// A store of format 1 (expiries only in the documents table) is upgraded on open, and
+/// its expiries still hold.
+#[test]
+fn format_1_stores_are_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(TestClock(AtomicU64::new(1000)));
+    let mut store = Store::create(dir.path(), CONFIG, 10)
+        .unwrap()
+        .with_clock(clock.clone());
+    store.insert("keep", 7, None).unwrap();
+    store
+        .insert("short", 7, Some(Duration::from_secs(10)))
+        .unwrap();
+    drop(store);
+    {
+        let db = redb::Database::open(dir.path().join(neardup_store::FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.delete_table(redb::TableDefinition::<u64, u64>::new("expires"))
+            .unwrap();
+        let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+        txn.open_table(meta).unwrap().insert("format", &1).unwrap();
+        txn.commit().unwrap();
+    }
+    let mut store = Store::open(dir.path(), Some(CONFIG))
+        .unwrap()
+        .with_clock(clock.clone());
+    assert_eq!(store.find_all(7).unwrap().len(), 2);
+    clock.0.fetch_add(10, Ordering::SeqCst);
+    assert_eq!(store.find_all(7).unwrap(), vec![("keep".to_string(), 0)]);
+    assert_eq!(store.sweep().unwrap(), 1);
+    drop(store);
+    let db = redb::Database::open(dir.path().join(neardup_store::FILE)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+    let format = txn
+        .open_table(meta)
+        .unwrap()
+        .get("format")
+        .unwrap()
+        .unwrap()
+        .value();
+    assert_eq!(format, neardup_store::FORMAT);
+}
+
+/// Readers on other threads see every acknowledged insert and no acknowledged removal,
+/// each document once, while the writer commits one document at a time.
+#[test]
+fn readers_query_while_the_writer_commits() {
+    use std::sync::atomic::AtomicBool;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::create(dir.path(), CONFIG, 10_000).unwrap();
+    let fp = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17);
+    let name = |i: u64| format!("doc-{i}");
+    // Documents 0..inserted are acknowledged; of those, even ones below removed are gone.
+    let inserted = AtomicU64::new(0);
+    let removed = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let reader = store.reader();
+    std::thread::scope(|s| {
+        for r in 0..2u64 {
+            let (reader, inserted, removed, stop) = (reader.clone(), &inserted, &removed, &stop);
+            s.spawn(move || {
+                let mut x = 0x5151 + r;
+                let mut checks = 0;
+                while !stop.load(Ordering::SeqCst) || checks < 200 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Read the removal mark first: it only grows, and trails the inserts.
+                    let gone = removed.load(Ordering::SeqCst);
+                    let n = inserted.load(Ordering::SeqCst);
+                    if n == 0 {
+                        continue;
+                    }
+                    let i = x % n;
+                    let found = reader.find_all(fp(i)).unwrap();
+                    let hits = found.iter().filter(|(id, _)| *id == name(i)).count();
+                    if i % 2 == 0 && i < gone {
+                        assert_eq!(hits, 0, "reader {r}: removed doc-{i} still found");
+                    } else if i % 2 == 1 || i >= removed.load(Ordering::SeqCst) + 2 {
+                        assert_eq!(hits, 1, "reader {r}: doc-{i} found {hits} times");
+                    }
+                    checks += 1;
+                }
+            });
+        }
+        for i in 0..600u64 {
+            store.insert(&name(i), fp(i), None).unwrap();
+            inserted.store(i + 1, Ordering::SeqCst);
+            if i % 2 == 1 && i >= 100 {
+                // Remove an even document well behind the inserts.
+                let j = (i - 100) & !1;
+                assert!(store.remove(&name(j)).unwrap());
+                removed.store(j + 1, Ordering::SeqCst);
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    assert_eq!(reader.len(), store.len());
 }
