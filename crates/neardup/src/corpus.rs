@@ -3,22 +3,24 @@
 //!
 //! Per table of the [`Layout`], the permuted fingerprints are kept sorted, with a bucket
 //! directory on their top bits (a query finds its run with two array reads, no binary
-//! search), plus a small sorted delta of recent inserts that is merged in when it grows.
-//! Removals are tombstones until enough accumulate to compact. A match is reported by the
-//! first table that can see it (decided from the XOR, as in batch matching), so each
-//! document comes back once without a set of seen ids.
+//! search). Recent documents live in two small sorted levels on top of that main part:
+//! a write touches only the top one; the top is folded into the middle one when full, and
+//! the middle one into a rebuilt main part when it reaches 1/32 of it, so the cost of a
+//! rebuild is spread over many writes. Removals are tombstones until the rebuild. A match
+//! is reported by the first table that can see it (decided from the XOR, as in batch
+//! matching), so each document comes back once without a set of seen ids.
 //!
-//! Memory is what limits a corpus, so the sorted part is lean: once the directory covers
+//! Memory is what limits a corpus, so the main part is lean: once the directory covers
 //! 16 bits, a table keeps only the low 48 bits of each key (6 bytes), and only the first
 //! table keeps ids (4 bytes while they fit in 32 bits), plus a 4-byte index of its
 //! positions by id. A match seen in another table is found in the first by its
 //! fingerprint. Four tables (3 bits in 4 blocks) cost 32 bytes per fingerprint.
 //!
-//! Readers never wait for the writer: queries run on an immutable snapshot (the big sorted
-//! part behind one `Arc`, the small delta and tombstones behind another). A write makes a
-//! new delta and publishes a new snapshot; a merge builds the new sorted part aside while
-//! readers go on with the old one, then publishes it. [`Corpus::reader`] hands out
-//! handles for other threads; each query sees one consistent state.
+//! Readers never wait for the writer: queries run on an immutable snapshot (each part
+//! behind its own `Arc`). A write makes a new top level and publishes a new snapshot; a
+//! rebuild makes the new main part aside while readers go on with the old one, then
+//! publishes it. [`Corpus::reader`] hands out handles for other threads; each query sees
+//! one consistent state.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -39,6 +41,12 @@ const CHECK: f64 = 2.0;
 const MAX_TABLES: u128 = 32;
 /// Bytes per fingerprint the planner may spend when some layout fits in them.
 pub const MEMORY_BUDGET: u64 = 32;
+/// Writes the top level takes before it is folded into the middle one.
+const TOP_CAP: usize = 2048;
+/// The middle level is folded into the main part once it outgrows 1/MID_SHARE of it...
+const MID_SHARE: usize = 32;
+/// ...or this many documents, whichever is more.
+const MID_MIN: usize = 8192;
 /// Key bits a directory must cover before tables drop them from their keys.
 const IMPLIED: u32 = 16;
 
@@ -343,13 +351,13 @@ fn scan<K>(
     }
 }
 
-/// Calls `f(diff, slot)` for every entry of a sorted delta table that agrees with `q`
+/// Calls `f(diff, slot)` for every entry of a level's sorted table that agrees with `q`
 /// under `mask` and is within `k` bits of it.
 #[inline]
-fn run_delta(delta: &[(u64, u32)], q: u64, mask: u64, k: u32, mut f: impl FnMut(u64, u32)) {
+fn run_level(table: &[(u64, u32)], q: u64, mask: u64, k: u32, mut f: impl FnMut(u64, u32)) {
     let lead = q & mask;
-    let from = delta.partition_point(|e| e.0 & mask < lead);
-    for &(key, slot) in &delta[from..] {
+    let from = table.partition_point(|e| e.0 & mask < lead);
+    for &(key, slot) in &table[from..] {
         if key & mask != lead {
             break;
         }
@@ -431,17 +439,30 @@ impl Main {
     }
 }
 
-/// What changed since the last merge: per table the new entries, sorted; the new slots'
-/// fingerprints and ids (slots from `Main::len()` on); the removed slots.
+/// Documents added since the main part was built, and slots removed: per table the
+/// entries, sorted; the fingerprints and ids of the level's slots (which follow those of
+/// the levels below); the slots removed while this level was on top.
 #[derive(Clone, Debug, Default)]
-struct Delta {
+struct Level {
     tables: Vec<Vec<(u64, u32)>>,
     fps: Vec<u64>,
     ids: Vec<u64>,
     removed: SlotSet,
 }
 
-impl Delta {
+impl Level {
+    fn empty(tables: usize) -> Level {
+        Level {
+            tables: vec![Vec::new(); tables],
+            ..Level::default()
+        }
+    }
+
+    /// Size against the level's cap: its documents and its removals.
+    fn weight(&self) -> usize {
+        self.fps.len() + self.removed.len()
+    }
+
     fn heap_bytes(&self) -> usize {
         self.tables.iter().map(|t| t.capacity() * 16).sum::<usize>()
             + (self.fps.capacity() + self.ids.capacity()) * 8
@@ -450,33 +471,46 @@ impl Delta {
 }
 
 /// One consistent state of the corpus; queries run on it, never on anything mutable.
+///
+/// Three parts, by age: `main` (built in one pass, compact), `mid` (recent documents,
+/// sorted per table; folded into `main` when it reaches a fraction of it), and `top` (the
+/// last few writes; copied by each write, folded into `mid` when full). So a write costs
+/// O(top), a fold O(mid), and a rebuild of `main` comes once per many documents.
 #[derive(Debug)]
 struct Snapshot {
     layout: Arc<Layout>,
     main: Arc<Main>,
-    delta: Arc<Delta>,
+    mid: Arc<Level>,
+    top: Arc<Level>,
 }
 
 impl Snapshot {
     fn slots(&self) -> usize {
-        self.main.len() + self.delta.fps.len()
+        self.main.len() + self.mid.fps.len() + self.top.fps.len()
     }
 
     fn len(&self) -> usize {
-        self.slots() - self.delta.removed.len()
+        self.slots() - self.mid.removed.len() - self.top.removed.len()
     }
 
     fn id(&self, slot: u32) -> u64 {
         let s = slot as usize;
-        if s < self.main.len() {
+        let (m, mid) = (self.main.len(), self.mid.fps.len());
+        if s < m {
             self.main.ids.get(s)
+        } else if s < m + mid {
+            self.mid.ids[s - m]
         } else {
-            self.delta.ids[s - self.main.len()]
+            self.top.ids[s - m - mid]
         }
     }
 
     fn fp(&self, slot: u32) -> u64 {
-        fp_of(&self.layout, &self.main, &self.delta, slot)
+        fp_of(&self.layout, &self.main, &self.mid, &self.top, slot)
+    }
+
+    fn removed(&self, slot: u32) -> bool {
+        removed_in(&self.mid, &self.top, slot)
     }
 
     fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
@@ -529,9 +563,8 @@ impl Snapshot {
         let tables = self.layout.tables();
         let main = &*self.main;
         let indexes = &main.indexes;
-        let delta = &*self.delta;
-        let live =
-            |slot: usize| delta.removed.is_empty() || !delta.removed.contains(&(slot as u32));
+        let levels = [&*self.mid, &*self.top];
+        let live = |slot: usize| !self.removed(slot as u32);
         let t_count = tables.len();
         let total = fps.len() * t_count;
         let mut probe = [(0usize, 0usize, 0u64, 0usize); GROUP];
@@ -575,12 +608,14 @@ impl Snapshot {
                         }
                     });
                 }
-                if let Some(d) = delta.tables.get(t).filter(|d| !d.is_empty()) {
-                    run_delta(d, q, mask, k, |diff, slot| {
-                        if table.is_first_for(diff) && live(slot as usize) {
-                            f(qi, self.id(slot), diff.count_ones());
-                        }
-                    });
+                for level in levels {
+                    if let Some(d) = level.tables.get(t).filter(|d| !d.is_empty()) {
+                        run_level(d, q, mask, k, |diff, slot| {
+                            if table.is_first_for(diff) && live(slot as usize) {
+                                f(qi, self.id(slot), diff.count_ones());
+                            }
+                        });
+                    }
                 }
             }
         }
@@ -602,9 +637,8 @@ fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec
 pub struct Corpus {
     snap: Arc<Snapshot>,
     published: Arc<ArcSwap<Snapshot>>,
-    /// Slots of the delta's live documents (merged ones are found through `Main`).
+    /// Slots of the live documents of `mid` and `top` (the rest are found through `Main`).
     recent: IdMap,
-    delta_cap: usize,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -623,7 +657,6 @@ impl Clone for Corpus {
             snap: Arc::clone(&self.snap),
             published: Arc::new(ArcSwap::new(Arc::clone(&self.snap))),
             recent: self.recent.clone(),
-            delta_cap: self.delta_cap,
         }
     }
 }
@@ -697,20 +730,17 @@ impl Corpus {
             ids: Ids::Narrow(Vec::new()),
             by_id: Vec::new(),
         };
-        let delta = Delta {
-            tables: vec![Vec::new(); layout.tables().len()],
-            ..Delta::default()
-        };
+        let tables = layout.tables().len();
         let snap = Arc::new(Snapshot {
             layout: Arc::new(layout),
             main: Arc::new(main),
-            delta: Arc::new(delta),
+            mid: Arc::new(Level::empty(tables)),
+            top: Arc::new(Level::empty(tables)),
         });
         Ok(Corpus {
             published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
             snap,
             recent: IdMap::default(),
-            delta_cap: 4096,
         })
     }
 
@@ -739,51 +769,51 @@ impl Corpus {
     /// Bytes of memory the corpus holds for its tables, ids and recent changes (not
     /// counting the allocator's own overhead).
     pub fn heap_bytes(&self) -> usize {
-        self.snap.main.heap_bytes() + self.snap.delta.heap_bytes() + self.recent.capacity() * 16
+        self.snap.main.heap_bytes()
+            + self.snap.mid.heap_bytes()
+            + self.snap.top.heap_bytes()
+            + self.recent.capacity() * 16
     }
 
     /// The fingerprint stored for `id`.
     pub fn get(&self, id: u64) -> Option<u64> {
-        self.slot_of(&self.snap.delta, id).map(|s| self.snap.fp(s))
+        self.slot_of(&self.snap.top, id).map(|s| self.snap.fp(s))
     }
 
     /// Stores `id` with fingerprint `fp`; returns the fingerprint it replaced, if any.
     pub fn insert(&mut self, id: u64, fp: u64) -> Result<Option<u64>> {
         let mut old = None;
-        self.write(|c, delta| {
-            old = c.remove_in(delta, id);
-            c.add_in(delta, id, fp, true)
+        self.write(|c, top| {
+            old = c.remove_in(top, id);
+            c.add_in(top, id, fp, true)
         })?;
         Ok(old)
     }
 
     /// Stores every `(id, fingerprint)`, in order (a later copy of an id wins): a few
-    /// go to the delta, many are merged into the sorted tables in one pass per table.
+    /// go through the top level like single inserts, more are sorted into the middle
+    /// level in one pass per table (or into a rebuilt main part, when that is due).
     pub fn insert_bulk(&mut self, docs: &[(u64, u64)]) -> Result<()> {
-        if docs.len() <= self.delta_cap / 4 && docs.len() * 16 <= self.len() {
-            return self.write(|c, delta| {
+        if docs.len() <= TOP_CAP / 4 {
+            return self.write(|c, top| {
                 for &(id, fp) in docs {
-                    c.remove_in(delta, id);
-                    c.add_in(delta, id, fp, true)?;
+                    c.remove_in(top, id);
+                    c.add_in(top, id, fp, true)?;
                 }
                 Ok(())
             });
         }
-        // Straight into a merge: the new slots need no delta tables, and no state with
-        // only some of them is ever published.
-        let mut delta = (*self.snap.delta).clone();
+        // Straight into a fold: the new slots need no top tables, and no state with only
+        // some of them is ever published.
+        let mut top = (*self.snap.top).clone();
         for &(id, fp) in docs {
-            self.remove_in(&mut delta, id);
-            if let Err(e) = self.add_in(&mut delta, id, fp, false) {
+            self.remove_in(&mut top, id);
+            if let Err(e) = self.add_in(&mut top, id, fp, false) {
                 self.recent = recent_of(&self.snap);
                 return Err(e);
             }
         }
-        self.merge_from(Arc::new(Snapshot {
-            layout: Arc::clone(&self.snap.layout),
-            main: Arc::clone(&self.snap.main),
-            delta: Arc::new(delta),
-        }));
+        self.fold(top);
         Ok(())
     }
 
@@ -791,8 +821,8 @@ impl Corpus {
     pub fn remove(&mut self, id: u64) -> Option<u64> {
         let mut old = None;
         // Removal cannot fail.
-        let _ = self.write(|c, delta| {
-            old = c.remove_in(delta, id);
+        let _ = self.write(|c, top| {
+            old = c.remove_in(top, id);
             Ok(())
         });
         old
@@ -801,10 +831,10 @@ impl Corpus {
     /// Removes every id in `ids`; returns how many were stored.
     pub fn remove_bulk(&mut self, ids: &[u64]) -> usize {
         let mut n = 0;
-        let _ = self.write(|c, delta| {
+        let _ = self.write(|c, top| {
             n = ids
                 .iter()
-                .filter(|&&id| c.remove_in(delta, id).is_some())
+                .filter(|&&id| c.remove_in(top, id).is_some())
                 .count();
             Ok(())
         });
@@ -833,27 +863,25 @@ impl Corpus {
         self.snap.find_first_bulk(fps)
     }
 
-    /// Runs `f` on a copy of the delta, then publishes it (and merges when the delta has
-    /// grown past its cap or the removed past the live). Readers keep the old snapshot
-    /// until then; an error publishes nothing.
-    fn write(&mut self, f: impl FnOnce(&mut Corpus, &mut Delta) -> Result<()>) -> Result<()> {
-        let mut delta = (*self.snap.delta).clone();
-        let r = f(self, &mut delta);
-        let snap = Snapshot {
-            layout: Arc::clone(&self.snap.layout),
-            main: Arc::clone(&self.snap.main),
-            delta: Arc::new(delta),
-        };
-        let grown = snap.delta.tables.first().map_or(0, Vec::len) > self.delta_cap
-            || (snap.delta.removed.len() > 1024 && snap.delta.removed.len() > snap.len());
-        if r.is_err() {
+    /// Runs `f` on a copy of the top level, then publishes it (folding it into the middle
+    /// level when full). Readers keep the old snapshot until then; an error publishes
+    /// nothing.
+    fn write(&mut self, f: impl FnOnce(&mut Corpus, &mut Level) -> Result<()>) -> Result<()> {
+        let mut top = (*self.snap.top).clone();
+        if let Err(e) = f(self, &mut top) {
             // Nothing of a failed call is kept: the writer's map returns to the snapshot's.
             self.recent = recent_of(&self.snap);
-            return r;
+            return Err(e);
         }
-        self.publish(snap);
-        if grown {
-            self.merge();
+        if top.weight() > TOP_CAP {
+            self.fold(top);
+        } else {
+            self.publish(Snapshot {
+                layout: Arc::clone(&self.snap.layout),
+                main: Arc::clone(&self.snap.main),
+                mid: Arc::clone(&self.snap.mid),
+                top: Arc::new(top),
+            });
         }
         Ok(())
     }
@@ -863,37 +891,38 @@ impl Corpus {
         self.published.store(Arc::clone(&self.snap));
     }
 
-    /// The live slot of `id`, with `delta` as the changes so far.
-    fn slot_of(&self, delta: &Delta, id: u64) -> Option<u32> {
+    /// The live slot of `id`, with `top` as the top level so far.
+    fn slot_of(&self, top: &Level, id: u64) -> Option<u32> {
         match self.recent.get(&id) {
             Some(&slot) => Some(slot),
             None => self
                 .snap
                 .main
                 .position(id)
-                .filter(|p| !delta.removed.contains(p)),
+                .filter(|&p| !removed_in(&self.snap.mid, top, p)),
         }
     }
 
-    /// Removes `id` in `delta`; its fingerprint, if it was stored.
-    fn remove_in(&mut self, delta: &mut Delta, id: u64) -> Option<u64> {
-        let slot = self.slot_of(delta, id)?;
+    /// Removes `id` in `top`; its fingerprint, if it was stored.
+    fn remove_in(&mut self, top: &mut Level, id: u64) -> Option<u64> {
+        let slot = self.slot_of(top, id)?;
         self.recent.remove(&id);
-        delta.removed.insert(slot);
-        Some(fp_of(&self.snap.layout, &self.snap.main, delta, slot))
+        top.removed.insert(slot);
+        let snap = &self.snap;
+        Some(fp_of(&snap.layout, &snap.main, &snap.mid, top, slot))
     }
 
-    /// Adds `id` with `fp` in a new slot of `delta` (and its tables, with `index`).
-    fn add_in(&mut self, delta: &mut Delta, id: u64, fp: u64, index: bool) -> Result<()> {
-        let next = self.snap.main.len() + delta.fps.len();
+    /// Adds `id` with `fp` in a new slot of `top` (and its tables, with `index`).
+    fn add_in(&mut self, top: &mut Level, id: u64, fp: u64, index: bool) -> Result<()> {
+        let next = self.snap.main.len() + self.snap.mid.fps.len() + top.fps.len();
         let slot = u32::try_from(next).map_err(|_| Error::TooManyFingerprints {
             got: next + 1,
             max: u32::MAX as usize,
         })?;
-        delta.fps.push(fp);
-        delta.ids.push(id);
+        top.fps.push(fp);
+        top.ids.push(id);
         if index {
-            for (entries, table) in delta.tables.iter_mut().zip(self.snap.layout.tables()) {
+            for (entries, table) in top.tables.iter_mut().zip(self.snap.layout.tables()) {
                 let key = table.permute(fp);
                 let at = entries.partition_point(|e| e.0 < key);
                 entries.insert(at, (key, slot));
@@ -903,17 +932,79 @@ impl Corpus {
         Ok(())
     }
 
-    /// Merges the delta into new sorted tables, dropping removed slots, and publishes them.
-    /// Readers go on with the old snapshot while this runs.
-    fn merge(&mut self) {
-        self.merge_from(Arc::clone(&self.snap));
+    /// Folds `top` (the next top level, whose tables need not be filled) into the middle
+    /// level and publishes the result with an empty top; rebuilds the main part instead
+    /// when the middle level would outgrow its share of the corpus. Slots keep their
+    /// numbers: the top's follow the middle's.
+    fn fold(&mut self, top: Level) {
+        let snap = Arc::clone(&self.snap);
+        let mid = &*snap.mid;
+        let cap = (snap.main.len() / MID_SHARE).max(MID_MIN);
+        if mid.weight() + top.weight() > cap {
+            let tables = snap.layout.tables().len();
+            self.rebuild(&Snapshot {
+                layout: Arc::clone(&snap.layout),
+                main: Arc::clone(&snap.main),
+                mid: Arc::clone(&snap.mid),
+                top: Arc::new(top),
+            });
+            debug_assert_eq!(self.snap.mid.tables.len(), tables);
+            return;
+        }
+        let base = (snap.main.len() + mid.fps.len()) as u32;
+        let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
+        let tables: Vec<(&Table, &Vec<(u64, u32)>)> =
+            snap.layout.tables().iter().zip(&mid.tables).collect();
+        let top_ref = &top;
+        let merged = crate::par::map(tables, |(table, old)| {
+            let mut new: Vec<(u64, u32)> = top_ref
+                .fps
+                .iter()
+                .enumerate()
+                .map(|(i, &fp)| (table.permute(fp), base + i as u32))
+                .filter(|&(_, slot)| !removed(slot))
+                .collect();
+            new.sort_unstable();
+            // Entries of removed documents go now; their tombstones stay until the rebuild.
+            let mut out = Vec::with_capacity(old.len() + new.len());
+            let mut old = old
+                .iter()
+                .copied()
+                .filter(|&(_, slot)| !removed(slot))
+                .peekable();
+            for e in new {
+                while let Some(o) = old.next_if(|o| *o < e) {
+                    out.push(o);
+                }
+                out.push(e);
+            }
+            out.extend(old);
+            out
+        });
+        let mut level = Level {
+            tables: merged,
+            fps: mid.fps.clone(),
+            ids: mid.ids.clone(),
+            removed: mid.removed.clone(),
+        };
+        level.fps.extend(&top.fps);
+        level.ids.extend(&top.ids);
+        level.removed.extend(&top.removed);
+        let tables = snap.layout.tables().len();
+        self.publish(Snapshot {
+            layout: Arc::clone(&snap.layout),
+            main: Arc::clone(&snap.main),
+            mid: Arc::new(level),
+            top: Arc::new(Level::empty(tables)),
+        });
     }
 
-    /// [`Corpus::merge`] of `snap` (the current state, or one about to be).
-    fn merge_from(&mut self, snap: Arc<Snapshot>) {
+    /// Builds a new main part from every live document of `snap` (the current state, or
+    /// one about to be) and publishes it with empty levels. Readers go on with the old
+    /// snapshot while this runs.
+    fn rebuild(&mut self, snap: &Snapshot) {
         let layout = &snap.layout;
-        let removed = &snap.delta.removed;
-        let live = |slot: usize| removed.is_empty() || !removed.contains(&(slot as u32));
+        let live = |slot: usize| !snap.removed(slot as u32);
         let mut fps = Vec::with_capacity(snap.len());
         let mut ids = Vec::with_capacity(snap.len());
         if let Some(first) = snap.main.indexes.first() {
@@ -925,12 +1016,15 @@ impl Corpus {
                 }
             });
         }
-        let base = snap.main.len();
-        for (i, (&fp, &id)) in snap.delta.fps.iter().zip(&snap.delta.ids).enumerate() {
-            if live(base + i) {
-                fps.push(fp);
-                ids.push(id);
+        let mut base = snap.main.len();
+        for level in [&*snap.mid, &*snap.top] {
+            for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
+                if live(base + i) {
+                    fps.push(fp);
+                    ids.push(id);
+                }
             }
+            base += level.fps.len();
         }
         let tables: Vec<(usize, &Table)> = layout.tables().iter().enumerate().collect();
         let fps_ref = &fps;
@@ -985,16 +1079,12 @@ impl Corpus {
             ids: Ids::new(ids),
             by_id,
         };
-        // Merging costs a pass over the corpus: let the delta grow with it.
-        self.delta_cap = ((main.len() as f64).sqrt() as usize * 8).clamp(4096, 1 << 15);
-        let delta = Delta {
-            tables: vec![Vec::new(); layout.tables().len()],
-            ..Delta::default()
-        };
+        let tables = layout.tables().len();
         self.publish(Snapshot {
             layout: Arc::clone(layout),
             main: Arc::new(main),
-            delta: Arc::new(delta),
+            mid: Arc::new(Level::empty(tables)),
+            top: Arc::new(Level::empty(tables)),
         });
         // Every document is merged now, each in a new slot.
         self.recent = IdMap::default();
@@ -1007,21 +1097,32 @@ fn sort<T: Keyed + Default>(v: &mut [T]) {
     radix::sort(v, &mut scratch);
 }
 
-/// The fingerprint in `slot`: merged slots (first-table positions) first, then the delta's.
-fn fp_of(layout: &Layout, main: &Main, delta: &Delta, slot: u32) -> u64 {
+/// The fingerprint in `slot`: main slots (first-table positions), then the middle
+/// level's, then the top's.
+fn fp_of(layout: &Layout, main: &Main, mid: &Level, top: &Level, slot: u32) -> u64 {
     let s = slot as usize;
-    if s < main.len() {
+    let (m, n) = (main.len(), mid.fps.len());
+    if s < m {
         layout.tables()[0].unpermute(main.indexes[0].key(s))
+    } else if s < m + n {
+        mid.fps[s - m]
     } else {
-        delta.fps[s - main.len()]
+        top.fps[s - m - n]
     }
 }
 
-/// The id → slot map of a snapshot's live delta documents.
+/// Whether `slot` was removed, by the time of `top`.
+#[inline]
+fn removed_in(mid: &Level, top: &Level, slot: u32) -> bool {
+    (!mid.removed.is_empty() && mid.removed.contains(&slot))
+        || (!top.removed.is_empty() && top.removed.contains(&slot))
+}
+
+/// The id → slot map of a snapshot's live documents in its levels.
 fn recent_of(snap: &Snapshot) -> IdMap {
     (snap.main.len()..snap.slots())
         .map(|s| s as u32)
-        .filter(|s| !snap.delta.removed.contains(s))
+        .filter(|&s| !snap.removed(s))
         .map(|s| (snap.id(s), s))
         .collect()
 }
