@@ -212,6 +212,7 @@ pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
                     "distance": c.distance,
                     "fingerprint_version": c.fingerprint_version,
                     "file_bytes": bytes,
+                    "memory_bytes": store.heap_bytes(),
                     "open_seconds": (t.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
                 })
             );

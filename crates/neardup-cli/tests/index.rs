@@ -55,6 +55,7 @@ fn create_insert_query_remove_sweep() {
     );
     let stats: Value = serde_json::from_str(&ok(neardup(&["index", "stats", d], b""))).unwrap();
     assert_eq!(stats["documents"], 4);
+    assert!(stats["memory_bytes"].as_u64().is_some_and(|b| b > 0));
     assert_eq!(stats["distance"], 3);
 
     // Removal by id; unknown ids are counted, not errors.

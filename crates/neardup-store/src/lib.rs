@@ -304,6 +304,11 @@ impl Store {
         self.corpus.is_empty()
     }
 
+    /// Bytes of memory held by the in-memory tables ([`Corpus::heap_bytes`]).
+    pub fn heap_bytes(&self) -> usize {
+        self.corpus.heap_bytes()
+    }
+
     /// Stores `id` with fingerprint `fp`, expiring after `ttl` if given; an id already
     /// stored is replaced (its old fingerprint no longer matches), and that fingerprint is
     /// returned. Durable when it returns.
