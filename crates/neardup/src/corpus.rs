@@ -12,9 +12,9 @@
 //!
 //! Memory is what limits a corpus, so the main part is lean: once the directory covers
 //! 16 bits, a table keeps only the low 48 bits of each key (6 bytes), and only the first
-//! table keeps ids (4 bytes while they fit in 32 bits), plus a 4-byte index of its
-//! positions by id. A match seen in another table is found in the first by its
-//! fingerprint. Four tables (3 bits in 4 blocks) cost 32 bytes per fingerprint.
+//! table keeps ids, plus an index of its positions by id, both packed at the bits they
+//! need (20 each for a million). A match seen in another table is found in the first by its
+//! fingerprint. Four tables (3 bits in 4 blocks) cost under 32 bytes per fingerprint.
 //!
 //! Readers never wait for the writer: queries run on an immutable snapshot (each part
 //! behind its own `Arc`). A write makes a new top level and publishes a new snapshot; a
@@ -368,42 +368,54 @@ fn run_level(table: &[(u64, u32)], q: u64, mask: u64, k: u32, mut f: impl FnMut(
     }
 }
 
-/// Document ids, narrow while every id fits in 32 bits.
-#[derive(Debug)]
-enum Ids {
-    Narrow(Vec<u32>),
-    Wide(Vec<u64>),
+/// Unsigned integers packed end to end at the width of the largest: ids and positions
+/// take the bits they need (20 for a million), not 32 or 64.
+#[derive(Debug, Default)]
+struct Packed {
+    bits: u32,
+    len: usize,
+    /// One word more than the values need, so a read may always take two.
+    words: Vec<u64>,
 }
 
-impl Ids {
-    fn new(ids: Vec<u64>) -> Ids {
-        if ids.iter().all(|&id| id <= u64::from(u32::MAX)) {
-            Ids::Narrow(ids.iter().map(|&id| id as u32).collect())
-        } else {
-            Ids::Wide(ids)
+impl Packed {
+    fn new(values: &[u64]) -> Packed {
+        let max = values.iter().copied().max().unwrap_or(0);
+        let bits = (u64::BITS - max.leading_zeros()).max(1);
+        let mut words = vec![0u64; (values.len() * bits as usize).div_ceil(64) + 1];
+        for (i, &v) in values.iter().enumerate() {
+            let at = i * bits as usize;
+            let (w, o) = (at / 64, (at % 64) as u32);
+            words[w] |= v << o;
+            if o + bits > 64 {
+                words[w + 1] |= v >> (64 - o);
+            }
+        }
+        Packed {
+            bits,
+            len: values.len(),
+            words,
         }
     }
 
     #[inline]
     fn get(&self, i: usize) -> u64 {
-        match self {
-            Ids::Narrow(v) => u64::from(v[i]),
-            Ids::Wide(v) => v[i],
+        debug_assert!(i < self.len);
+        let at = i * self.bits as usize;
+        let (w, o) = (at / 64, (at % 64) as u32);
+        let mut v = self.words[w] >> o;
+        if o + self.bits > 64 {
+            v |= self.words[w + 1] << (64 - o);
         }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Ids::Narrow(v) => v.len(),
-            Ids::Wide(v) => v.len(),
+        if self.bits == 64 {
+            v
+        } else {
+            v & ((1 << self.bits) - 1)
         }
     }
 
     fn heap_bytes(&self) -> usize {
-        match self {
-            Ids::Narrow(v) => v.capacity() * 4,
-            Ids::Wide(v) => v.capacity() * 8,
-        }
+        self.words.capacity() * 8
     }
 }
 
@@ -412,30 +424,34 @@ impl Ids {
 #[derive(Debug)]
 struct Main {
     indexes: Vec<Index>,
-    ids: Ids,
-    by_id: Vec<u32>,
+    ids: Packed,
+    by_id: Packed,
 }
 
 impl Main {
     fn len(&self) -> usize {
-        self.ids.len()
+        self.ids.len
     }
 
     /// The position of `id`, if it was merged (it may since have been removed).
     fn position(&self, id: u64) -> Option<u32> {
-        let i = self
-            .by_id
-            .partition_point(|&p| self.ids.get(p as usize) < id);
-        self.by_id
-            .get(i)
-            .copied()
-            .filter(|&p| self.ids.get(p as usize) == id)
+        let id_at = |i: usize| self.ids.get(self.by_id.get(i) as usize);
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if id_at(mid) < id {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < self.len() && id_at(lo) == id).then(|| self.by_id.get(lo) as u32)
     }
 
     fn heap_bytes(&self) -> usize {
         self.indexes.iter().map(Index::heap_bytes).sum::<usize>()
             + self.ids.heap_bytes()
-            + self.by_id.capacity() * 4
+            + self.by_id.heap_bytes()
     }
 }
 
@@ -727,8 +743,8 @@ impl Corpus {
                 .iter()
                 .map(|t| Index::build(0, |_| 0, t.leading_bits()))
                 .collect(),
-            ids: Ids::Narrow(Vec::new()),
-            by_id: Vec::new(),
+            ids: Packed::default(),
+            by_id: Packed::default(),
         };
         let tables = layout.tables().len();
         let snap = Arc::new(Snapshot {
@@ -1050,33 +1066,31 @@ impl Corpus {
         });
         drop(fps);
         let order = std::mem::take(&mut built[0].1);
+        let mut inverse = vec![0u64; order.len()];
+        for (pos, &slot) in order.iter().enumerate() {
+            inverse[slot as usize] = pos as u64;
+        }
         let by_id = if ids.is_sorted() {
-            // Slots in id order (ids inserted in order): invert the first table's order.
-            let mut by_id = vec![0u32; order.len()];
-            for (pos, &slot) in order.iter().enumerate() {
-                by_id[slot as usize] = pos as u32;
-            }
-            by_id
+            // Slots in id order (ids inserted in order): the first table's order inverted.
+            Packed::new(&inverse)
         } else {
-            let mut inverse = vec![0u32; order.len()];
-            for (pos, &slot) in order.iter().enumerate() {
-                inverse[slot as usize] = pos as u32;
-            }
             let mut by_id: Vec<Entry> = ids
                 .iter()
                 .enumerate()
                 .map(|(slot, &id)| Entry {
                     key: id,
-                    slot: inverse[slot],
+                    slot: inverse[slot] as u32,
                 })
                 .collect();
             sort(&mut by_id);
-            by_id.iter().map(|e| e.slot).collect()
+            let positions: Vec<u64> = by_id.iter().map(|e| u64::from(e.slot)).collect();
+            Packed::new(&positions)
         };
+        drop(inverse);
         let ids: Vec<u64> = order.iter().map(|&s| ids[s as usize]).collect();
         let main = Main {
             indexes: built.into_iter().map(|(index, _)| index).collect(),
-            ids: Ids::new(ids),
+            ids: Packed::new(&ids),
             by_id,
         };
         let tables = layout.tables().len();
@@ -1145,6 +1159,35 @@ fn prefetch<T>(x: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_values_read_back_at_every_width() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for bits in 1..=64u32 {
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1 << bits) - 1
+            };
+            let values: Vec<u64> = (0..200)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // The widest value first, so the width is exactly `bits`.
+                    if i == 0 {
+                        mask
+                    } else {
+                        x & mask
+                    }
+                })
+                .collect();
+            let packed = Packed::new(&values);
+            assert_eq!(packed.bits, bits);
+            let back: Vec<u64> = (0..values.len()).map(|i| packed.get(i)).collect();
+            assert_eq!(back, values, "{bits} bits");
+        }
+    }
 
     #[test]
     fn plans_few_tables() {
