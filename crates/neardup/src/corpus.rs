@@ -41,12 +41,22 @@ const CHECK: f64 = 2.0;
 const MAX_TABLES: u128 = 32;
 /// Bytes per fingerprint the planner may spend when some layout fits in them.
 pub const MEMORY_BUDGET: u64 = 32;
-/// Writes the top level takes before it is folded into the middle one.
-const TOP_CAP: usize = 2048;
 /// The middle level is folded into the main part once it outgrows 1/MID_SHARE of it...
 const MID_SHARE: usize = 32;
 /// ...or this many documents, whichever is more.
 const MID_MIN: usize = 8192;
+
+/// Documents and removals the middle level takes over a main part of `main` documents.
+fn mid_cap(main: usize) -> usize {
+    (main / MID_SHARE).max(MID_MIN)
+}
+
+/// Documents and removals the top level takes before it is folded. Each write copies the
+/// top and each fold the middle: a top of about the square root of the middle balances
+/// the two.
+fn top_cap(main: usize) -> usize {
+    (mid_cap(main) as f64).sqrt().clamp(256.0, 4096.0) as usize
+}
 /// Key bits a directory must cover before tables drop them from their keys.
 const IMPLIED: u32 = 16;
 
@@ -810,7 +820,7 @@ impl Corpus {
     /// go through the top level like single inserts, more are sorted into the middle
     /// level in one pass per table (or into a rebuilt main part, when that is due).
     pub fn insert_bulk(&mut self, docs: &[(u64, u64)]) -> Result<()> {
-        if docs.len() <= TOP_CAP / 4 {
+        if docs.len() <= top_cap(self.snap.main.len()) / 4 {
             return self.write(|c, top| {
                 for &(id, fp) in docs {
                     c.remove_in(top, id);
@@ -889,7 +899,7 @@ impl Corpus {
             self.recent = recent_of(&self.snap);
             return Err(e);
         }
-        if top.weight() > TOP_CAP {
+        if top.weight() > top_cap(self.snap.main.len()) {
             self.fold(top);
         } else {
             self.publish(Snapshot {
@@ -955,8 +965,7 @@ impl Corpus {
     fn fold(&mut self, top: Level) {
         let snap = Arc::clone(&self.snap);
         let mid = &*snap.mid;
-        let cap = (snap.main.len() / MID_SHARE).max(MID_MIN);
-        if mid.weight() + top.weight() > cap {
+        if mid.weight() + top.weight() > mid_cap(snap.main.len()) {
             let tables = snap.layout.tables().len();
             self.rebuild(&Snapshot {
                 layout: Arc::clone(&snap.layout),
