@@ -364,7 +364,22 @@ fn scan<K>(
 /// Calls `f(diff, slot)` for every entry of a level's sorted table that agrees with `q`
 /// under `mask` and is within `k` bits of it.
 #[inline]
-fn run_level(table: &[(u64, u32)], q: u64, mask: u64, k: u32, mut f: impl FnMut(u64, u32)) {
+fn run_level(
+    table: &[(u64, u32)],
+    dir: &[u32],
+    q: u64,
+    mask: u64,
+    k: u32,
+    mut f: impl FnMut(u64, u32),
+) {
+    // With a directory, search only the query's bucket.
+    let table = match dir.len().checked_sub(1) {
+        Some(buckets) if buckets > 1 => {
+            let b = (q >> (64 - buckets.trailing_zeros())) as usize;
+            &table[dir[b] as usize..dir[b + 1] as usize]
+        }
+        _ => table,
+    };
     let lead = q & mask;
     let from = table.partition_point(|e| e.0 & mask < lead);
     for &(key, slot) in &table[from..] {
@@ -471,6 +486,8 @@ impl Main {
 #[derive(Clone, Debug, Default)]
 struct Level {
     tables: Vec<Vec<(u64, u32)>>,
+    /// Per table, a bucket directory on the top bits of its keys (the middle level's only).
+    dirs: Vec<Vec<u32>>,
     fps: Vec<u64>,
     ids: Vec<u64>,
     removed: SlotSet,
@@ -491,6 +508,7 @@ impl Level {
 
     fn heap_bytes(&self) -> usize {
         self.tables.iter().map(|t| t.capacity() * 16).sum::<usize>()
+            + self.dirs.iter().map(|d| d.capacity() * 4).sum::<usize>()
             + (self.fps.capacity() + self.ids.capacity()) * 8
             + self.removed.capacity() * 8
     }
@@ -636,7 +654,8 @@ impl Snapshot {
                 }
                 for level in levels {
                     if let Some(d) = level.tables.get(t).filter(|d| !d.is_empty()) {
-                        run_level(d, q, mask, k, |diff, slot| {
+                        let dir = level.dirs.get(t).map_or(&[][..], Vec::as_slice);
+                        run_level(d, dir, q, mask, k, |diff, slot| {
                             if table.is_first_for(diff) && live(slot as usize) {
                                 f(qi, self.id(slot), diff.count_ones());
                             }
@@ -1006,8 +1025,14 @@ impl Corpus {
             out.extend(old);
             out
         });
+        let dirs = merged
+            .iter()
+            .zip(snap.layout.tables())
+            .map(|(entries, table)| level_dir(entries, table.leading_bits()))
+            .collect();
         let mut level = Level {
             tables: merged,
+            dirs,
             fps: mid.fps.clone(),
             ids: mid.ids.clone(),
             removed: mid.removed.clone(),
@@ -1132,6 +1157,23 @@ fn fp_of(layout: &Layout, main: &Main, mid: &Level, top: &Level, slot: u32) -> u
     } else {
         top.fps[s - m - n]
     }
+}
+
+/// A bucket directory for a level's sorted `entries`: about four per bucket, never finer
+/// than the `lead` bits of the table.
+fn level_dir(entries: &[(u64, u32)], lead: u32) -> Vec<u32> {
+    let bits = (usize::BITS - entries.len().leading_zeros())
+        .saturating_sub(2)
+        .clamp(1, 20)
+        .min(lead.max(1));
+    let mut dir = vec![0u32; (1 << bits) + 1];
+    for e in entries {
+        dir[(e.0 >> (64 - bits)) as usize + 1] += 1;
+    }
+    for b in 1..dir.len() {
+        dir[b] += dir[b - 1];
+    }
+    dir
 }
 
 /// Whether `slot` was removed, by the time of `top`.
