@@ -557,6 +557,30 @@ impl Snapshot {
         removed_in(&self.mid, &self.top, slot)
     }
 
+    /// Every live `(id, fingerprint)`, by id.
+    fn documents(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::with_capacity(self.len());
+        if let Some(first) = self.main.indexes.first() {
+            let table = &self.layout.tables()[0];
+            first.for_each(|pos, key| {
+                if !self.removed(pos as u32) {
+                    out.push((self.main.ids.get(pos), table.unpermute(key)));
+                }
+            });
+        }
+        let mut base = self.main.len();
+        for level in [&*self.mid, &*self.top] {
+            for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
+                if !self.removed((base + i) as u32) {
+                    out.push((id, fp));
+                }
+            }
+            base += level.fps.len();
+        }
+        out.sort_unstable();
+        out
+    }
+
     fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
         let mut out = Vec::new();
         self.each_match_many(&[fp], |_, id, d| out.push((id, d)));
@@ -744,6 +768,11 @@ impl CorpusReader {
         self.published.load_full().find_all_bulk(fps)
     }
 
+    /// As [`Corpus::documents`], as of now.
+    pub fn documents(&self) -> Vec<(u64, u64)> {
+        self.published.load().documents()
+    }
+
     /// As [`Corpus::find_first_bulk`], all queries on one state.
     pub fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
         self.published.load_full().find_first_bulk(fps)
@@ -818,6 +847,11 @@ impl Corpus {
             + self.snap.mid.heap_bytes()
             + self.snap.top.heap_bytes()
             + self.recent.capacity() * 16
+    }
+
+    /// Every stored `(id, fingerprint)`, by id.
+    pub fn documents(&self) -> Vec<(u64, u64)> {
+        self.snap.documents()
     }
 
     /// The fingerprint stored for `id`.

@@ -81,6 +81,9 @@ proptest! {
             }
             prop_assert_eq!(corpus.len(), model.len());
         }
+        let documents: Vec<(u64, u64)> = model.iter().map(|(&id, &f)| (id, f)).collect();
+        prop_assert_eq!(corpus.documents(), documents.clone());
+        prop_assert_eq!(corpus.reader().documents(), documents);
         let queries: Vec<u64> = model.values().copied().chain([0, u64::MAX]).collect();
         let all: Vec<Vec<(u64, u32)>> = queries.iter().map(|&q| model_find_all(&model, q, k)).collect();
         prop_assert_eq!(corpus.find_all_bulk(&queries), all.clone());
@@ -237,6 +240,8 @@ fn large_corpora_match_brute_force() {
             assert_eq!(corpus.get(id), model.get(&id).copied());
         }
         assert_eq!(corpus.len(), model.len());
+        let documents: Vec<(u64, u64)> = model.iter().map(|(&id, &f)| (id, f)).collect();
+        assert_eq!(corpus.documents(), documents);
         let queries: Vec<u64> = docs
             .iter()
             .step_by(97)
