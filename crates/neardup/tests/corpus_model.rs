@@ -104,10 +104,20 @@ fn layouts_of_too_many_tables_are_refused() {
     ));
 }
 
-/// Enough inserts and removals to cross the delta and tombstone limits several times.
+/// Enough inserts and removals to cross the levels' limits several times, with rebuilds
+/// of the main part in the background (installed whenever they finish, and at fixed
+/// points) and in the foreground.
 #[test]
 fn many_operations_cross_every_rebuild() {
-    let mut corpus = Corpus::new(Blocks::Auto, 3, 100_000).unwrap();
+    for background in [true, false] {
+        many_operations(background);
+    }
+}
+
+fn many_operations(background: bool) {
+    let mut corpus = Corpus::new(Blocks::Auto, 3, 100_000)
+        .unwrap()
+        .background_rebuilds(background);
     let mut model = BTreeMap::new();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = || {
@@ -127,6 +137,9 @@ fn many_operations_cross_every_rebuild() {
                 _ => next(),
             };
             assert_eq!(corpus.insert(id, fp).unwrap(), model.insert(id, fp));
+        }
+        if i % 2999 == 0 {
+            corpus.finish_rebuild();
         }
         if i % 997 == 0 {
             for &q in model.values().take(50) {

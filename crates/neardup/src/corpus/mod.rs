@@ -145,45 +145,47 @@ type SlotSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
 
 /// One consistent state of the corpus; queries run on it, never on anything mutable.
 ///
-/// Three parts, by age: `main` (built in one pass, compact), `mid` (recent documents,
-/// sorted per table; folded into `main` when it reaches a fraction of it), and `top` (the
-/// last few writes; copied by each write, folded into `mid` when full). So a write costs
-/// O(top), a fold O(mid), and a rebuild of `main` comes once per many documents.
+/// Parts, by age: `main` (built in one pass, compact), `frozen` (a middle level being
+/// built into the next main part in the background; usually empty), `mid` (recent
+/// documents, sorted per table; folded into `main` when it reaches a fraction of it), and
+/// `top` (the last few writes; copied by each write, folded into `mid` when full). So a
+/// write costs O(top), a fold O(mid), and a rebuild of `main` comes once per many
+/// documents. Slots number the main part's positions, then each level's documents.
 #[derive(Debug)]
 struct Snapshot {
     layout: Arc<Layout>,
     main: Arc<Main>,
+    frozen: Arc<Level>,
     mid: Arc<Level>,
     top: Arc<Level>,
 }
 
 impl Snapshot {
+    fn levels(&self) -> [&Level; 3] {
+        [&self.frozen, &self.mid, &self.top]
+    }
+
     fn slots(&self) -> usize {
-        self.main.len() + self.mid.fps.len() + self.top.fps.len()
+        self.main.len() + self.levels().iter().map(|l| l.fps.len()).sum::<usize>()
     }
 
     fn len(&self) -> usize {
-        self.slots() - self.mid.removed.len() - self.top.removed.len()
+        self.slots() - self.levels().iter().map(|l| l.removed.len()).sum::<usize>()
     }
 
     fn id(&self, slot: u32) -> u64 {
-        let s = slot as usize;
-        let (m, mid) = (self.main.len(), self.mid.fps.len());
-        if s < m {
-            self.main.ids.get(s)
-        } else if s < m + mid {
-            self.mid.ids[s - m]
-        } else {
-            self.top.ids[s - m - mid]
+        match locate(&self.main, self.levels(), slot) {
+            Place::Main(p) => self.main.ids.get(p),
+            Place::Level(level, i) => level.ids[i],
         }
     }
 
     fn fp(&self, slot: u32) -> u64 {
-        fp_of(&self.layout, &self.main, &self.mid, &self.top, slot)
+        fp_of(&self.layout, &self.main, self.levels(), slot)
     }
 
     fn removed(&self, slot: u32) -> bool {
-        removed_in(&self.mid, &self.top, slot)
+        removed_in(self.levels(), slot)
     }
 
     /// Every live `(id, fingerprint)`, by id.
@@ -198,7 +200,7 @@ impl Snapshot {
             });
         }
         let mut base = self.main.len();
-        for level in [&*self.mid, &*self.top] {
+        for level in self.levels() {
             for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
                 if !self.removed((base + i) as u32) {
                     out.push((id, fp));
@@ -260,7 +262,7 @@ impl Snapshot {
         let tables = self.layout.tables();
         let main = &*self.main;
         let indexes = &main.indexes;
-        let levels = [&*self.mid, &*self.top];
+        let levels = self.levels();
         let live = |slot: usize| !self.removed(slot as u32);
         let t_count = tables.len();
         let total = fps.len() * t_count;
@@ -335,8 +337,11 @@ fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec
 pub struct Corpus {
     snap: Arc<Snapshot>,
     published: Arc<ArcSwap<Snapshot>>,
-    /// Slots of the live documents of `mid` and `top` (the rest are found through `Main`).
+    /// Slots of the live documents of the levels (the rest are found through `Main`).
     recent: IdMap,
+    /// A main part being built on another thread, from this snapshot.
+    pending: Option<(std::thread::JoinHandle<Main>, Arc<Snapshot>)>,
+    background: bool,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -355,6 +360,9 @@ impl Clone for Corpus {
             snap: Arc::clone(&self.snap),
             published: Arc::new(ArcSwap::new(Arc::clone(&self.snap))),
             recent: self.recent.clone(),
+            // The copy keeps the frozen level; its next rebuild takes it in.
+            pending: None,
+            background: self.background,
         }
     }
 }
@@ -437,6 +445,7 @@ impl Corpus {
         let snap = Arc::new(Snapshot {
             layout: Arc::new(layout),
             main: Arc::new(main),
+            frozen: Arc::new(Level::empty(tables)),
             mid: Arc::new(Level::empty(tables)),
             top: Arc::new(Level::empty(tables)),
         });
@@ -444,7 +453,24 @@ impl Corpus {
             published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
             snap,
             recent: IdMap::default(),
+            pending: None,
+            background: true,
         })
+    }
+
+    /// Whether rebuilds of the main part run on another thread (the default): the write
+    /// that starts one returns at once, and later writes install the result when it is
+    /// ready. Off, that write waits for the rebuild.
+    pub fn background_rebuilds(mut self, on: bool) -> Corpus {
+        self.background = on;
+        self
+    }
+
+    /// Waits for a rebuild running in the background, if any, and installs it.
+    pub fn finish_rebuild(&mut self) {
+        if let Some((handle, base)) = self.pending.take() {
+            self.install(handle, &base);
+        }
     }
 
     /// A query handle for other threads.
@@ -473,8 +499,12 @@ impl Corpus {
     /// counting the allocator's own overhead).
     pub fn heap_bytes(&self) -> usize {
         self.snap.main.heap_bytes()
-            + self.snap.mid.heap_bytes()
-            + self.snap.top.heap_bytes()
+            + self
+                .snap
+                .levels()
+                .iter()
+                .map(|l| l.heap_bytes())
+                .sum::<usize>()
             + self.recent.capacity() * 16
     }
 
@@ -502,6 +532,7 @@ impl Corpus {
     /// go through the top level like single inserts, more are sorted into the middle
     /// level in one pass per table (or into a rebuilt main part, when that is due).
     pub fn insert_bulk(&mut self, docs: &[(u64, u64)]) -> Result<()> {
+        self.poll();
         if docs.len() <= top_cap(self.snap.main.len()) / 4 {
             return self.write(|c, top| {
                 for &(id, fp) in docs {
@@ -575,6 +606,7 @@ impl Corpus {
     /// level when full). Readers keep the old snapshot until then; an error publishes
     /// nothing.
     fn write(&mut self, f: impl FnOnce(&mut Corpus, &mut Level) -> Result<()>) -> Result<()> {
+        self.poll();
         let mut top = (*self.snap.top).clone();
         if let Err(e) = f(self, &mut top) {
             // Nothing of a failed call is kept: the writer's map returns to the snapshot's.
@@ -587,6 +619,7 @@ impl Corpus {
             self.publish(Snapshot {
                 layout: Arc::clone(&self.snap.layout),
                 main: Arc::clone(&self.snap.main),
+                frozen: Arc::clone(&self.snap.frozen),
                 mid: Arc::clone(&self.snap.mid),
                 top: Arc::new(top),
             });
@@ -607,7 +640,7 @@ impl Corpus {
                 .snap
                 .main
                 .position(id)
-                .filter(|&p| !removed_in(&self.snap.mid, top, p)),
+                .filter(|&p| !removed_in([&self.snap.frozen, &self.snap.mid, top], p)),
         }
     }
 
@@ -617,12 +650,17 @@ impl Corpus {
         self.recent.remove(&id);
         top.removed.insert(slot);
         let snap = &self.snap;
-        Some(fp_of(&snap.layout, &snap.main, &snap.mid, top, slot))
+        Some(fp_of(
+            &snap.layout,
+            &snap.main,
+            [&snap.frozen, &snap.mid, top],
+            slot,
+        ))
     }
 
     /// Adds `id` with `fp` in a new slot of `top` (and its tables, with `index`).
     fn add_in(&mut self, top: &mut Level, id: u64, fp: u64, index: bool) -> Result<()> {
-        let next = self.snap.main.len() + self.snap.mid.fps.len() + top.fps.len();
+        let next = self.snap.slots() - self.snap.top.fps.len() + top.fps.len();
         let slot = u32::try_from(next).map_err(|_| Error::TooManyFingerprints {
             got: next + 1,
             max: u32::MAX as usize,
@@ -641,164 +679,250 @@ impl Corpus {
     }
 
     /// Folds `top` (the next top level, whose tables need not be filled) into the middle
-    /// level and publishes the result with an empty top; rebuilds the main part instead
-    /// when the middle level would outgrow its share of the corpus. Slots keep their
-    /// numbers: the top's follow the middle's.
+    /// level and publishes the result with an empty top. When the middle level outgrows
+    /// its share of the corpus, a rebuild of the main part starts instead: on another
+    /// thread, with the folded level frozen in the snapshot until it is done. Slots keep
+    /// their numbers: the top's follow the middle's.
     fn fold(&mut self, top: Level) {
         let snap = Arc::clone(&self.snap);
-        let mid = &*snap.mid;
-        if mid.weight() + top.weight() > mid_cap(snap.main.len()) {
-            let tables = snap.layout.tables().len();
-            self.rebuild(&Snapshot {
+        let tables = snap.layout.tables().len();
+        let due = snap.mid.weight() + top.weight() > mid_cap(snap.main.len());
+        if due && self.pending.is_none() {
+            if !(self.background && snap.main.len() > 0 && snap.frozen.fps.is_empty()) {
+                // Nothing to overlap with (a first build), or asked to wait.
+                let all = Snapshot {
+                    layout: Arc::clone(&snap.layout),
+                    main: Arc::clone(&snap.main),
+                    frozen: Arc::clone(&snap.frozen),
+                    mid: Arc::clone(&snap.mid),
+                    top: Arc::new(top),
+                };
+                let main = build_main(&all);
+                self.publish(Snapshot {
+                    layout: Arc::clone(&snap.layout),
+                    main: Arc::new(main),
+                    frozen: Arc::new(Level::empty(tables)),
+                    mid: Arc::new(Level::empty(tables)),
+                    top: Arc::new(Level::empty(tables)),
+                });
+                // Every document is in the main part now, each in a new slot.
+                self.recent = IdMap::default();
+                return;
+            }
+            let frozen = folded(&snap, &top);
+            self.publish(Snapshot {
                 layout: Arc::clone(&snap.layout),
                 main: Arc::clone(&snap.main),
-                mid: Arc::clone(&snap.mid),
-                top: Arc::new(top),
+                frozen: Arc::new(frozen),
+                mid: Arc::new(Level::empty(tables)),
+                top: Arc::new(Level::empty(tables)),
             });
-            debug_assert_eq!(self.snap.mid.tables.len(), tables);
+            let base = Arc::clone(&self.snap);
+            let job = Arc::clone(&base);
+            let handle = std::thread::spawn(move || build_main(&job));
+            self.pending = Some((handle, base));
             return;
         }
-        let base = (snap.main.len() + mid.fps.len()) as u32;
-        let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
-        let tables: Vec<(&Table, &Vec<(u64, u32)>)> =
-            snap.layout.tables().iter().zip(&mid.tables).collect();
-        let top_ref = &top;
-        let merged = crate::par::map(tables, |(table, old)| {
-            let mut new: Vec<(u64, u32)> = top_ref
-                .fps
-                .iter()
-                .enumerate()
-                .map(|(i, &fp)| (table.permute(fp), base + i as u32))
-                .filter(|&(_, slot)| !removed(slot))
-                .collect();
-            new.sort_unstable();
-            // Entries of removed documents go now; their tombstones stay until the rebuild.
-            let mut out = Vec::with_capacity(old.len() + new.len());
-            let mut old = old
-                .iter()
-                .copied()
-                .filter(|&(_, slot)| !removed(slot))
-                .peekable();
-            for e in new {
-                while let Some(o) = old.next_if(|o| *o < e) {
-                    out.push(o);
-                }
-                out.push(e);
-            }
-            out.extend(old);
-            out
-        });
-        let dirs = merged
-            .iter()
-            .zip(snap.layout.tables())
-            .map(|(entries, table)| level_dir(entries, table.leading_bits()))
-            .collect();
-        let mut level = Level {
-            tables: merged,
-            dirs,
-            fps: mid.fps.clone(),
-            ids: mid.ids.clone(),
-            removed: mid.removed.clone(),
-        };
-        level.fps.extend(&top.fps);
-        level.ids.extend(&top.ids);
-        level.removed.extend(&top.removed);
-        let tables = snap.layout.tables().len();
+        // Past its cap while a rebuild runs, the middle level grows until that is done.
+        let level = folded(&snap, &top);
         self.publish(Snapshot {
             layout: Arc::clone(&snap.layout),
             main: Arc::clone(&snap.main),
+            frozen: Arc::clone(&snap.frozen),
             mid: Arc::new(level),
             top: Arc::new(Level::empty(tables)),
         });
     }
 
-    /// Builds a new main part from every live document of `snap` (the current state, or
-    /// one about to be) and publishes it with empty levels. Readers go on with the old
-    /// snapshot while this runs.
-    fn rebuild(&mut self, snap: &Snapshot) {
-        let layout = &snap.layout;
-        let live = |slot: usize| !snap.removed(slot as u32);
-        let mut fps = Vec::with_capacity(snap.len());
-        let mut ids = Vec::with_capacity(snap.len());
-        if let Some(first) = snap.main.indexes.first() {
-            let table = &layout.tables()[0];
-            first.for_each(|pos, key| {
-                if live(pos) {
-                    fps.push(table.unpermute(key));
-                    ids.push(snap.main.ids.get(pos));
-                }
-            });
+    /// Installs the background rebuild if it is done.
+    fn poll(&mut self) {
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|(handle, _)| handle.is_finished())
+        {
+            self.finish_rebuild();
         }
-        let mut base = snap.main.len();
-        for level in [&*snap.mid, &*snap.top] {
-            for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
-                if live(base + i) {
-                    fps.push(fp);
-                    ids.push(id);
-                }
-            }
-            base += level.fps.len();
-        }
-        let tables: Vec<(usize, &Table)> = layout.tables().iter().enumerate().collect();
-        let fps_ref = &fps;
-        let mut built = crate::par::map(tables, |(t, table)| {
-            let lead = table.leading_bits();
-            if t > 0 {
-                let mut keys: Vec<u64> = fps_ref.iter().map(|&fp| table.permute(fp)).collect();
-                sort(&mut keys);
-                return (Index::build(keys.len(), |i| keys[i], lead), Vec::new());
-            }
-            // The first table also gives the order of the ids.
-            let mut entries: Vec<Entry> = fps_ref
-                .iter()
-                .enumerate()
-                .map(|(s, &fp)| Entry {
-                    key: table.permute(fp),
-                    slot: s as u32,
-                })
-                .collect();
-            sort(&mut entries);
-            let order = entries.iter().map(|e| e.slot).collect();
-            (Index::build(entries.len(), |i| entries[i].key, lead), order)
-        });
-        drop(fps);
-        let order = std::mem::take(&mut built[0].1);
-        let mut inverse = vec![0u64; order.len()];
-        for (pos, &slot) in order.iter().enumerate() {
-            inverse[slot as usize] = pos as u64;
-        }
-        let by_id = if ids.is_sorted() {
-            // Slots in id order (ids inserted in order): the first table's order inverted.
-            Packed::new(&inverse)
-        } else {
-            let mut by_id: Vec<Entry> = ids
-                .iter()
-                .enumerate()
-                .map(|(slot, &id)| Entry {
-                    key: id,
-                    slot: inverse[slot] as u32,
-                })
-                .collect();
-            sort(&mut by_id);
-            let positions: Vec<u64> = by_id.iter().map(|e| u64::from(e.slot)).collect();
-            Packed::new(&positions)
+    }
+
+    /// Installs the main part built by `handle` from `base` (whose main part and frozen
+    /// level are still the current ones): the levels written since are renumbered after
+    /// it, and their tombstones of older documents are moved to those documents' new
+    /// positions.
+    fn install(&mut self, handle: std::thread::JoinHandle<Main>, base: &Snapshot) {
+        let main = match handle.join() {
+            Ok(main) => main,
+            // The build cannot fail short of a bug; should it, build again here.
+            Err(_) => build_main(&self.snap),
         };
-        drop(inverse);
-        let ids: Vec<u64> = order.iter().map(|&s| ids[s as usize]).collect();
-        let main = Main {
-            indexes: built.into_iter().map(|(index, _)| index).collect(),
-            ids: Packed::new(&ids),
-            by_id,
+        let snap = Arc::clone(&self.snap);
+        let old = snap.main.len() + snap.frozen.fps.len();
+        let new = main.len();
+        let moved = |slot: u32| -> Option<u32> {
+            if (slot as usize) < old {
+                // Live in `base` (a slot is removed once), so in the new main part.
+                main.position(base.id(slot))
+            } else {
+                Some((slot as usize - old + new) as u32)
+            }
         };
-        let tables = layout.tables().len();
+        let renumber = |level: &Level| Level {
+            tables: level
+                .tables
+                .iter()
+                .map(|t| {
+                    t.iter()
+                        .map(|&(key, slot)| (key, slot - old as u32 + new as u32))
+                        .collect()
+                })
+                .collect(),
+            dirs: level.dirs.clone(),
+            fps: level.fps.clone(),
+            ids: level.ids.clone(),
+            removed: level.removed.iter().filter_map(|&s| moved(s)).collect(),
+        };
+        let (mid, top) = (renumber(&snap.mid), renumber(&snap.top));
+        self.recent = self
+            .recent
+            .iter()
+            .filter(|&(_, &slot)| slot as usize >= old)
+            .map(|(&id, &slot)| (id, (slot as usize - old + new) as u32))
+            .collect();
         self.publish(Snapshot {
-            layout: Arc::clone(layout),
+            layout: Arc::clone(&snap.layout),
             main: Arc::new(main),
-            mid: Arc::new(Level::empty(tables)),
-            top: Arc::new(Level::empty(tables)),
+            frozen: Arc::new(Level::empty(snap.layout.tables().len())),
+            mid: Arc::new(mid),
+            top: Arc::new(top),
         });
-        // Every document is merged now, each in a new slot.
-        self.recent = IdMap::default();
+    }
+}
+
+/// The middle level of `snap` with `top` (the next top level, whose tables need not be
+/// filled) folded in: entries of removed documents are dropped, tombstones kept.
+fn folded(snap: &Snapshot, top: &Level) -> Level {
+    let mid = &*snap.mid;
+    let base = (snap.slots() - snap.top.fps.len()) as u32;
+    let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
+    let tables: Vec<(&Table, &Vec<(u64, u32)>)> =
+        snap.layout.tables().iter().zip(&mid.tables).collect();
+    let merged = crate::par::map(tables, |(table, old)| {
+        let mut new: Vec<(u64, u32)> = top
+            .fps
+            .iter()
+            .enumerate()
+            .map(|(i, &fp)| (table.permute(fp), base + i as u32))
+            .filter(|&(_, slot)| !removed(slot))
+            .collect();
+        new.sort_unstable();
+        let mut out = Vec::with_capacity(old.len() + new.len());
+        let mut old = old
+            .iter()
+            .copied()
+            .filter(|&(_, slot)| !removed(slot))
+            .peekable();
+        for e in new {
+            while let Some(o) = old.next_if(|o| *o < e) {
+                out.push(o);
+            }
+            out.push(e);
+        }
+        out.extend(old);
+        out
+    });
+    let dirs = merged
+        .iter()
+        .zip(snap.layout.tables())
+        .map(|(entries, table)| level_dir(entries, table.leading_bits()))
+        .collect();
+    let mut level = Level {
+        tables: merged,
+        dirs,
+        fps: mid.fps.clone(),
+        ids: mid.ids.clone(),
+        removed: mid.removed.clone(),
+    };
+    level.fps.extend(&top.fps);
+    level.ids.extend(&top.ids);
+    level.removed.extend(&top.removed);
+    level
+}
+
+/// A main part of every live document of `snap`.
+fn build_main(snap: &Snapshot) -> Main {
+    let layout = &snap.layout;
+    let live = |slot: usize| !snap.removed(slot as u32);
+    let mut fps = Vec::with_capacity(snap.len());
+    let mut ids = Vec::with_capacity(snap.len());
+    if let Some(first) = snap.main.indexes.first() {
+        let table = &layout.tables()[0];
+        first.for_each(|pos, key| {
+            if live(pos) {
+                fps.push(table.unpermute(key));
+                ids.push(snap.main.ids.get(pos));
+            }
+        });
+    }
+    let mut base = snap.main.len();
+    for level in snap.levels() {
+        for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
+            if live(base + i) {
+                fps.push(fp);
+                ids.push(id);
+            }
+        }
+        base += level.fps.len();
+    }
+    let tables: Vec<(usize, &Table)> = layout.tables().iter().enumerate().collect();
+    let fps_ref = &fps;
+    let mut built = crate::par::map(tables, |(t, table)| {
+        let lead = table.leading_bits();
+        if t > 0 {
+            let mut keys: Vec<u64> = fps_ref.iter().map(|&fp| table.permute(fp)).collect();
+            sort(&mut keys);
+            return (Index::build(keys.len(), |i| keys[i], lead), Vec::new());
+        }
+        // The first table also gives the order of the ids.
+        let mut entries: Vec<Entry> = fps_ref
+            .iter()
+            .enumerate()
+            .map(|(s, &fp)| Entry {
+                key: table.permute(fp),
+                slot: s as u32,
+            })
+            .collect();
+        sort(&mut entries);
+        let order = entries.iter().map(|e| e.slot).collect();
+        (Index::build(entries.len(), |i| entries[i].key, lead), order)
+    });
+    drop(fps);
+    let order = std::mem::take(&mut built[0].1);
+    let mut inverse = vec![0u64; order.len()];
+    for (pos, &slot) in order.iter().enumerate() {
+        inverse[slot as usize] = pos as u64;
+    }
+    let by_id = if ids.is_sorted() {
+        // Slots in id order (ids inserted in order): the first table's order inverted.
+        Packed::new(&inverse)
+    } else {
+        let mut by_id: Vec<Entry> = ids
+            .iter()
+            .enumerate()
+            .map(|(slot, &id)| Entry {
+                key: id,
+                slot: inverse[slot] as u32,
+            })
+            .collect();
+        sort(&mut by_id);
+        let positions: Vec<u64> = by_id.iter().map(|e| u64::from(e.slot)).collect();
+        Packed::new(&positions)
+    };
+    drop(inverse);
+    let ids: Vec<u64> = order.iter().map(|&s| ids[s as usize]).collect();
+    Main {
+        indexes: built.into_iter().map(|(index, _)| index).collect(),
+        ids: Packed::new(&ids),
+        by_id,
     }
 }
 
@@ -808,25 +932,42 @@ fn sort<T: Keyed + Default>(v: &mut [T]) {
     radix::sort(v, &mut scratch);
 }
 
-/// The fingerprint in `slot`: main slots (first-table positions), then the middle
-/// level's, then the top's.
-fn fp_of(layout: &Layout, main: &Main, mid: &Level, top: &Level, slot: u32) -> u64 {
-    let s = slot as usize;
-    let (m, n) = (main.len(), mid.fps.len());
-    if s < m {
-        layout.tables()[0].unpermute(main.indexes[0].key(s))
-    } else if s < m + n {
-        mid.fps[s - m]
-    } else {
-        top.fps[s - m - n]
+/// Where a slot lives: a position of the main part, or a level and an index in it.
+enum Place<'a> {
+    Main(usize),
+    Level(&'a Level, usize),
+}
+
+/// Where `slot` lives, with `levels` above `main` (frozen, middle, top).
+fn locate<'a>(main: &Main, levels: [&'a Level; 3], slot: u32) -> Place<'a> {
+    let mut s = slot as usize;
+    if s < main.len() {
+        return Place::Main(s);
+    }
+    s -= main.len();
+    for level in &levels[..2] {
+        if s < level.fps.len() {
+            return Place::Level(level, s);
+        }
+        s -= level.fps.len();
+    }
+    Place::Level(levels[2], s)
+}
+
+/// The fingerprint in `slot`.
+fn fp_of(layout: &Layout, main: &Main, levels: [&Level; 3], slot: u32) -> u64 {
+    match locate(main, levels, slot) {
+        Place::Main(p) => layout.tables()[0].unpermute(main.indexes[0].key(p)),
+        Place::Level(level, i) => level.fps[i],
     }
 }
 
-/// Whether `slot` was removed, by the time of `top`.
+/// Whether `slot` was removed in any of `levels`.
 #[inline]
-fn removed_in(mid: &Level, top: &Level, slot: u32) -> bool {
-    (!mid.removed.is_empty() && mid.removed.contains(&slot))
-        || (!top.removed.is_empty() && top.removed.contains(&slot))
+fn removed_in(levels: [&Level; 3], slot: u32) -> bool {
+    levels
+        .iter()
+        .any(|l| !l.removed.is_empty() && l.removed.contains(&slot))
 }
 
 /// The id → slot map of a snapshot's live documents in its levels.
