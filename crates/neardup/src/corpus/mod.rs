@@ -709,7 +709,7 @@ impl Corpus {
                 self.recent = IdMap::default();
                 return;
             }
-            let frozen = folded(&snap, &top);
+            let frozen = folded(&snap, &top, true);
             self.publish(Snapshot {
                 layout: Arc::clone(&snap.layout),
                 main: Arc::clone(&snap.main),
@@ -723,8 +723,9 @@ impl Corpus {
             self.pending = Some((handle, base));
             return;
         }
-        // Past its cap while a rebuild runs, the middle level grows until that is done.
-        let level = folded(&snap, &top);
+        // Past its cap while a rebuild runs, the middle level grows until that is done. A
+        // rebuild keeps the thread pool busy with long tasks: fold on this thread then.
+        let level = folded(&snap, &top, self.pending.is_none());
         self.publish(Snapshot {
             layout: Arc::clone(&snap.layout),
             main: Arc::clone(&snap.main),
@@ -799,14 +800,15 @@ impl Corpus {
 }
 
 /// The middle level of `snap` with `top` (the next top level, whose tables need not be
-/// filled) folded in: entries of removed documents are dropped, tombstones kept.
-fn folded(snap: &Snapshot, top: &Level) -> Level {
+/// filled) folded in: entries of removed documents are dropped, tombstones kept. The
+/// tables are merged in parallel when `parallel`.
+fn folded(snap: &Snapshot, top: &Level, parallel: bool) -> Level {
     let mid = &*snap.mid;
     let base = (snap.slots() - snap.top.fps.len()) as u32;
     let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
     let tables: Vec<(&Table, &Vec<(u64, u32)>)> =
         snap.layout.tables().iter().zip(&mid.tables).collect();
-    let merged = crate::par::map(tables, |(table, old)| {
+    let merge = |(table, old): (&Table, &Vec<(u64, u32)>)| {
         let mut new: Vec<(u64, u32)> = top
             .fps
             .iter()
@@ -829,7 +831,12 @@ fn folded(snap: &Snapshot, top: &Level) -> Level {
         }
         out.extend(old);
         out
-    });
+    };
+    let merged = if parallel {
+        crate::par::map(tables, merge)
+    } else {
+        tables.into_iter().map(merge).collect()
+    };
     let dirs = merged
         .iter()
         .zip(snap.layout.tables())
