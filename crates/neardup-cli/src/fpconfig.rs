@@ -18,19 +18,9 @@ impl FromStr for TokenizerArg {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(TokenizerArg(match s {
-            "words" => Tokenizer::UnicodeWords,
-            "ascii" => Tokenizer::AsciiLetters,
-            "jieba" => Tokenizer::Jieba,
-            _ => match s.strip_prefix("char:").map(str::parse::<usize>) {
-                Some(Ok(n)) if n > 0 => Tokenizer::CharNgrams(n),
-                _ => {
-                    return Err(format!(
-                        "expected words, ascii, jieba or char:N with N > 0, got '{s}'"
-                    ))
-                }
-            },
-        }))
+        s.parse()
+            .map(TokenizerArg)
+            .map_err(|e: neardup::Error| e.to_string())
     }
 }
 

@@ -48,6 +48,9 @@ pub enum Error {
     /// Character n-grams need at least one character.
     #[error("character n-grams need n of at least 1")]
     InvalidNgram,
+    /// A tokenizer name that is not one of `words`, `ascii`, `char:N`, `jieba`.
+    #[error("tokenizer must be words, ascii, jieba or char:N with N > 0, got '{0}'")]
+    UnknownTokenizer(String),
     /// A weight that cannot vote: negative, infinite or not a number.
     #[error("weight of '{token}' must be a finite number of at least 0, got {weight}")]
     InvalidWeight {

@@ -25,6 +25,26 @@ pub enum Tokenizer {
     Jieba,
 }
 
+impl std::str::FromStr for Tokenizer {
+    type Err = crate::Error;
+
+    /// A tokenizer by name: `words`, `ascii`, `char:N` (N > 0), or `jieba` (with the `cjk`
+    /// feature), as the CLI's `--tokenizer` and the Python module name them.
+    fn from_str(s: &str) -> crate::Result<Tokenizer> {
+        match s {
+            "words" => return Ok(Tokenizer::UnicodeWords),
+            "ascii" => return Ok(Tokenizer::AsciiLetters),
+            #[cfg(feature = "cjk")]
+            "jieba" => return Ok(Tokenizer::Jieba),
+            _ => {}
+        }
+        match s.strip_prefix("char:").map(str::parse::<usize>) {
+            Some(Ok(n)) if n > 0 => Ok(Tokenizer::CharNgrams(n)),
+            _ => Err(crate::Error::UnknownTokenizer(s.to_string())),
+        }
+    }
+}
+
 impl Tokenizer {
     /// Calls `token` for every token of `text`, in order.
     pub fn tokens<'t>(&self, text: &'t str, token: impl FnMut(&'t str)) {
@@ -302,6 +322,28 @@ mod tests {
         let mut out = Vec::new();
         t.tokens(text, |w| out.push(w));
         out
+    }
+
+    #[test]
+    fn tokenizers_parse_by_name() {
+        assert_eq!(
+            "words".parse::<Tokenizer>().ok(),
+            Some(Tokenizer::UnicodeWords)
+        );
+        assert_eq!(
+            "ascii".parse::<Tokenizer>().ok(),
+            Some(Tokenizer::AsciiLetters)
+        );
+        assert_eq!(
+            "char:3".parse::<Tokenizer>().ok(),
+            Some(Tokenizer::CharNgrams(3))
+        );
+        #[cfg(feature = "cjk")]
+        assert_eq!("jieba".parse::<Tokenizer>().ok(), Some(Tokenizer::Jieba));
+        for bad in ["", "char:0", "char:", "char:x", "Words", "char:-1"] {
+            let e = bad.parse::<Tokenizer>().unwrap_err();
+            assert!(e.to_string().contains(&format!("'{bad}'")), "{bad}: {e}");
+        }
     }
 
     #[test]
