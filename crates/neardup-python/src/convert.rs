@@ -4,7 +4,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyMemoryView};
 
-use neardup::tables::Layout;
+use neardup::tables::{Blocks, Layout};
 
 /// A core error as a Python exception: every core error is a caller's choice that cannot
 /// work (a layout, a size), so `ValueError`.
@@ -163,4 +163,47 @@ fn int_arg(obj: &Bound<'_, PyAny>, what: &str, min: i64, max: i64) -> PyResult<i
             type_name(obj)
         ))),
     }
+}
+
+/// `blocks` as the own API takes it: `"auto"` (the planner's choice) or an int in 1..=64.
+pub fn blocks_arg(obj: &Bound<'_, PyAny>) -> PyResult<Blocks> {
+    if let Ok(s) = obj.cast::<pyo3::types::PyString>() {
+        let s = s.to_cow()?;
+        return if s.eq_ignore_ascii_case("auto") {
+            Ok(Blocks::Auto)
+        } else {
+            Err(PyValueError::new_err(format!(
+                "blocks must be 'auto' or an int, got {s:?}"
+            )))
+        };
+    }
+    Ok(Blocks::Fixed(
+        int_arg(obj, "number of blocks", 1, 64)? as usize
+    ))
+}
+
+/// A distance in `0..=max`.
+pub fn distance_arg(obj: &Bound<'_, PyAny>, max: u32) -> PyResult<u32> {
+    // In range, so the conversion cannot fail.
+    Ok(int_arg(obj, "distance", 0, i64::from(max))? as u32)
+}
+
+/// A non-negative size hint (`expected`), capped rather than refused when huge.
+pub fn size_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
+    let v = int_arg(obj, what, 0, i64::MAX)?;
+    Ok(usize::try_from(v).unwrap_or(usize::MAX))
+}
+
+/// A document id of the in-memory `Corpus`: an int in 0..2^64-1.
+pub fn id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    obj.extract::<u64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(obj.py()) {
+            PyOverflowError::new_err(format!(
+                "id {} is outside 0..2**64-1",
+                obj.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+            ))
+        } else {
+            PyTypeError::new_err(format!("an id must be an int, got {}", type_name(obj)))
+        }
+    })
 }

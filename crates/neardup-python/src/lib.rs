@@ -1,18 +1,36 @@
 //! The native part of the `neardup` Python package (`neardup._neardup`).
 //!
-//! Python code imports it through `neardup.simhash`, which adds `shingle` (a plain Python
-//! generator) and the docs users read. Everything here turns Python values into `u64`s
+//! Python code imports it through `neardup` (neardup's own API, from the `own` submodule)
+//! and `neardup.simhash`, which adds `shingle` (a plain Python generator) and the docs
+//! users read. Everything here turns Python values into `u64`s
 //! with clear exceptions, then runs the core with the GIL released where the work can be
 //! long.
 
 mod convert;
+mod corpus;
+mod own;
 mod simhash;
+mod store;
 
 use pyo3::prelude::*;
 
-/// Native part of neardup; import `neardup.simhash` instead.
+/// Native part of neardup; import `neardup` and `neardup.simhash` instead.
 #[pymodule(name = "_neardup")]
 mod native {
     #[pymodule_export]
     use crate::simhash::{compute, find_all, num_differing_bits, unsigned_hash, Corpus};
+
+    use pyo3::prelude::*;
+
+    /// neardup's own API, re-exported by the `neardup` package (a submodule, as its
+    /// `find_all` and `Corpus` are not simhash-py's).
+    #[pymodule]
+    mod own {
+        #[pymodule_export]
+        use crate::corpus::Corpus;
+        #[pymodule_export]
+        use crate::own::{clusters, dedup, find_all, fingerprint, fingerprint_many, Fingerprinter};
+        #[pymodule_export]
+        use crate::store::Store;
+    }
 }

@@ -1,20 +1,18 @@
 //! simhash-py's API on the core: `compute`, `unsigned_hash`, `num_differing_bits`,
 //! `find_all` and the old `Corpus`. `shingle` is pure Python (`neardup/simhash.py`).
 
-use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::Mutex;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 
 use neardup::batch::{Distinct, Matcher};
-use neardup::corpus::CorpusReader;
 use neardup::fingerprint::compat;
 use neardup::tables::Blocks;
 
 use crate::convert::{core_error, fingerprint, fingerprints, layout, layout_args, type_name};
+use crate::corpus::Shared;
 
 /// Inputs at least this long are worked on with the GIL released.
 const DETACH_AT: usize = 1 << 14;
@@ -99,13 +97,6 @@ pub fn find_all(
     .map_err(core_error)
 }
 
-/// What the old Corpus holds: the index (each fingerprint is its own id) and the set of
-/// stored fingerprints, which the index cannot list.
-struct State {
-    index: neardup::corpus::Corpus,
-    stored: HashSet<u64>,
-}
-
 /// The old simhash-py Corpus: a set of fingerprints to query for near-duplicates within
 /// `diff_bits` bits, using `num_blocks` blocks per fingerprint.
 ///
@@ -128,35 +119,9 @@ struct State {
 /// queries never wait for writes.
 #[pyclass(frozen, module = "neardup.simhash", name = "Corpus")]
 pub struct Corpus {
-    state: Mutex<State>,
-    reader: CorpusReader,
+    inner: Shared,
     blocks: usize,
     distance: u32,
-}
-
-impl Corpus {
-    /// Runs `f` on the state with the GIL released (so a thread waiting for the lock never
-    /// holds the GIL).
-    fn write<R: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut State) -> neardup::Result<R> + Send,
-    ) -> PyResult<R> {
-        enum Failure {
-            Poisoned,
-            Core(neardup::Error),
-        }
-        let result = py.detach(|| {
-            let mut state = self.state.lock().map_err(|_| Failure::Poisoned)?;
-            f(&mut state).map_err(Failure::Core)
-        });
-        result.map_err(|e| match e {
-            Failure::Poisoned => PyRuntimeError::new_err(
-                "this Corpus is unusable: an earlier call failed in the middle of a change",
-            ),
-            Failure::Core(e) => core_error(e),
-        })
-    }
 }
 
 #[pymethods]
@@ -168,11 +133,7 @@ impl Corpus {
         let index =
             neardup::corpus::Corpus::new(Blocks::Fixed(blocks), distance, 0).map_err(core_error)?;
         Ok(Corpus {
-            reader: index.reader(),
-            state: Mutex::new(State {
-                index,
-                stored: HashSet::new(),
-            }),
+            inner: Shared::new(index),
             blocks,
             distance,
         })
@@ -181,10 +142,10 @@ impl Corpus {
     /// Adds `hash`; nothing happens when it is already present.
     fn insert(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = fingerprint(hash)?;
-        self.write(py, |s| {
-            if !s.stored.contains(&h) {
-                s.index.insert(h, h)?;
-                s.stored.insert(h);
+        // Each fingerprint is its own id: a present one is left as it is.
+        self.inner.write(py, |index| {
+            if index.get(h).is_none() {
+                index.insert(h, h)?;
             }
             Ok(())
         })
@@ -195,27 +156,23 @@ impl Corpus {
     /// added.
     fn insert_bulk(&self, py: Python<'_>, hashes: &Bound<'_, PyAny>) -> PyResult<()> {
         let v = fingerprints(hashes)?;
-        self.write(py, move |s| {
+        self.inner.write(py, move |index| {
             let mut fresh: Vec<(u64, u64)> = v
                 .into_iter()
-                .filter(|h| !s.stored.contains(h))
+                .filter(|&h| index.get(h).is_none())
                 .map(|h| (h, h))
                 .collect();
             fresh.sort_unstable();
             fresh.dedup();
-            s.index.insert_bulk(&fresh)?;
-            s.stored.extend(fresh.iter().map(|&(h, _)| h));
-            Ok(())
+            index.insert_bulk(&fresh)
         })
     }
 
     /// Removes `hash`; nothing happens when it is absent.
     fn remove(&self, py: Python<'_>, hash: &Bound<'_, PyAny>) -> PyResult<()> {
         let h = fingerprint(hash)?;
-        self.write(py, |s| {
-            if s.stored.remove(&h) {
-                s.index.remove(h);
-            }
+        self.inner.write(py, |index| {
+            index.remove(h);
             Ok(())
         })
     }
@@ -223,9 +180,8 @@ impl Corpus {
     /// Removes every fingerprint of `hashes`; absent ones are skipped.
     fn remove_bulk(&self, py: Python<'_>, hashes: &Bound<'_, PyAny>) -> PyResult<()> {
         let v = fingerprints(hashes)?;
-        self.write(py, move |s| {
-            let gone: Vec<u64> = v.into_iter().filter(|h| s.stored.remove(h)).collect();
-            s.index.remove_bulk(&gone);
+        self.inner.write(py, move |index| {
+            index.remove_bulk(&v);
             Ok(())
         })
     }
@@ -234,7 +190,7 @@ impl Corpus {
     /// equally near ones; `hash` itself when stored), or None.
     fn find_first(&self, hash: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
         let h = fingerprint(hash)?;
-        Ok(self.reader.find_first(h).map(|(fp, _)| fp))
+        Ok(self.inner.reader.find_first(h).map(|(fp, _)| fp))
     }
 
     /// `find_first` of each query, in order.
@@ -245,7 +201,8 @@ impl Corpus {
     ) -> PyResult<Vec<Option<u64>>> {
         let v = fingerprints(hashes)?;
         Ok(py.detach(|| {
-            self.reader
+            self.inner
+                .reader
                 .find_first_bulk(&v)
                 .into_iter()
                 .map(|m| m.map(|(fp, _)| fp))
@@ -258,6 +215,7 @@ impl Corpus {
     fn find_all(&self, hash: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
         let h = fingerprint(hash)?;
         Ok(self
+            .inner
             .reader
             .find_all(h)
             .into_iter()
@@ -269,7 +227,8 @@ impl Corpus {
     fn find_all_bulk(&self, py: Python<'_>, hashes: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u64>>> {
         let v = fingerprints(hashes)?;
         Ok(py.detach(|| {
-            self.reader
+            self.inner
+                .reader
                 .find_all_bulk(&v)
                 .into_iter()
                 .map(|ms| ms.into_iter().map(|(fp, _)| fp).collect())
@@ -278,21 +237,25 @@ impl Corpus {
     }
 
     /// The stored fingerprints, in increasing order.
-    fn hashes(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
-        self.write(py, |s| {
-            let mut all: Vec<u64> = s.stored.iter().copied().collect();
-            all.sort_unstable();
-            Ok(all)
+    fn hashes(&self, py: Python<'_>) -> Vec<u64> {
+        // Ids are the fingerprints, and documents come by id: already in order.
+        py.detach(|| {
+            self.inner
+                .reader
+                .documents()
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
         })
     }
 
     fn __len__(&self) -> usize {
-        self.reader.len()
+        self.inner.reader.len()
     }
 
     fn __contains__(&self, hash: &Bound<'_, PyAny>) -> bool {
         match hash.extract::<u64>() {
-            Ok(h) => self.reader.find_first(h).is_some_and(|(_, d)| d == 0),
+            Ok(h) => self.inner.reader.find_first(h).is_some_and(|(_, d)| d == 0),
             Err(_) => false,
         }
     }
@@ -302,7 +265,7 @@ impl Corpus {
             "Corpus(num_blocks={}, diff_bits={}) with {} fingerprints",
             self.blocks,
             self.distance,
-            self.reader.len()
+            self.inner.reader.len()
         )
     }
 }

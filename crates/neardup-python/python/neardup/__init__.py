@@ -1,8 +1,58 @@
 """neardup: near-duplicate detection with 64-bit simhash fingerprints.
 
-``neardup.simhash`` is a drop-in for seomoz simhash-py (``from neardup import simhash``).
+neardup's own API:
+
+- ``Fingerprinter(...)`` turns texts into fingerprints (every option of the Rust one, as
+  keyword arguments); ``fingerprint(text)`` and ``fingerprint_many(texts)`` use the
+  defaults, those of ``neardup fingerprint``;
+- ``find_all(fingerprints, distance=6, blocks="auto", ids=None)`` gives every pair within
+  ``distance`` bits, ``clusters(...)`` the connected components;
+- ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
+  ``Store`` the same, durable in a data directory, with str ids and expiry;
+- ``dedup(records)`` clusters near-duplicate ``(id, text)`` records, as ``neardup dedup``.
+
+Fingerprints are ints in 0..2**64-1; functions that take many accept any iterable of ints
+or a numpy ``uint64`` array. ``neardup.simhash`` is a drop-in for seomoz simhash-py.
+
+>>> import neardup
+>>> a = "The quick brown fox jumps over the lazy dog. " * 8
+>>> b = a.replace("lazy", "sleepy", 1)
+>>> fps = neardup.fingerprint_many([a, b, "Something else entirely, about cats."])
+>>> neardup.find_all(fps, ids=["a", "b", "c"])
+[('a', 'b')]
+>>> neardup.dedup([("a", a), ("b", b), ("c", "Something else entirely, about cats.")])
+[['a', 'b']]
+>>> corpus = neardup.Corpus(distance=6)
+>>> corpus.insert_bulk([(1, fps[0]), (3, fps[2])])
+>>> [doc for doc, _ in corpus.find_all(fps[1])]
+[1]
 """
 
 from neardup import simhash
+from neardup._errors import ForeignStoreError, NotAStoreError, StoreError, StoreExistsError
+from neardup._neardup import own as _own
 
-__all__ = ["simhash"]
+Fingerprinter = _own.Fingerprinter
+fingerprint = _own.fingerprint
+fingerprint_many = _own.fingerprint_many
+find_all = _own.find_all
+clusters = _own.clusters
+Corpus = _own.Corpus
+Store = _own.Store
+dedup = _own.dedup
+
+__all__ = [
+    "Corpus",
+    "Fingerprinter",
+    "ForeignStoreError",
+    "NotAStoreError",
+    "Store",
+    "StoreError",
+    "StoreExistsError",
+    "clusters",
+    "dedup",
+    "find_all",
+    "fingerprint",
+    "fingerprint_many",
+    "simhash",
+]

@@ -1,4 +1,5 @@
 # Types of the native module; neardup.simhash re-exports these with their docs.
+from types import ModuleType
 from typing import Iterable, List, Optional, Tuple, Union
 
 from typing_extensions import Buffer
@@ -31,3 +32,6 @@ class Corpus:
     def hashes(self) -> List[int]: ...
     def __len__(self) -> int: ...
     def __contains__(self, hash: object) -> bool: ...
+
+# neardup's own API; typed where the package re-exports it (neardup/__init__.pyi).
+own: ModuleType

@@ -1,0 +1,359 @@
+//! `Store`: the durable corpus of neardup-store, with string ids and expiry.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyString, PyTuple, PyType};
+
+use neardup::tables::Blocks;
+use neardup_store::{StoreConfig, StoreError, StoreReader};
+
+use crate::convert::{blocks_arg, core_error, distance_arg, fingerprint, size_arg, type_name};
+
+/// A store error as the exception of `neardup` (defined in Python, in `neardup/_errors.py`,
+/// so that they can also be `FileNotFoundError`, `FileExistsError` or `ValueError`).
+fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
+    let e = match e {
+        StoreError::Core(core) => return core_error(core),
+        other => other,
+    };
+    let class = match &e {
+        StoreError::NotAStore(_) => "NotAStoreError",
+        StoreError::Exists(_) => "StoreExistsError",
+        StoreError::Foreign { .. } | StoreError::Mismatch { .. } => "ForeignStoreError",
+        _ => "StoreError",
+    };
+    let message = e.to_string();
+    match py
+        .import("neardup._errors")
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
+    {
+        Ok(class) => PyErr::from_type(class, message),
+        // Only a broken installation lacks the module: still report the store's message.
+        Err(_) => PyRuntimeError::new_err(message),
+    }
+}
+
+/// A time to live in seconds, as the store takes it.
+fn ttl_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let secs: f64 = obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "ttl must be a number of seconds or None, got {}",
+            type_name(obj)
+        ))
+    })?;
+    Duration::try_from_secs_f64(secs)
+        .map(Some)
+        .map_err(|_| PyValueError::new_err(format!("ttl must be 0 or more seconds, got {secs}")))
+}
+
+/// A document id of a `Store`: a str.
+fn str_id(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
+    if !obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "a Store id must be a str, got {}",
+            type_name(obj)
+        )));
+    }
+    obj.extract()
+}
+
+/// A durable corpus in a data directory: documents with str ids and fingerprints, each
+/// optionally with a time to live, queried for near-duplicates within the distance it was
+/// made with. Every write is on disk (one transaction, fsync) before it returns; the
+/// tables live in memory and are rebuilt by `Store.open`.
+///
+/// Make one with `Store.create(path, distance=3, blocks="auto", fingerprint_version=2,
+/// expected=0)` (`fingerprint_version` records what made the fingerprints, by default
+/// neardup's format version; `blocks="auto"` picks the layout for about `expected`
+/// documents), open it again with `Store.open(path)`. Only one `Store` may hold a directory
+/// at a time: `close()` it (or use `with`) before opening it again.
+///
+/// Errors about the directory raise `neardup.StoreError` or a subclass:
+/// `NotAStoreError` (also a `FileNotFoundError`) when there is no store at the path,
+/// `StoreExistsError` (also a `FileExistsError`) when `create` finds one,
+/// `ForeignStoreError` (also a `ValueError`) when the file is not a neardup store or of
+/// another format; a bad layout raises ValueError.
+///
+/// >>> import neardup, tempfile, os
+/// >>> path = os.path.join(tempfile.mkdtemp(), "store")
+/// >>> with neardup.Store.create(path, distance=3) as s:
+/// ...     s.insert("a", 0b1111)
+/// ...     s.insert_bulk([("b", 0b0111), ("c", 1 << 40, 3600)])
+/// >>> with neardup.Store.open(path) as s:
+/// ...     s.find_all(0b1111), len(s)
+/// ([('a', 0), ('b', 1)], 3)
+#[pyclass(frozen, module = "neardup", name = "Store")]
+pub struct Store {
+    /// `None` once closed.
+    store: Mutex<Option<neardup_store::Store>>,
+    /// Queries go through a reader, so they never wait for a write.
+    reader: Mutex<Option<StoreReader>>,
+    path: PathBuf,
+    config: StoreConfig,
+}
+
+/// The lock of `m`; a poisoned lock means a panic in a call, reported rather than reused.
+fn lock<T>(m: &Mutex<T>) -> PyResult<MutexGuard<'_, T>> {
+    m.lock().map_err(|_| {
+        PyRuntimeError::new_err("this Store is unusable: an earlier call failed in the middle")
+    })
+}
+
+fn closed() -> PyErr {
+    PyValueError::new_err("this Store is closed")
+}
+
+impl Store {
+    fn wrap(store: neardup_store::Store, path: PathBuf) -> Store {
+        Store {
+            reader: Mutex::new(Some(store.reader())),
+            config: store.config(),
+            store: Mutex::new(Some(store)),
+            path,
+        }
+    }
+
+    /// Runs `f` on the store with the GIL released (a thread waiting for the lock never
+    /// holds the GIL).
+    fn write<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut neardup_store::Store) -> neardup_store::Result<R> + Send,
+    ) -> PyResult<R> {
+        enum Failure {
+            Lock(PyErr),
+            Store(StoreError),
+        }
+        let result = py.detach(|| {
+            let mut guard = lock(&self.store).map_err(Failure::Lock)?;
+            let store = guard.as_mut().ok_or_else(|| Failure::Lock(closed()))?;
+            f(store).map_err(Failure::Store)
+        });
+        result.map_err(|e| match e {
+            Failure::Lock(e) => e,
+            Failure::Store(e) => store_error(py, e),
+        })
+    }
+
+    /// A query handle, taken under the lock for a moment only.
+    fn reader(&self) -> PyResult<StoreReader> {
+        lock(&self.reader)?.clone().ok_or_else(closed)
+    }
+}
+
+#[pymethods]
+impl Store {
+    /// Makes a new store in the directory `path` (created if missing).
+    #[staticmethod]
+    #[pyo3(signature = (path, distance = None, blocks = None, fingerprint_version = None, expected = None))]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        distance: Option<&Bound<'_, PyAny>>,
+        blocks: Option<&Bound<'_, PyAny>>,
+        fingerprint_version: Option<u32>,
+        expected: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Store> {
+        let config = StoreConfig {
+            distance: distance.map_or(Ok(3), |d| distance_arg(d, 64))?,
+            blocks: blocks.map_or(Ok(Blocks::Auto), blocks_arg)?,
+            fingerprint_version: fingerprint_version.unwrap_or(neardup::fingerprint::VERSION),
+        };
+        let expected = expected.map_or(Ok(0), |e| size_arg(e, "expected"))?;
+        let dir = path.clone();
+        let store = py
+            .detach(move || neardup_store::Store::create(&dir, config, expected))
+            .map_err(|e| store_error(py, e))?;
+        Ok(Store::wrap(store, path))
+    }
+
+    /// Opens the store in the directory `path` and rebuilds its tables.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
+        let dir = path.clone();
+        let store = py
+            .detach(move || neardup_store::Store::open(&dir, None))
+            .map_err(|e| store_error(py, e))?;
+        Ok(Store::wrap(store, path))
+    }
+
+    /// Stores `id` (a str) with fingerprint `fp`, expiring after `ttl` seconds if given (0:
+    /// expired at once); returns the fingerprint it replaced, or None.
+    #[pyo3(signature = (id, fp, ttl = None))]
+    fn insert(
+        &self,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        fp: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<u64>> {
+        let (id, fp, ttl) = (str_id(id)?, fingerprint(fp)?, ttl_arg(ttl)?);
+        self.write(py, move |s| s.insert(&id, fp, ttl))
+    }
+
+    /// Stores every document of `docs`, an iterable of `(id, fp)` or `(id, fp, ttl)`
+    /// tuples, in one transaction (a later copy of an id wins); `ttl` applies to those
+    /// without their own. All or nothing.
+    #[pyo3(signature = (docs, ttl = None))]
+    fn insert_bulk(
+        &self,
+        py: Python<'_>,
+        docs: &Bound<'_, PyAny>,
+        ttl: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let default_ttl = ttl_arg(ttl)?;
+        let iter = docs.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "docs must be an iterable of (id, fp) or (id, fp, ttl) tuples, got {}",
+                type_name(docs)
+            ))
+        })?;
+        let mut rows: Vec<(PyBackedStr, u64, Option<Duration>)> = Vec::new();
+        for (i, item) in iter.enumerate() {
+            let item = item?;
+            let tuple = item
+                .cast::<PyTuple>()
+                .ok()
+                .filter(|t| t.len() == 2 || t.len() == 3);
+            let Some(t) = tuple else {
+                return Err(PyTypeError::new_err(format!(
+                    "docs[{i}] must be an (id, fp) or (id, fp, ttl) tuple, got {}",
+                    type_name(&item)
+                )));
+            };
+            let ttl = if t.len() == 3 {
+                ttl_arg(Some(&t.get_item(2)?))?
+            } else {
+                default_ttl
+            };
+            rows.push((str_id(&t.get_item(0)?)?, fingerprint(&t.get_item(1)?)?, ttl));
+        }
+        self.write(py, move |s| {
+            let docs: Vec<(&str, u64, Option<Duration>)> = rows
+                .iter()
+                .map(|(id, fp, ttl)| (&**id, *fp, *ttl))
+                .collect();
+            s.insert_bulk(&docs, |_| {})
+        })
+    }
+
+    /// Removes `id`; returns whether it was stored.
+    fn remove(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let id = str_id(id)?;
+        self.write(py, move |s| s.remove(&id))
+    }
+
+    /// Removes every id of `ids` (an iterable of str) in one transaction; returns how many
+    /// were stored.
+    fn remove_bulk(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<usize> {
+        if ids.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "ids must be an iterable of str, not a str (wrap it in a list)",
+            ));
+        }
+        let ids: Vec<PyBackedStr> = ids
+            .try_iter()?
+            .map(|i| str_id(&i?))
+            .collect::<PyResult<_>>()?;
+        self.write(py, move |s| {
+            let ids: Vec<&str> = ids.iter().map(|i| &**i).collect();
+            s.remove_bulk(&ids)
+        })
+    }
+
+    /// The nearest live document within the distance of `fp` as `(id, distance)` (the
+    /// smallest id among equally near ones), or None.
+    fn find_first(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Option<(String, u32)>> {
+        let (fp, reader) = (fingerprint(fp)?, self.reader()?);
+        py.detach(move || reader.find_first(fp))
+            .map_err(|e| store_error(py, e))
+    }
+
+    /// Every live document within the distance of `fp`, as `(id, distance)`, nearest
+    /// first, then by id.
+    fn find_all(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Vec<(String, u32)>> {
+        let (fp, reader) = (fingerprint(fp)?, self.reader()?);
+        py.detach(move || reader.find_all(fp))
+            .map_err(|e| store_error(py, e))
+    }
+
+    /// Deletes every expired document; returns how many.
+    fn sweep(&self, py: Python<'_>) -> PyResult<usize> {
+        self.write(py, |s| s.sweep())
+    }
+
+    /// Every stored `(id, fingerprint)`, by id (expired ones until swept).
+    fn documents(&self, py: Python<'_>) -> PyResult<Vec<(String, u64)>> {
+        self.write(py, |s| s.documents())
+    }
+
+    /// Closes the store, releasing its directory; any later call raises ValueError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let reader = lock(&self.reader)?.take();
+        let store = lock(&self.store)?.take();
+        // Dropping the database may flush: without the GIL.
+        py.detach(move || drop((reader, store)));
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    /// The data directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// The largest distance matched.
+    #[getter]
+    fn distance(&self) -> u32 {
+        self.config.distance
+    }
+
+    /// Blocks per fingerprint, as fixed when the store was made.
+    #[getter]
+    fn blocks(&self) -> usize {
+        match self.config.blocks {
+            Blocks::Fixed(b) => b,
+            Blocks::Auto => 0,
+        }
+    }
+
+    /// The fingerprint version the store was made with.
+    #[getter]
+    fn fingerprint_version(&self) -> u32 {
+        self.config.fingerprint_version
+    }
+
+    /// Documents stored (expired ones until swept); 0 once closed.
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(lock(&self.reader)?.as_ref().map_or(0, StoreReader::len))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Store('{}', distance={}, blocks={}, fingerprint_version={})",
+            self.path.display(),
+            self.config.distance,
+            self.blocks(),
+            self.config.fingerprint_version
+        )
+    }
+}
