@@ -2,7 +2,8 @@
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyMemoryView};
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyList, PyMemoryView, PyString};
 
 use neardup::tables::{Blocks, Layout};
 
@@ -42,15 +43,40 @@ pub fn fingerprints(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
 /// One fingerprint: an int (or anything with `__index__`, like `numpy.uint64`) in
 /// 0..2^64-1.
 pub fn fingerprint(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    u64_arg(obj, "fingerprint")
+}
+
+/// An int (or anything with `__index__`) in 0..2^64-1: out of range, `OverflowError`
+/// naming `what`; not an int, PyO3's `TypeError`.
+pub fn u64_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     obj.extract::<u64>().map_err(|e| {
         if e.is_instance_of::<PyOverflowError>(obj.py()) {
             PyOverflowError::new_err(format!(
-                "fingerprint {} is outside 0..2**64-1",
+                "{what} {} is outside 0..2**64-1",
                 obj.repr().map_or_else(|_| "?".into(), |r| r.to_string())
             ))
         } else {
             e
         }
+    })
+}
+
+/// The bytes of a bytes-like argument of `func` (`bytes`, `bytearray` or `memoryview`);
+/// anything else, a `str` included, is a `TypeError`.
+pub fn bytes_arg(obj: &Bound<'_, PyAny>, func: &str) -> PyResult<PyBackedBytes> {
+    if obj.is_instance_of::<PyMemoryView>() {
+        return Ok(obj.call_method0("tobytes")?.extract::<PyBackedBytes>()?);
+    }
+    obj.extract::<PyBackedBytes>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{func}() expects bytes, not {}{}",
+            type_name(obj),
+            if obj.is_instance_of::<PyString>() {
+                " (encode it first, e.g. text.encode('utf-8'))"
+            } else {
+                ""
+            }
+        ))
     })
 }
 

@@ -2,12 +2,14 @@
 //!
 //! Python code imports it through `neardup` (neardup's own API, from the `own` submodule)
 //! and `neardup.simhash`, which adds `shingle` (a plain Python generator) and the docs
-//! users read. Everything here turns Python values into `u64`s
+//! users read; the legacy fingerprints (`legacy`) are re-exported there too. Everything here turns Python values into `u64`s
 //! with clear exceptions, then runs the core with the GIL released where the work can be
 //! long.
 
 mod convert;
 mod corpus;
+mod layout;
+mod legacy;
 mod own;
 mod simhash;
 mod store;
@@ -20,6 +22,11 @@ mod native {
     #[pymodule_export]
     use crate::simhash::{compute, find_all, num_differing_bits, unsigned_hash, Corpus};
 
+    #[pymodule_export]
+    use crate::legacy::{
+        cyclic3, hash, hash_fp, jenkins64, legacy_cpp_fingerprint, legacy_cpp_tokens,
+    };
+
     use pyo3::prelude::*;
 
     /// neardup's own API, re-exported by the `neardup` package (a submodule, as its
@@ -28,6 +35,8 @@ mod native {
     mod own {
         #[pymodule_export]
         use crate::corpus::Corpus;
+        #[pymodule_export]
+        use crate::layout::{Layout, Table};
         #[pymodule_export]
         use crate::own::{clusters, dedup, find_all, fingerprint, fingerprint_many, Fingerprinter};
         #[pymodule_export]

@@ -3,15 +3,13 @@
 
 use std::convert::Infallible;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 
 use neardup::batch::{Distinct, Matcher};
 use neardup::fingerprint::compat;
 use neardup::tables::Blocks;
 
-use crate::convert::{core_error, fingerprint, fingerprints, layout, layout_args, type_name};
+use crate::convert::{bytes_arg, core_error, fingerprint, fingerprints, layout, layout_args};
 use crate::corpus::Shared;
 
 /// Inputs at least this long are worked on with the GIL released.
@@ -33,25 +31,7 @@ pub fn compute(py: Python<'_>, hashes: &Bound<'_, PyAny>) -> PyResult<u64> {
 /// bytes-like object); a `str` raises TypeError: encode it first.
 #[pyfunction]
 pub fn unsigned_hash(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    if let Ok(b) = obj.cast::<PyBytes>() {
-        return Ok(compat::unsigned_hash(b.as_bytes()));
-    }
-    if let Ok(b) = obj.cast::<PyByteArray>() {
-        return Ok(compat::unsigned_hash(&b.to_vec()));
-    }
-    if let Ok(view) = obj.cast::<PyMemoryView>() {
-        let bytes = view.call_method0("tobytes")?;
-        return Ok(compat::unsigned_hash(bytes.cast::<PyBytes>()?.as_bytes()));
-    }
-    Err(PyTypeError::new_err(format!(
-        "unsigned_hash() expects bytes, not {}{}",
-        type_name(obj),
-        if obj.is_instance_of::<pyo3::types::PyString>() {
-            " (encode it first, e.g. text.encode('utf-8'))"
-        } else {
-            ""
-        }
-    )))
+    Ok(compat::unsigned_hash(&bytes_arg(obj, "unsigned_hash")?))
 }
 
 /// The number of bits in which `a` and `b` differ (the Hamming distance).

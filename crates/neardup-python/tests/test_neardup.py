@@ -486,9 +486,9 @@ def test_dedup_errors():
 
 def test_public_names():
     assert set(neardup.__all__) == {
-        "Corpus", "Fingerprinter", "ForeignStoreError", "NotAStoreError", "Store", "StoreError",
-        "StoreExistsError", "clusters", "dedup", "find_all", "fingerprint", "fingerprint_many",
-        "simhash",
+        "Corpus", "Fingerprinter", "ForeignStoreError", "Layout", "NotAStoreError", "Store",
+        "StoreError", "StoreExistsError", "Table", "clusters", "dedup", "find_all", "fingerprint",
+        "fingerprint_many", "simhash",
     }
     for name in neardup.__all__:
         obj = getattr(neardup, name)

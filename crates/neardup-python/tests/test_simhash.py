@@ -566,7 +566,13 @@ def test_public_names():
     assert set(simhash.__all__) == {
         "Corpus",
         "compute",
+        "cyclic3",
         "find_all",
+        "hash",
+        "hash_fp",
+        "jenkins64",
+        "legacy_cpp_fingerprint",
+        "legacy_cpp_tokens",
         "num_differing_bits",
         "shingle",
         "unsigned_hash",

@@ -9,7 +9,8 @@ neardup's own API:
   ``distance`` bits, ``clusters(...)`` the connected components;
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
   ``Store`` the same, durable in a data directory, with str ids and expiry;
-- ``dedup(records)`` clusters near-duplicate ``(id, text)`` records, as ``neardup dedup``.
+- ``dedup(records)`` clusters near-duplicate ``(id, text)`` records, as ``neardup dedup``;
+- ``Layout(blocks, distance)`` shows the block layout and its ``Table`` permutations.
 
 Fingerprints are ints in 0..2**64-1; functions that take many accept any iterable of ints
 or a numpy ``uint64`` array. ``neardup.simhash`` is a drop-in for seomoz simhash-py.
@@ -38,6 +39,8 @@ fingerprint_many = _own.fingerprint_many
 find_all = _own.find_all
 clusters = _own.clusters
 Corpus = _own.Corpus
+Layout = _own.Layout
+Table = _own.Table
 Store = _own.Store
 dedup = _own.dedup
 
@@ -45,10 +48,12 @@ __all__ = [
     "Corpus",
     "Fingerprinter",
     "ForeignStoreError",
+    "Layout",
     "NotAStoreError",
     "Store",
     "StoreError",
     "StoreExistsError",
+    "Table",
     "clusters",
     "dedup",
     "find_all",

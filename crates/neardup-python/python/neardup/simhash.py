@@ -1,7 +1,10 @@
 """A drop-in for seomoz simhash-py, on neardup's Rust core.
 
 The same names and results as simhash-py: ``compute``, ``unsigned_hash``, ``shingle``,
-``num_differing_bits``, ``find_all``, and the old ``Corpus``. Fingerprints are ints in
+``num_differing_bits``, ``find_all``, and the old ``Corpus``; and the legacy fingerprints
+of old simhash-py and simhash-cpp before 2017: ``hash(text)``, ``hash_fp(values)``,
+``legacy_cpp_fingerprint(data)`` and their parts ``jenkins64``, ``cyclic3`` and
+``legacy_cpp_tokens`` (see each one's docstring). Fingerprints are ints in
 0..2**64-1; functions that take many accept any iterable of ints or a numpy ``uint64``
 array (read in one bulk copy, numpy not needed otherwise). An int outside 0..2**64-1
 raises OverflowError.
@@ -38,7 +41,13 @@ from typing import Iterable, Iterator, List, TypeVar
 from neardup._neardup import (
     Corpus,
     compute,
+    cyclic3,
     find_all,
+    hash,
+    hash_fp,
+    jenkins64,
+    legacy_cpp_fingerprint,
+    legacy_cpp_tokens,
     num_differing_bits,
     unsigned_hash,
 )
@@ -46,7 +55,13 @@ from neardup._neardup import (
 __all__ = [
     "Corpus",
     "compute",
+    "cyclic3",
     "find_all",
+    "hash",
+    "hash_fp",
+    "jenkins64",
+    "legacy_cpp_fingerprint",
+    "legacy_cpp_tokens",
     "num_differing_bits",
     "shingle",
     "unsigned_hash",
