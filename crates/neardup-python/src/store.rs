@@ -176,13 +176,48 @@ impl Store {
         Ok(Store::wrap(store, path))
     }
 
-    /// Opens the store in the directory `path` and rebuilds its tables.
+    /// Opens the store in the directory `path` and rebuilds its tables. Each of
+    /// `distance`, `blocks` and `fingerprint_version` that is given must be what the store
+    /// was made with (`ForeignStoreError` otherwise), so that a program never queries a
+    /// store with settings it does not expect.
     #[staticmethod]
-    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Store> {
+    #[pyo3(signature = (path, distance = None, blocks = None, fingerprint_version = None))]
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        distance: Option<&Bound<'_, PyAny>>,
+        blocks: Option<&Bound<'_, PyAny>>,
+        fingerprint_version: Option<u32>,
+    ) -> PyResult<Store> {
+        let distance = distance.map(|d| distance_arg(d, 64)).transpose()?;
+        let blocks = blocks.map(blocks_arg).transpose()?;
         let dir = path.clone();
         let store = py
             .detach(move || neardup_store::Store::open(&dir, None))
             .map_err(|e| store_error(py, e))?;
+        let stored = store.config();
+        let mut wrong = Vec::new();
+        if let Some(d) = distance.filter(|&d| d != stored.distance) {
+            wrong.push(format!("distance {} (asked for {d})", stored.distance));
+        }
+        if let Some(b) = blocks.filter(|&b| b != Blocks::Auto && b != stored.blocks) {
+            wrong.push(format!("blocks {} (asked for {b})", stored.blocks));
+        }
+        if let Some(v) = fingerprint_version.filter(|&v| v != stored.fingerprint_version) {
+            wrong.push(format!(
+                "fingerprint version {} (asked for {v})",
+                stored.fingerprint_version
+            ));
+        }
+        if !wrong.is_empty() {
+            return Err(store_error(
+                py,
+                StoreError::Foreign {
+                    path: path.join(neardup_store::FILE),
+                    detail: format!("made with {}", wrong.join(", ")),
+                },
+            ));
+        }
         Ok(Store::wrap(store, path))
     }
 

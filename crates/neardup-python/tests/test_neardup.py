@@ -5,6 +5,7 @@ import doctest
 import itertools
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -443,6 +444,14 @@ def test_store_errors(tmp_path):
         s.remove_bulk("abc")
     s.close()
     s.close()
+    # Settings asked for on open must be the store's.
+    with neardup.Store.open(tmp_path / "s", distance=3, blocks="auto") as same:
+        assert same.distance == 3
+    for wrong, what in [({"distance": 6}, "distance 3 (asked for 6)"),
+                        ({"fingerprint_version": 99}, "fingerprint version"),
+                        ({"blocks": 5}, "blocks")]:
+        with pytest.raises(neardup.ForeignStoreError, match=re.escape(what)):
+            neardup.Store.open(tmp_path / "s", **wrong)
     with pytest.raises(ValueError, match="blocks"):
         neardup.Store.create(tmp_path / "t", distance=3, blocks=2)
 

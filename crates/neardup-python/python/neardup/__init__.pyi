@@ -148,7 +148,12 @@ class Store:
         expected: int = 0,
     ) -> Store: ...
     @staticmethod
-    def open(path: StrPath) -> Store: ...
+    def open(
+        path: StrPath,
+        distance: Optional[int] = None,
+        blocks: Optional[Blocks] = None,
+        fingerprint_version: Optional[int] = None,
+    ) -> Store: ...
     def insert(self, id: str, fp: int, ttl: Optional[float] = None) -> Optional[int]: ...
     def insert_bulk(
         self,
