@@ -60,8 +60,8 @@ def allpairs(path, k):
         s, pairs = best(lambda: neardup.find_all(data, distance=k))
         emit(workload="allpairs", variant=f"neardup.find_all (blocks auto), {name}",
              n=len(values), distance=k, seconds=round(s, 4), pairs=len(pairs))
-        s, pairs = best(lambda: simhash.find_all(data, k + 3, k))
-        emit(workload="allpairs", variant=f"simhash.find_all ({k + 3} blocks), {name}",
+        s, pairs = best(lambda: simhash.find_all(data, k + 1, k))
+        emit(workload="allpairs", variant=f"simhash.find_all ({k + 1} blocks), {name}",
              n=len(values), distance=k, seconds=round(s, 4), pairs=len(pairs))
 
 
