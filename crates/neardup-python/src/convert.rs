@@ -23,21 +23,40 @@ pub fn fingerprints(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     if let Some(v) = from_buffer(obj)? {
         return Ok(v);
     }
-    // A list is read by index, without the iterator protocol.
+    each(
+        obj,
+        "expected an iterable of ints or a buffer of uint64",
+        fingerprint,
+    )
+}
+
+/// `one` of every item of the iterable `obj` (a list is read by index, without the
+/// iterator protocol); anything not iterable is a `TypeError` saying `expected`.
+pub fn each<T>(
+    obj: &Bound<'_, PyAny>,
+    expected: &str,
+    one: impl Fn(&Bound<'_, PyAny>) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
     if let Ok(list) = obj.cast::<PyList>() {
-        return list.iter().map(|item| fingerprint(&item)).collect();
+        return list.iter().map(|item| one(&item)).collect();
     }
-    let iter = obj.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "expected an iterable of ints or a buffer of uint64, got {}",
-            type_name(obj)
-        ))
-    })?;
+    let iter = obj
+        .try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{expected}, got {}", type_name(obj))))?;
     let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
     for item in iter {
-        out.push(fingerprint(&item?)?);
+        out.push(one(&item?)?);
     }
     Ok(out)
+}
+
+/// `f()`, with the GIL released when `big` (enough work for the release to pay).
+pub fn detach_if<R: Send>(py: Python<'_>, big: bool, f: impl FnOnce() -> R + Send) -> R {
+    if big {
+        py.detach(f)
+    } else {
+        f()
+    }
 }
 
 /// One fingerprint: an int (or anything with `__index__`, like `numpy.uint64`) in

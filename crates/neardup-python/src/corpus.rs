@@ -10,7 +10,8 @@ use neardup::corpus::CorpusReader;
 use neardup::tables::Blocks;
 
 use crate::convert::{
-    blocks_arg, core_error, distance_arg, fingerprint, fingerprints, id, size_arg, type_name,
+    blocks_arg, core_error, detach_if, distance_arg, fingerprint, fingerprints, id, size_arg,
+    type_name,
 };
 
 /// Queries at least this many run with the GIL released.
@@ -205,11 +206,9 @@ impl Corpus {
         fps: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Option<(u64, u32)>>> {
         let v = fingerprints(fps)?;
-        Ok(if v.len() >= DETACH_AT {
-            py.detach(|| self.inner.reader.find_first_bulk(&v))
-        } else {
+        Ok(detach_if(py, v.len() >= DETACH_AT, || {
             self.inner.reader.find_first_bulk(&v)
-        })
+        }))
     }
 
     /// `find_all` of each query, in order.
@@ -219,11 +218,9 @@ impl Corpus {
         fps: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<Vec<(u64, u32)>>> {
         let v = fingerprints(fps)?;
-        Ok(if v.len() >= DETACH_AT {
-            py.detach(|| self.inner.reader.find_all_bulk(&v))
-        } else {
+        Ok(detach_if(py, v.len() >= DETACH_AT, || {
             self.inner.reader.find_all_bulk(&v)
-        })
+        }))
     }
 
     /// Every stored `(id, fingerprint)`, by id.

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use neardup::fingerprint::compat;
 
-use crate::convert::{bytes_arg, fingerprints, type_name, u64_arg};
+use crate::convert::{bytes_arg, detach_if, each, fingerprints, type_name, u64_arg};
 
 /// Inputs at least this long are hashed with the GIL released.
 const DETACH_AT: usize = 1 << 16;
@@ -36,11 +36,9 @@ pub fn hash(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
             }
         ))
     })?;
-    Ok(if text.len() >= DETACH_AT {
-        py.detach(|| compat::legacy_py_hash(&text))
-    } else {
+    Ok(detach_if(py, text.len() >= DETACH_AT, || {
         compat::legacy_py_hash(&text)
-    })
+    }))
 }
 
 /// Old simhash-py `hash_fp(values)`: `jenkins64` of each value's 8 little-endian bytes,
@@ -55,11 +53,9 @@ pub fn hash(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
 #[pyfunction]
 pub fn hash_fp(py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<u64> {
     let v = i64_list(values)?;
-    Ok(if v.len() >= DETACH_AT {
-        py.detach(|| compat::legacy_py_hash_fp(&v))
-    } else {
+    Ok(detach_if(py, v.len() >= DETACH_AT, || {
         compat::legacy_py_hash_fp(&v)
-    })
+    }))
 }
 
 /// Bob Jenkins' lookup3 `hashlittle2` of `data` (bytes), seeded with
@@ -80,11 +76,9 @@ pub fn jenkins64(
 ) -> PyResult<u64> {
     let data = bytes_arg(data, "jenkins64")?;
     let seed = seed.map_or(Ok(0), |s| u64_arg(s, "seed"))?;
-    Ok(if data.len() >= DETACH_AT {
-        py.detach(|| compat::jenkins64(&data, seed))
-    } else {
+    Ok(detach_if(py, data.len() >= DETACH_AT, || {
         compat::jenkins64(&data, seed)
-    })
+    }))
 }
 
 /// The legacy cyclic hash over a window of 3, as a list as long as `hashes` (ints in
@@ -127,11 +121,9 @@ pub fn legacy_cpp_tokens<'py>(
 #[pyfunction]
 pub fn legacy_cpp_fingerprint(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
     let data = bytes_arg(data, "legacy_cpp_fingerprint")?;
-    Ok(if data.len() >= DETACH_AT {
-        py.detach(|| compat::legacy_cpp_fingerprint(&data))
-    } else {
+    Ok(detach_if(py, data.len() >= DETACH_AT, || {
         compat::legacy_cpp_fingerprint(&data)
-    })
+    }))
 }
 
 /// Signed 64-bit ints from any iterable (a list is read by index); one out of range is an
@@ -155,18 +147,5 @@ fn i64_list(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
             }
         })
     };
-    if let Ok(list) = obj.cast::<PyList>() {
-        return list.iter().map(|item| one(&item)).collect();
-    }
-    let iter = obj.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "hash_fp() expects an iterable of ints, got {}",
-            type_name(obj)
-        ))
-    })?;
-    let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
-    for item in iter {
-        out.push(one(&item?)?);
-    }
-    Ok(out)
+    each(obj, "hash_fp() expects an iterable of ints", one)
 }

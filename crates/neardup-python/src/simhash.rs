@@ -9,7 +9,9 @@ use neardup::batch::{Distinct, Matcher};
 use neardup::fingerprint::compat;
 use neardup::tables::Blocks;
 
-use crate::convert::{bytes_arg, core_error, fingerprint, fingerprints, layout, layout_args};
+use crate::convert::{
+    bytes_arg, core_error, detach_if, fingerprint, fingerprints, layout, layout_args,
+};
 use crate::corpus::Shared;
 
 /// Inputs at least this long are worked on with the GIL released.
@@ -20,11 +22,7 @@ const DETACH_AT: usize = 1 << 14;
 #[pyfunction]
 pub fn compute(py: Python<'_>, hashes: &Bound<'_, PyAny>) -> PyResult<u64> {
     let v = fingerprints(hashes)?;
-    Ok(if v.len() >= DETACH_AT {
-        py.detach(|| compat::compute(&v))
-    } else {
-        compat::compute(&v)
-    })
+    Ok(detach_if(py, v.len() >= DETACH_AT, || compat::compute(&v)))
 }
 
 /// The first 8 bytes of MD5(`obj`), read big-endian. `obj` is bytes (or another
