@@ -191,11 +191,19 @@ impl Snapshot {
     /// Every live `(id, fingerprint)`, by id.
     fn documents(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::with_capacity(self.len());
+        self.for_each_live(|id, fp| out.push((id, fp)));
+        out.sort_unstable();
+        out
+    }
+
+    /// Calls `f(id, fingerprint)` for every live document: the main part's in its first
+    /// table's order, then the levels' in slot order.
+    fn for_each_live(&self, mut f: impl FnMut(u64, u64)) {
         if let Some(first) = self.main.indexes.first() {
             let table = &self.layout.tables()[0];
             first.for_each(|pos, key| {
                 if !self.removed(pos as u32) {
-                    out.push((self.main.ids.get(pos), table.unpermute(key)));
+                    f(self.main.ids.get(pos), table.unpermute(key));
                 }
             });
         }
@@ -203,13 +211,11 @@ impl Snapshot {
         for level in self.levels() {
             for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
                 if !self.removed((base + i) as u32) {
-                    out.push((id, fp));
+                    f(id, fp);
                 }
             }
             base += level.fps.len();
         }
-        out.sort_unstable();
-        out
     }
 
     fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
@@ -858,28 +864,12 @@ fn folded(snap: &Snapshot, top: &Level, parallel: bool) -> Level {
 /// A main part of every live document of `snap`.
 fn build_main(snap: &Snapshot) -> Main {
     let layout = &snap.layout;
-    let live = |slot: usize| !snap.removed(slot as u32);
     let mut fps = Vec::with_capacity(snap.len());
     let mut ids = Vec::with_capacity(snap.len());
-    if let Some(first) = snap.main.indexes.first() {
-        let table = &layout.tables()[0];
-        first.for_each(|pos, key| {
-            if live(pos) {
-                fps.push(table.unpermute(key));
-                ids.push(snap.main.ids.get(pos));
-            }
-        });
-    }
-    let mut base = snap.main.len();
-    for level in snap.levels() {
-        for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
-            if live(base + i) {
-                fps.push(fp);
-                ids.push(id);
-            }
-        }
-        base += level.fps.len();
-    }
+    snap.for_each_live(|id, fp| {
+        fps.push(fp);
+        ids.push(id);
+    });
     let tables: Vec<(usize, &Table)> = layout.tables().iter().enumerate().collect();
     let fps_ref = &fps;
     let mut built = crate::par::map(tables, |(t, table)| {
