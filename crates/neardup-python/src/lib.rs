@@ -8,6 +8,7 @@
 
 mod convert;
 mod corpus;
+mod idf;
 mod layout;
 mod legacy;
 mod own;
@@ -35,6 +36,8 @@ mod native {
     mod own {
         #[pymodule_export]
         use crate::corpus::Corpus;
+        #[pymodule_export]
+        use crate::idf::Idf;
         #[pymodule_export]
         use crate::layout::{Layout, Table};
         #[pymodule_export]

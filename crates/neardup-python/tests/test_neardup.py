@@ -1,5 +1,5 @@
 """neardup's own API: Fingerprinter, fingerprint(_many), find_all, clusters, Corpus, Store
-and dedup, against pinned values and brute-force models."""
+and dedup, against pinned values and brute-force models; Idf is in test_idf.py."""
 
 import doctest
 import itertools
@@ -495,9 +495,9 @@ def test_dedup_errors():
 
 def test_public_names():
     assert set(neardup.__all__) == {
-        "Corpus", "Fingerprinter", "ForeignStoreError", "Layout", "NotAStoreError", "Store",
-        "StoreError", "StoreExistsError", "Table", "clusters", "dedup", "find_all", "fingerprint",
-        "fingerprint_many", "simhash",
+        "Corpus", "Fingerprinter", "ForeignStoreError", "Idf", "Layout", "NotAStoreError",
+        "Store", "StoreError", "StoreExistsError", "Table", "clusters", "dedup",
+        "find_all", "fingerprint", "fingerprint_many", "simhash",
     }
     for name in neardup.__all__:
         obj = getattr(neardup, name)
