@@ -43,6 +43,6 @@ mod native {
         #[pymodule_export]
         use crate::own::{clusters, dedup, find_all, fingerprint, fingerprint_many, Fingerprinter};
         #[pymodule_export]
-        use crate::store::Store;
+        use crate::store::{Reader, Store};
     }
 }

@@ -10,7 +10,8 @@ neardup's own API:
 - ``find_all(fingerprints, distance=6, blocks="auto", ids=None)`` gives every pair within
   ``distance`` bits, ``clusters(...)`` the connected components;
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
-  ``Store`` the same, durable in a data directory, with str ids and expiry;
+  ``Store`` the same, durable in a data directory, with str ids and expiry, and
+  ``Store.reader()`` a ``StoreReader`` to query it from other threads;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records, as ``neardup dedup``;
 - ``Layout(blocks, distance)`` shows the block layout and its ``Table`` permutations.
 
@@ -45,6 +46,7 @@ Corpus = _own.Corpus
 Layout = _own.Layout
 Table = _own.Table
 Store = _own.Store
+StoreReader = _own.StoreReader
 dedup = _own.dedup
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreExistsError",
+    "StoreReader",
     "Table",
     "clusters",
     "dedup",
