@@ -99,6 +99,13 @@ pub fn bytes_arg(obj: &Bound<'_, PyAny>, func: &str) -> PyResult<PyBackedBytes> 
     })
 }
 
+/// An I/O error as the `OSError` subclass Python raises for it (`FileNotFoundError`,
+/// `PermissionError`, ...), with `message` before the system's.
+pub fn io_error(py: Python<'_>, e: std::io::Error, message: &str) -> PyErr {
+    let message = format!("{message}: {e}");
+    PyErr::from_type(PyErr::from(e).get_type(py), message)
+}
+
 /// The type name of `obj`, for messages.
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
@@ -229,8 +236,13 @@ pub fn blocks_arg(obj: &Bound<'_, PyAny>) -> PyResult<Blocks> {
 
 /// A distance in `0..=max`.
 pub fn distance_arg(obj: &Bound<'_, PyAny>, max: u32) -> PyResult<u32> {
+    count_arg(obj, "distance", max)
+}
+
+/// A count named `what` in `0..=max`.
+pub fn count_arg(obj: &Bound<'_, PyAny>, what: &str, max: u32) -> PyResult<u32> {
     // In range, so the conversion cannot fail.
-    Ok(int_arg(obj, "distance", 0, i64::from(max))? as u32)
+    Ok(int_arg(obj, what, 0, i64::from(max))? as u32)
 }
 
 /// A non-negative size hint (`expected`), capped rather than refused when huge.

@@ -8,6 +8,7 @@
 
 mod convert;
 mod corpus;
+mod idf;
 mod layout;
 mod legacy;
 mod own;
@@ -36,10 +37,12 @@ mod native {
         #[pymodule_export]
         use crate::corpus::Corpus;
         #[pymodule_export]
+        use crate::idf::Idf;
+        #[pymodule_export]
         use crate::layout::{Layout, Table};
         #[pymodule_export]
         use crate::own::{clusters, dedup, find_all, fingerprint, fingerprint_many, Fingerprinter};
         #[pymodule_export]
-        use crate::store::Store;
+        use crate::store::{Reader, Store};
     }
 }

@@ -21,7 +21,7 @@ use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_na
 
 /// Texts at least this many are fingerprinted with the GIL released; fewer are not worth
 /// the switch.
-const DETACH_TEXTS: usize = 8;
+pub(crate) const DETACH_TEXTS: usize = 8;
 
 /// The text of `obj`, which must be a `str`.
 fn text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBackedStr> {
@@ -29,24 +29,46 @@ fn text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBackedStr> {
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(obj))))
 }
 
-/// Every item of an iterable of `str` (a list is read by index).
+/// Every item of an iterable of `str`.
 fn texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<PyBackedStr>> {
+    let mut all = Vec::new();
+    text_batches(obj, usize::MAX, |batch| {
+        all = batch;
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// The items of `obj`, an iterable of `str` (not a `str` itself), handed to `batch` in
+/// order, `size` at a time, so that a long iterator is never all in memory.
+pub(crate) fn text_batches(
+    obj: &Bound<'_, PyAny>,
+    size: usize,
+    mut batch: impl FnMut(Vec<PyBackedStr>) -> PyResult<()>,
+) -> PyResult<()> {
     if obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(
             "texts must be an iterable of str, not a str (wrap it in a list)",
         ));
     }
-    let mut out = Vec::with_capacity(obj.len().unwrap_or(0));
     let iter = obj.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "texts must be an iterable of str, got {}",
             type_name(obj)
         ))
     })?;
+    let mut pending = Vec::with_capacity(obj.len().unwrap_or(0).min(size));
     for (i, item) in iter.enumerate() {
-        out.push(text(&item?, &format!("texts[{i}]"))?);
+        pending.push(text(&item?, &format!("texts[{i}]"))?);
+        if pending.len() == size {
+            batch(std::mem::take(&mut pending))?;
+        }
     }
-    Ok(out)
+    if pending.is_empty() {
+        Ok(())
+    } else {
+        batch(pending)
+    }
 }
 
 /// Byte offsets of `text` as character offsets (what Python slices by).
@@ -73,8 +95,9 @@ fn char_offsets(text: &str, bytes: &[usize]) -> Vec<usize> {
 /// - `window`: tokens per shingle, 1 to 16 (default 2);
 /// - `weighting`: `"tf"` (default, 1 + ln(count) per distinct feature), `"none"` (every
 ///   occurrence votes once), `"custom"` (with `weights`, a dict of token → weight ≥ 0),
-///   `"tfidf"` (with `idf`, the bytes or the path of a table made by `neardup idf` with the
-///   same settings) or `"lenpos"` (with `lambda_`, default 0.5); left out, it is
+///   `"tfidf"` (with `idf`, a table counted with the same tokenizer, window and
+///   normalisation: an `Idf`, or the bytes or the path of one saved by `Idf.save` or
+///   `neardup idf`) or `"lenpos"` (with `lambda_`, default 0.5); left out, it is
 ///   `"custom"` when `weights` is given, `"tfidf"` when `idf` is, else `"tf"`;
 /// - `nfkc`, `lowercase`, `fold_whitespace`, `ascii_quotes`: the normalisation steps, all
 ///   on by default;
@@ -95,31 +118,27 @@ fn char_offsets(text: &str, bytes: &[usize]) -> Vec<usize> {
 /// True
 #[pyclass(frozen, module = "neardup", name = "Fingerprinter")]
 pub struct Fingerprinter {
-    inner: core::Fingerprinter,
+    pub(crate) inner: core::Fingerprinter,
     /// The weighting as named by the caller, for `repr`.
     weighting: String,
     tokenizer: String,
 }
 
-/// An idf table from its bytes, or from the file at a path.
-fn idf_table(obj: &Bound<'_, PyAny>) -> PyResult<Idf> {
-    let bytes: Vec<u8> = if let Ok(b) = obj.cast::<PyBytes>() {
-        b.as_bytes().to_vec()
-    } else {
-        let path: std::path::PathBuf = obj.extract().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "idf must be bytes or a path, got {}",
-                type_name(obj)
-            ))
-        })?;
-        std::fs::read(&path).map_err(|e| {
-            pyo3::exceptions::PyOSError::new_err(format!(
-                "cannot read idf table '{}': {e}",
-                path.display()
-            ))
-        })?
-    };
-    Idf::from_bytes(&bytes).map_err(|e| PyValueError::new_err(format!("idf table: {e}")))
+/// The idf table of `Fingerprinter(idf=...)`: an `Idf`, its bytes, or the path of its file.
+fn idf_table(obj: &Bound<'_, PyAny>) -> PyResult<Arc<Idf>> {
+    if let Ok(table) = obj.cast::<crate::idf::Idf>() {
+        return Ok(table.get().table());
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return crate::idf::parse(b.as_bytes(), None).map(Arc::new);
+    }
+    let path: std::path::PathBuf = obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "idf must be an Idf, bytes or a path, got {}",
+            type_name(obj)
+        ))
+    })?;
+    crate::idf::read(obj.py(), &path).map(Arc::new)
 }
 
 /// Token weights from a dict of str → float.
@@ -202,7 +221,7 @@ impl Fingerprinter {
                 None => return Err(PyValueError::new_err("weighting 'custom' needs weights")),
             },
             "tfidf" => match idf {
-                Some(t) => Weighting::TfIdf(Arc::new(idf_table(t)?)),
+                Some(t) => Weighting::TfIdf(idf_table(t)?),
                 None => return Err(PyValueError::new_err("weighting 'tfidf' needs idf")),
             },
             _ => {
@@ -247,6 +266,20 @@ impl Fingerprinter {
     fn fingerprint_wide(&self, text: &Bound<'_, PyAny>) -> PyResult<(u64, u64, u64, u64)> {
         let [a, b, c, d] = self.inner.fingerprint_wide(&self::text(text, "text")?);
         Ok((a, b, c, d))
+    }
+
+    /// The distinct feature hashes of `text` (a str), increasing: what an `Idf` table
+    /// counts, and what `Idf.idf` looks up. Features are shingles of `window` tokens, so
+    /// they depend on the tokenizer, window and normalisation, not on the weighting.
+    ///
+    /// >>> import neardup
+    /// >>> fp = neardup.Fingerprinter(window=1)
+    /// >>> len(fp.feature_set("to be or not to be")), fp.feature_set("") == []
+    /// (4, True)
+    /// >>> fp.feature_set("B a b") == fp.feature_set("a b")
+    /// True
+    fn feature_set(&self, text: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+        Ok(self.inner.feature_set(&self::text(text, "text")?))
     }
 
     /// The paragraphs of `text` as `(start, end, fingerprint)`, `text[start:end]` being the
@@ -300,7 +333,7 @@ fn many(py: Python<'_>, fp: &core::Fingerprinter, texts: &Bound<'_, PyAny>) -> P
 }
 
 /// The default fingerprinter, built once.
-fn default_fingerprinter() -> &'static core::Fingerprinter {
+pub(crate) fn default_fingerprinter() -> &'static core::Fingerprinter {
     static DEFAULT: OnceLock<core::Fingerprinter> = OnceLock::new();
     DEFAULT.get_or_init(core::Fingerprinter::default)
 }

@@ -75,7 +75,8 @@ fn str_id(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
 /// expected=0)` (`fingerprint_version` records what made the fingerprints, by default
 /// neardup's format version; `blocks="auto"` picks the layout for about `expected`
 /// documents), open it again with `Store.open(path)`. Only one `Store` may hold a directory
-/// at a time: `close()` it (or use `with`) before opening it again.
+/// at a time: `close()` it (or use `with`) before opening it again. Queries never wait
+/// for a write in progress; `reader()` gives threads that only query a `StoreReader`.
 ///
 /// Errors about the directory raise `neardup.StoreError` or a subclass:
 /// `NotAStoreError` (also a `FileNotFoundError`) when there is no store at the path,
@@ -145,8 +146,27 @@ impl Store {
     }
 
     /// A query handle, taken under the lock for a moment only.
-    fn reader(&self) -> PyResult<StoreReader> {
+    fn handle(&self) -> PyResult<StoreReader> {
         lock(&self.reader)?.clone().ok_or_else(closed)
+    }
+
+    /// `find_first` on the latest state, with the GIL released.
+    fn first(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Option<(String, u32)>> {
+        let (fp, reader) = (fingerprint(fp)?, self.handle()?);
+        py.detach(move || reader.find_first(fp))
+            .map_err(|e| store_error(py, e))
+    }
+
+    /// `find_all` on the latest state, with the GIL released.
+    fn all(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Vec<(String, u32)>> {
+        let (fp, reader) = (fingerprint(fp)?, self.handle()?);
+        py.detach(move || reader.find_all(fp))
+            .map_err(|e| store_error(py, e))
+    }
+
+    /// Documents stored; 0 once closed.
+    fn len(&self) -> PyResult<usize> {
+        Ok(lock(&self.reader)?.as_ref().map_or(0, StoreReader::len))
     }
 }
 
@@ -308,17 +328,21 @@ impl Store {
     /// The nearest live document within the distance of `fp` as `(id, distance)` (the
     /// smallest id among equally near ones), or None.
     fn find_first(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Option<(String, u32)>> {
-        let (fp, reader) = (fingerprint(fp)?, self.reader()?);
-        py.detach(move || reader.find_first(fp))
-            .map_err(|e| store_error(py, e))
+        self.first(py, fp)
     }
 
     /// Every live document within the distance of `fp`, as `(id, distance)`, nearest
     /// first, then by id.
     fn find_all(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Vec<(String, u32)>> {
-        let (fp, reader) = (fingerprint(fp)?, self.reader()?);
-        py.detach(move || reader.find_all(fp))
-            .map_err(|e| store_error(py, e))
+        self.all(py, fp)
+    }
+
+    /// A query-only handle on this store (`StoreReader`), to give to threads that search
+    /// while this one writes.
+    fn reader(slf: Bound<'_, Self>) -> Reader {
+        Reader {
+            store: slf.unbind(),
+        }
     }
 
     /// Deletes every expired document; returns how many.
@@ -379,7 +403,7 @@ impl Store {
 
     /// Documents stored (expired ones until swept); 0 once closed.
     fn __len__(&self) -> PyResult<usize> {
-        Ok(lock(&self.reader)?.as_ref().map_or(0, StoreReader::len))
+        self.len()
     }
 
     fn __repr__(&self) -> String {
@@ -390,5 +414,58 @@ impl Store {
             self.blocks(),
             self.config.fingerprint_version
         )
+    }
+}
+
+/// Queries on a `Store` for other threads, made by `Store.reader()`: its `find_first` and
+/// `find_all` (same arguments, same results), and `len()`, but nothing that writes. As the
+/// Store's own queries do, they see every write that has returned, never wait for one in
+/// progress, and run with the GIL released, so threads querying readers run in parallel
+/// with each other and with the thread that writes.
+///
+/// A reader keeps its `Store` object alive, but not open: once the Store is closed
+/// (`close()`, or the end of its `with` block), the reader's queries raise ValueError, as
+/// the Store's do, and its `len()` is 0. Opening the directory again needs a new reader.
+///
+/// >>> import neardup, tempfile, os, threading
+/// >>> store = neardup.Store.create(os.path.join(tempfile.mkdtemp(), "store"), distance=3)
+/// >>> reader = store.reader()
+/// >>> store.insert("a", 0b1111)
+/// >>> found = []
+/// >>> t = threading.Thread(target=lambda: found.append(reader.find_all(0b0111)))
+/// >>> t.start(); t.join()
+/// >>> found, reader.find_first(1 << 40), len(reader)
+/// ([[('a', 1)]], None, 1)
+/// >>> store.close()
+/// >>> reader.find_all(0b1111)
+/// Traceback (most recent call last):
+///   ...
+/// ValueError: this Store is closed
+#[pyclass(frozen, module = "neardup", name = "StoreReader")]
+pub struct Reader {
+    store: Py<Store>,
+}
+
+#[pymethods]
+impl Reader {
+    /// As `Store.find_first`: the nearest live document within the distance of `fp` as
+    /// `(id, distance)`, or None.
+    fn find_first(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Option<(String, u32)>> {
+        self.store.get().first(py, fp)
+    }
+
+    /// As `Store.find_all`: every live document within the distance of `fp`, as
+    /// `(id, distance)`, nearest first, then by id.
+    fn find_all(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Vec<(String, u32)>> {
+        self.store.get().all(py, fp)
+    }
+
+    /// Documents stored (expired ones until swept); 0 once the Store is closed.
+    fn __len__(&self) -> PyResult<usize> {
+        self.store.get().len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("StoreReader('{}')", self.store.get().path.display())
     }
 }

@@ -1,11 +1,13 @@
 """neardup's own API: Fingerprinter, fingerprint(_many), find_all, clusters, Corpus, Store
-and dedup, against pinned values and brute-force models."""
+(and its StoreReader) and dedup, against pinned values and brute-force models; Idf is in
+test_idf.py."""
 
 import doctest
 import itertools
 import json
 import random
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -456,6 +458,140 @@ def test_store_errors(tmp_path):
         neardup.Store.create(tmp_path / "t", distance=3, blocks=2)
 
 
+def store_matches(docs, q, distance):
+    """What Store.find_all returns for `q` over live `docs` (id -> fp), by brute force."""
+    hits = [(i, popcount(f ^ q)) for i, f in docs.items() if popcount(f ^ q) <= distance]
+    return sorted(hits, key=lambda h: (h[1], h[0]))
+
+
+def test_store_reader_against_the_store_and_a_model(tmp_path):
+    rng = random.Random(11)
+    s = neardup.Store.create(tmp_path / "s", distance=3)
+    reader = s.reader()
+    assert isinstance(reader, neardup.StoreReader)
+    assert reader.find_all(0) == [] and reader.find_first(0) is None and len(reader) == 0
+    live, stored = {}, set()
+    pool = planted(rng, 60, 3)
+    for step in range(400):
+        op = rng.random()
+        doc = f"d{rng.randrange(80)}"
+        if op < 0.45:
+            fp = rng.choice(pool)
+            s.insert(doc, fp)
+            live[doc] = fp
+            stored.add(doc)
+        elif op < 0.55:
+            # Expires at once: stored until swept, but never found.
+            s.insert(doc, rng.choice(pool), ttl=0)
+            live.pop(doc, None)
+            stored.add(doc)
+        elif op < 0.7:
+            s.remove(doc)
+            live.pop(doc, None)
+            stored.discard(doc)
+        elif op < 0.75:
+            s.sweep()
+            stored = set(live)
+        else:
+            q = rng.choice(pool) ^ (1 << rng.randrange(64))
+            expected = store_matches(live, q, 3)
+            # Every write that returned is seen; same shapes as the Store's.
+            assert reader.find_all(q) == s.find_all(q) == expected
+            assert reader.find_first(q) == s.find_first(q) == (expected[0] if expected else None)
+        assert len(reader) == len(s) == len(stored)
+    s.close()
+
+
+def test_store_readers_query_while_the_store_writes(tmp_path):
+    # Every document is within 2 bits of `base`: each query finds all those stored so far.
+    rng = random.Random(12)
+    base = rng.getrandbits(64)
+    docs = [(f"doc-{i:04d}", base ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)))
+            for i in range(300)]
+    fps = dict(docs)
+    s = neardup.Store.create(tmp_path / "s", distance=3)
+    done = threading.Event()
+    failures = []
+
+    def query(reader):
+        try:
+            seen, size = set(), 0
+            while True:
+                finished = done.is_set()
+                hits = reader.find_all(base)
+                assert hits == sorted(hits, key=lambda h: (h[1], h[0]))
+                assert all(d == popcount(fps[i] ^ base) for i, d in hits)
+                ids = {i for i, _ in hits}
+                # Writes only add documents: nothing seen goes missing later.
+                assert seen <= ids
+                seen = ids
+                assert len(reader) >= size
+                size = len(reader)
+                if finished:
+                    assert len(ids) == len(docs)
+                    return
+        except Exception as e:  # reported by the main thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=query, args=(s.reader(),)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(0, len(docs), 30):
+        s.insert_bulk(docs[i:i + 15])
+        for doc, fp in docs[i + 15:i + 30]:
+            s.insert(doc, fp)
+    done.set()
+    for t in threads:
+        t.join()
+    assert failures == []
+    s.close()
+
+
+def test_store_reader_after_close(tmp_path):
+    import gc
+
+    path = tmp_path / "s"
+    with neardup.Store.create(path, distance=3) as s:
+        s.insert("a", 0b1111)
+        reader = s.reader()
+        assert reader.find_all(0b0111) == [("a", 1)]
+        assert repr(reader) == f"StoreReader('{path}')"
+    # Closed with its store: its queries raise, as the store's do, and it is empty.
+    for query in (reader.find_all, reader.find_first):
+        with pytest.raises(ValueError, match="this Store is closed"):
+            query(0b1111)
+    assert len(reader) == 0
+    # A reader does not hold the directory: it opens again while the old reader lives.
+    again = neardup.Store.open(path)
+    with pytest.raises(ValueError, match="closed"):
+        reader.find_all(0b1111)
+    assert again.reader().find_first(0b1111) == ("a", 0)
+    again.close()
+    # A reader keeps its Store object alive (never closed under it by the garbage
+    # collector); once both are gone, the directory is free.
+    lone = neardup.Store.open(path).reader()
+    gc.collect()
+    assert lone.find_first(0b1111) == ("a", 0) and len(lone) == 1
+    del lone
+    gc.collect()
+    neardup.Store.open(path).close()
+
+
+def test_store_reader_errors(tmp_path):
+    with neardup.Store.create(tmp_path / "s") as s:
+        reader = s.reader()
+        with pytest.raises(OverflowError):
+            reader.find_all(-1)
+        with pytest.raises(OverflowError):
+            reader.find_first(1 << 64)
+        with pytest.raises(TypeError):
+            reader.find_all("abc")
+        # Only queries.
+        assert not hasattr(reader, "insert") and not hasattr(reader, "close")
+    with pytest.raises(TypeError, match="cannot create"):
+        neardup.StoreReader()
+
+
 # --- dedup ------------------------------------------------------------------------------
 
 
@@ -495,9 +631,9 @@ def test_dedup_errors():
 
 def test_public_names():
     assert set(neardup.__all__) == {
-        "Corpus", "Fingerprinter", "ForeignStoreError", "Layout", "NotAStoreError", "Store",
-        "StoreError", "StoreExistsError", "Table", "clusters", "dedup", "find_all", "fingerprint",
-        "fingerprint_many", "simhash",
+        "Corpus", "Fingerprinter", "ForeignStoreError", "Idf", "Layout", "NotAStoreError",
+        "Store", "StoreError", "StoreExistsError", "StoreReader", "Table", "clusters", "dedup",
+        "find_all", "fingerprint", "fingerprint_many", "simhash",
     }
     for name in neardup.__all__:
         obj = getattr(neardup, name)

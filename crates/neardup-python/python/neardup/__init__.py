@@ -5,10 +5,13 @@ neardup's own API:
 - ``Fingerprinter(...)`` turns texts into fingerprints (every option of the Rust one, as
   keyword arguments); ``fingerprint(text)`` and ``fingerprint_many(texts)`` use the
   defaults, those of ``neardup fingerprint``;
+- ``Idf.build(texts)`` counts the idf table of ``Fingerprinter(weighting="tfidf")``, as
+  ``neardup idf`` does; ``Idf.load(path)`` reads one;
 - ``find_all(fingerprints, distance=6, blocks="auto", ids=None)`` gives every pair within
   ``distance`` bits, ``clusters(...)`` the connected components;
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
-  ``Store`` the same, durable in a data directory, with str ids and expiry;
+  ``Store`` the same, durable in a data directory, with str ids and expiry, and
+  ``Store.reader()`` a ``StoreReader`` to query it from other threads;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records, as ``neardup dedup``;
 - ``Layout(blocks, distance)`` shows the block layout and its ``Table`` permutations.
 
@@ -34,6 +37,7 @@ from neardup._errors import ForeignStoreError, NotAStoreError, StoreError, Store
 from neardup._neardup import own as _own
 
 Fingerprinter = _own.Fingerprinter
+Idf = _own.Idf
 fingerprint = _own.fingerprint
 fingerprint_many = _own.fingerprint_many
 find_all = _own.find_all
@@ -42,17 +46,20 @@ Corpus = _own.Corpus
 Layout = _own.Layout
 Table = _own.Table
 Store = _own.Store
+StoreReader = _own.StoreReader
 dedup = _own.dedup
 
 __all__ = [
     "Corpus",
     "Fingerprinter",
     "ForeignStoreError",
+    "Idf",
     "Layout",
     "NotAStoreError",
     "Store",
     "StoreError",
     "StoreExistsError",
+    "StoreReader",
     "Table",
     "clusters",
     "dedup",
