@@ -24,7 +24,8 @@ use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_na
 pub(crate) const DETACH_TEXTS: usize = 8;
 
 /// The text of `obj`, which must be a `str`.
-fn text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBackedStr> {
+fn text(obj: &Bound<'_, PyAny>, what: impl std::fmt::Display) -> PyResult<PyBackedStr> {
+    // `what` is formatted only on error: no allocation per text of a long list.
     obj.extract::<PyBackedStr>()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(obj))))
 }
@@ -59,7 +60,7 @@ pub(crate) fn text_batches(
     })?;
     let mut pending = Vec::with_capacity(obj.len().unwrap_or(0).min(size));
     for (i, item) in iter.enumerate() {
-        pending.push(text(&item?, &format!("texts[{i}]"))?);
+        pending.push(text(&item?, format_args!("texts[{i}]"))?);
         if pending.len() == size {
             batch(std::mem::take(&mut pending))?;
         }
@@ -507,7 +508,7 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, PyBackedStr
     };
     Ok((
         id.unbind(),
-        self::text(&text, &format!("the text of records[{i}]"))?,
+        self::text(&text, format_args!("the text of records[{i}]"))?,
     ))
 }
 

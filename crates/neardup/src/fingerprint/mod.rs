@@ -340,7 +340,7 @@ impl Fingerprinter {
                             weight: w,
                         });
                     }
-                    let key = normalize(token, config.normalize, false);
+                    let (key, _) = normalize(token, config.normalize, false);
                     by_hash.insert(token_hash(&key), w);
                 }
                 token_weights = Some(Arc::new(by_hash));
@@ -444,11 +444,11 @@ impl Fingerprinter {
     fn features(&self, text: &str) -> Features {
         let cfg = &self.config;
         let fold = matches!(cfg.tokenizer, Tokenizer::CharNgrams(_));
-        let text = normalize(text, cfg.normalize, fold);
+        let (text, ascii) = normalize(text, cfg.normalize, fold);
         if !self.needs_token_terms() {
             // The common case: token hashes straight into shingle hashes, no token list.
             let mut shingler = Shingler::new(cfg.window, text.len() / 5 + 1);
-            if cfg.tokenizer == Tokenizer::UnicodeWords && text.is_ascii() {
+            if cfg.tokenizer == Tokenizer::UnicodeWords && ascii {
                 let b = text.as_bytes();
                 tokenize::ascii_word_bounds(&text, |s, e| {
                     shingler.push(feature_hash(&b[s..e]));
@@ -623,25 +623,29 @@ fn feature_hash(bytes: &[u8]) -> u64 {
     xxh3_64_with_seed(bytes, SEED)
 }
 
-/// `text` normalised as `n` says (white space folded only when `fold` too).
-fn normalize(text: &str, n: Normalize, fold: bool) -> Cow<'_, str> {
+/// `text` normalised as `n` says (white space folded only when `fold` too), and whether
+/// the result is ASCII (known without another pass when `text` is: ASCII stays ASCII).
+fn normalize(text: &str, n: Normalize, fold: bool) -> (Cow<'_, str>, bool) {
     let mut s = Cow::Borrowed(text);
-    if n.nfkc && !s.is_ascii() && is_nfkc_quick(s.chars()) != IsNormalized::Yes {
-        s = Cow::Owned(s.nfkc().collect());
-    }
-    if n.ascii_quotes && !s.is_ascii() && s.contains(is_typographic_quote) {
-        s = Cow::Owned(
-            s.chars()
-                .map(|c| match c {
-                    '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => '\'',
-                    '\u{201C}' | '\u{201D}' | '\u{201F}' | '\u{201E}' | '\u{2033}' => '"',
-                    c => c,
-                })
-                .collect(),
-        );
+    let ascii = text.is_ascii();
+    if !ascii {
+        if n.nfkc && is_nfkc_quick(s.chars()) != IsNormalized::Yes {
+            s = Cow::Owned(s.nfkc().collect());
+        }
+        if n.ascii_quotes && s.contains(is_typographic_quote) {
+            s = Cow::Owned(
+                s.chars()
+                    .map(|c| match c {
+                        '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => '\'',
+                        '\u{201C}' | '\u{201D}' | '\u{201F}' | '\u{201E}' | '\u{2033}' => '"',
+                        c => c,
+                    })
+                    .collect(),
+            );
+        }
     }
     if n.lowercase {
-        if s.is_ascii() {
+        if ascii {
             if s.bytes().any(|b| b.is_ascii_uppercase()) {
                 s = Cow::Owned(s.to_ascii_lowercase());
             }
@@ -655,7 +659,8 @@ fn normalize(text: &str, n: Normalize, fold: bool) -> Cow<'_, str> {
             s = Cow::Owned(folded);
         }
     }
-    s
+    let ascii = ascii || s.is_ascii();
+    (s, ascii)
 }
 
 fn is_typographic_quote(c: char) -> bool {
