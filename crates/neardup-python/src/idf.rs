@@ -102,6 +102,11 @@ impl Idf {
     pub(crate) fn table(&self) -> Arc<core::Idf> {
         Arc::clone(&self.table)
     }
+
+    /// A Python `Idf` over a table already shared.
+    pub(crate) fn shared(table: Arc<core::Idf>) -> Idf {
+        Idf { table }
+    }
 }
 
 #[pymethods]
@@ -161,6 +166,15 @@ impl Idf {
     }
 
     /// The table as bytes, in the format of `neardup idf`.
+    /// Pickles as its bytes, so a table travels to worker processes (multiprocessing,
+    /// Spark, Dask, Ray) and back unchanged.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let from_bytes = slf.get_type().getattr("from_bytes")?;
+        Ok((from_bytes, (slf.get().to_bytes(slf.py()),)))
+    }
+
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         let bytes = py.detach(|| self.table.to_bytes());
         PyBytes::new(py, &bytes)

@@ -304,6 +304,40 @@ impl Fingerprinter {
         self.inner.config().window
     }
 
+    /// Pickles as the keyword arguments that make it again (weights and idf tables
+    /// included), so it travels to worker processes (multiprocessing, Spark, Dask, Ray).
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let me = slf.get();
+        let c = me.inner.config();
+        let n = c.normalize;
+        let kw = PyDict::new(py);
+        kw.set_item("tokenizer", &me.tokenizer)?;
+        kw.set_item("window", c.window)?;
+        kw.set_item("weighting", &me.weighting)?;
+        match &c.weighting {
+            Weighting::Custom(map) => kw.set_item("weights", map.as_ref())?,
+            Weighting::TfIdf(table) => kw.set_item(
+                "idf",
+                Bound::new(py, crate::idf::Idf::shared(Arc::clone(table)))?,
+            )?,
+            Weighting::LenPos { lambda } => kw.set_item("lambda_", lambda)?,
+            _ => {}
+        }
+        kw.set_item("nfkc", n.nfkc)?;
+        kw.set_item("lowercase", n.lowercase)?;
+        kw.set_item("fold_whitespace", n.fold_whitespace)?;
+        kw.set_item("ascii_quotes", n.ascii_quotes)?;
+        kw.set_item("min_paragraph", c.min_paragraph)?;
+        let make = py
+            .import("functools")?
+            .getattr("partial")?
+            .call((slf.get_type(),), Some(&kw))?;
+        Ok((make, PyTuple::empty(py)))
+    }
+
     fn __repr__(&self) -> String {
         let c = self.inner.config();
         let n = c.normalize;

@@ -136,6 +136,47 @@ def test_options_change_results_as_documented():
     assert base.fingerprint_wide(long_text)[0] == base.fingerprint(long_text)
 
 
+PICKLED_CONFIGS = [
+    {},
+    {"tokenizer": "ascii", "window": 1, "weighting": "none"},
+    {"tokenizer": "char:4", "fold_whitespace": False},
+    {"window": 3, "nfkc": False, "lowercase": False, "ascii_quotes": False, "min_paragraph": 10},
+    {"weights": {"books": 500.0, "Roof": 0.25}},
+    {"weighting": "lenpos", "lambda_": 2.5},
+]
+
+
+@pytest.mark.parametrize("kwargs", PICKLED_CONFIGS + [{"idf": "built"}])
+def test_fingerprinters_pickle_to_equals(kwargs):
+    import pickle
+    texts = [PARA_A, PARA_A + " " + PARA_A[:200], "The Quick  Brown “Fox” don’t jump ﬁnally", ""]
+    if kwargs.get("idf") == "built":
+        kwargs = {"idf": neardup.Idf.build(texts, min_df=1)}
+    fp = neardup.Fingerprinter(**kwargs)
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        again = pickle.loads(pickle.dumps(fp, protocol))
+        assert type(again) is neardup.Fingerprinter and repr(again) == repr(fp)
+        assert again.fingerprint_many(texts) == fp.fingerprint_many(texts)
+        assert [again.paragraphs(t) for t in texts] == [fp.paragraphs(t) for t in texts]
+        assert [again.fingerprint_wide(t) for t in texts] == [fp.fingerprint_wide(t) for t in texts]
+    if "idf" in kwargs:
+        table = kwargs["idf"]
+        again = pickle.loads(pickle.dumps(table))
+        assert type(again) is neardup.Idf and again.to_bytes() == table.to_bytes()
+
+
+def test_a_fingerprinter_works_in_another_process():
+    # What multiprocessing, Spark or Dask do with it: pickle, ship, call.
+    import concurrent.futures
+    import multiprocessing
+    fp = neardup.Fingerprinter(window=1, weights={"books": 500.0})
+    texts = [PARA_A, PARA_A[:100], "library books"]
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        assert pool.submit(fp.fingerprint_many, texts).result(timeout=60) == \
+            fp.fingerprint_many(texts)
+
+
 def test_jieba_tokenizer():
     fp = neardup.Fingerprinter(tokenizer="jieba", weighting="lenpos")
     assert fp.fingerprint("我们中出了一个叛徒") != 0
