@@ -136,10 +136,8 @@ pub fn idf(cmd: &IdfCmd) -> Result<(), Failure> {
     let progress = Progress::for_stderr();
     let mut builder = IdfBuilder::new();
     let stats = docs::read(&cmd.docs, &progress, |batch| {
-        let sets: Vec<Vec<u64>> = batch.par_iter().map(|d| fp.feature_set(&d.text)).collect();
-        for set in &sets {
-            builder.add(set);
-        }
+        let texts: Vec<&str> = batch.iter().map(|d| d.text.as_str()).collect();
+        builder.add_texts(&fp, &texts);
         Ok(())
     })?;
     progress.finish();

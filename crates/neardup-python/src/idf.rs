@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyString};
-use rayon::prelude::*;
 
 use neardup::fingerprint::{self as core, IdfBuilder};
 
@@ -40,20 +38,6 @@ pub(crate) fn read(py: Python<'_>, path: &Path) -> PyResult<core::Idf> {
         )
     })?;
     py.detach(|| parse(&bytes, Some(path)))
-}
-
-/// Document frequencies of `texts`' features, counted in parallel.
-fn count(fp: &core::Fingerprinter, texts: &[PyBackedStr]) -> IdfBuilder {
-    texts
-        .par_iter()
-        .fold(IdfBuilder::new, |mut counts, text| {
-            counts.add(&fp.feature_set(text));
-            counts
-        })
-        .reduce(IdfBuilder::new, |mut a, b| {
-            a.merge(b);
-            a
-        })
 }
 
 /// Inverse document frequencies of features, counted on a corpus: the table of
@@ -128,21 +112,13 @@ impl Idf {
             Some(f) => &f.get().inner,
             None => default_fingerprinter(),
         };
-        let mut counts: Option<IdfBuilder> = None;
+        let mut counts = IdfBuilder::new();
         text_batches(texts, BATCH, |batch| {
             detach_if(py, batch.len() >= DETACH_TEXTS, || {
-                let part = count(fp, &batch);
-                counts = Some(match counts.take() {
-                    Some(mut all) => {
-                        all.merge(part);
-                        all
-                    }
-                    None => part,
-                });
+                counts.add_texts(fp, &batch)
             });
             Ok(())
         })?;
-        let counts = counts.unwrap_or_default();
         Ok(Idf::new(py.detach(move || counts.build(min_df))))
     }
 
@@ -165,7 +141,6 @@ impl Idf {
         Ok(Idf::new(read(py, &path)?))
     }
 
-    /// The table as bytes, in the format of `neardup idf`.
     /// Pickles as its bytes, so a table travels to worker processes (multiprocessing,
     /// Spark, Dask, Ray) and back unchanged.
     fn __reduce__<'py>(
@@ -175,6 +150,7 @@ impl Idf {
         Ok((from_bytes, (slf.get().to_bytes(slf.py()),)))
     }
 
+    /// The table as bytes, in the format of `neardup idf`.
     fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         let bytes = py.detach(|| self.table.to_bytes());
         PyBytes::new(py, &bytes)

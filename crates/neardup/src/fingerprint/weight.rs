@@ -240,6 +240,22 @@ impl IdfBuilder {
         }
     }
 
+    /// Counts documents by their texts, with `fp`'s features (what `neardup idf` and the
+    /// Python `Idf.build` count), in parallel with the `rayon` feature.
+    pub fn add_texts<T: AsRef<str> + Sync>(&mut self, fp: &super::Fingerprinter, texts: &[T]) {
+        const CHUNK: usize = 64;
+        let parts = crate::par::map(texts.chunks(CHUNK).collect(), |chunk: &[T]| {
+            let mut part = IdfBuilder::new();
+            for text in chunk {
+                part.add(&fp.feature_set(text.as_ref()));
+            }
+            part
+        });
+        for part in parts {
+            self.merge(part);
+        }
+    }
+
     /// Adds another count (of other documents) to this one.
     pub fn merge(&mut self, other: IdfBuilder) {
         self.docs += other.docs;
@@ -263,6 +279,23 @@ impl IdfBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn texts_count_as_their_feature_sets() {
+        let fp = super::super::Fingerprinter::default();
+        let texts: Vec<String> = (0..300)
+            .map(|i| format!("word{} common text {} w{}", i % 7, i % 13, i))
+            .collect();
+        let mut by_sets = IdfBuilder::new();
+        for t in &texts {
+            by_sets.add(&fp.feature_set(t));
+        }
+        let mut by_texts = IdfBuilder::new();
+        by_texts.add_texts(&fp, &texts[..150]);
+        by_texts.add_texts(&fp, &texts[150..]);
+        assert_eq!(by_texts.docs, 300);
+        assert_eq!(by_texts.build(1), by_sets.build(1));
+    }
 
     #[test]
     fn idf_counts_and_round_trips() {
