@@ -34,6 +34,7 @@ mod kernel;
 mod paragraph;
 pub mod tokenize;
 mod weight;
+mod word_hash;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -451,7 +452,7 @@ impl Fingerprinter {
             if cfg.tokenizer == Tokenizer::UnicodeWords && ascii {
                 let b = text.as_bytes();
                 tokenize::ascii_word_bounds(&text, |s, e| {
-                    shingler.push(feature_hash(&b[s..e]));
+                    shingler.push(word_hash::word_hash(b, s, e));
                 });
             } else {
                 cfg.tokenizer

@@ -1,0 +1,109 @@
+//! The feature hash of a word inside an ASCII text, without a branch on its length.
+//!
+//! xxh3 hashes 1–3, 4–8, 9–16 and longer inputs by different formulas, and the lengths of
+//! consecutive words follow no pattern, so its dispatch mispredicts on many a
+//! word. Words of up to 8 bytes, most of them, take both short formulas here, which share
+//! their shape (mix, multiply, mix, multiply, shift) and differ only in constants, so one
+//! chain of multiplies serves both and the constants are selected without a branch. The
+//! result is exactly `xxh3_64_with_seed(word, SEED)`, which the tests hold it to.
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use super::SEED;
+
+/// The first 24 bytes of xxh3's default secret, all that inputs of up to 8 bytes read.
+const SECRET: [u8; 24] = [
+    0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
+    0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb,
+];
+
+const fn secret32(i: usize) -> u64 {
+    u32::from_le_bytes([SECRET[i], SECRET[i + 1], SECRET[i + 2], SECRET[i + 3]]) as u64
+}
+
+const fn secret64(i: usize) -> u64 {
+    secret32(i) | secret32(i + 4) << 32
+}
+
+/// The seed-dependent keys of the 1–3 and 4–8 byte formulas, folded at compile time.
+const FLIP_1_3: u64 = (secret32(0) ^ secret32(4)).wrapping_add(SEED);
+const FLIP_4_8: u64 =
+    (secret64(8) ^ secret64(16)).wrapping_sub(SEED ^ (((SEED as u32).swap_bytes() as u64) << 32));
+
+/// The multipliers of xxh3's 4–8 byte mix (both rounds) and of XXH64's avalanche, which
+/// finishes 1–3 bytes.
+const MIX_4_8: u64 = 0x9FB2_1C65_1E98_DF25;
+const AVALANCHE_1: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const AVALANCHE_2: u64 = 0x1656_67B1_9E37_79F9;
+
+fn read32(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u64::from(u32::from_le_bytes(w))
+}
+
+/// `xxh3_64_with_seed(&text[start..end], SEED)`, for a non-empty word of `text`.
+#[inline(always)]
+pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+    let len = end - start;
+    if len > 8 || text.len() < 4 {
+        return xxh3_64_with_seed(&text[start..end], SEED);
+    }
+    let n = len as u64;
+    // 1–3 bytes: the first, middle and last byte with the length.
+    let small = (u64::from(text[start]) << 16)
+        | (u64::from(text[start + (len >> 1)]) << 24)
+        | u64::from(text[end - 1])
+        | (n << 8);
+    let small = small ^ FLIP_1_3;
+    // 4–8 bytes: the first and last 4. For shorter words the reads move inside the text;
+    // what they read is then discarded.
+    let first = read32(text, start.min(text.len() - 4));
+    let last = read32(text, end.max(4) - 4);
+    let mid = last.wrapping_add(first << 32) ^ FLIP_4_8;
+    // All ones for 4–8 bytes, zero for 1–3: `pick` is a select the compiler cannot turn
+    // into a branch.
+    let m = 0u64.wrapping_sub(u64::from(len >= 4));
+    let pick = |if_mid: u64, if_small: u64| (if_mid & m) | (if_small & !m);
+    let h = pick(
+        mid ^ mid.rotate_left(49) ^ mid.rotate_left(24),
+        small ^ (small >> 33),
+    );
+    let h = h.wrapping_mul(pick(MIX_4_8, AVALANCHE_1));
+    let h = h ^ (h >> pick(35, 29)).wrapping_add(n & m);
+    let h = h.wrapping_mul(pick(MIX_4_8, AVALANCHE_2));
+    h ^ (h >> pick(28, 32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_length_at_every_place() {
+        // Words of 1 to 40 bytes at the start, middle and end of texts of 1 to 48 bytes.
+        let text: Vec<u8> = (0..48u8).map(|i| b'a' + i % 26).collect();
+        for n in 1..=text.len() {
+            let t = &text[..n];
+            for start in 0..n {
+                for end in start + 1..=n {
+                    assert_eq!(
+                        word_hash(t, start, end),
+                        xxh3_64_with_seed(&t[start..end], SEED),
+                        "text of {n} bytes, word {start}..{end}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn equals_xxh3(text in proptest::collection::vec(any::<u8>(), 1..64), a in any::<usize>(), b in any::<usize>()) {
+            let (a, b) = (a % text.len(), b % text.len());
+            let (start, end) = (a.min(b), a.max(b) + 1);
+            prop_assert_eq!(word_hash(&text, start, end), xxh3_64_with_seed(&text[start..end], SEED));
+        }
+    }
+}
