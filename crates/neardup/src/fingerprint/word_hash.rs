@@ -1,11 +1,11 @@
 //! The feature hash of a word inside an ASCII text, without a branch on its length.
 //!
 //! xxh3 hashes 1–3, 4–8, 9–16 and longer inputs by different formulas, and the lengths of
-//! consecutive words follow no pattern, so its dispatch mispredicts on many a
-//! word. Words of up to 8 bytes, most of them, take both short formulas here, which share
-//! their shape (mix, multiply, mix, multiply, shift) and differ only in constants, so one
-//! chain of multiplies serves both and the constants are selected without a branch. The
-//! result is exactly `xxh3_64_with_seed(word, SEED)`, which the tests hold it to.
+//! consecutive words follow no pattern, so its dispatch often mispredicts. Words of up to
+//! 8 bytes, most of them, take both short formulas here, which share their shape (mix,
+//! multiply, mix, multiply, shift) and differ only in constants, so one chain of
+//! multiplies serves both and the constants are selected without a branch. The result is
+//! exactly `xxh3_64_with_seed(word, SEED)`, which the tests hold it to.
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
