@@ -14,6 +14,7 @@ mod legacy;
 mod own;
 mod simhash;
 mod store;
+mod text;
 
 use pyo3::prelude::*;
 

@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rayon::prelude::*;
 
@@ -18,20 +17,14 @@ use neardup::fingerprint::{
 };
 
 use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_name};
+use crate::text::Text;
 
 /// Texts at least this many are fingerprinted with the GIL released; fewer are not worth
 /// the switch.
 pub(crate) const DETACH_TEXTS: usize = 8;
 
-/// The text of `obj`, which must be a `str`.
-fn text(obj: &Bound<'_, PyAny>, what: impl std::fmt::Display) -> PyResult<PyBackedStr> {
-    // `what` is formatted only on error: no allocation per text of a long list.
-    obj.extract::<PyBackedStr>()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(obj))))
-}
-
 /// Every item of an iterable of `str`.
-fn texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<PyBackedStr>> {
+fn texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Text>> {
     let mut all = Vec::new();
     text_batches(obj, usize::MAX, |batch| {
         all = batch;
@@ -45,7 +38,7 @@ fn texts(obj: &Bound<'_, PyAny>) -> PyResult<Vec<PyBackedStr>> {
 pub(crate) fn text_batches(
     obj: &Bound<'_, PyAny>,
     size: usize,
-    mut batch: impl FnMut(Vec<PyBackedStr>) -> PyResult<()>,
+    mut batch: impl FnMut(Vec<Text>) -> PyResult<()>,
 ) -> PyResult<()> {
     if obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(
@@ -60,7 +53,8 @@ pub(crate) fn text_batches(
     })?;
     let mut pending = Vec::with_capacity(obj.len().unwrap_or(0).min(size));
     for (i, item) in iter.enumerate() {
-        pending.push(text(&item?, format_args!("texts[{i}]"))?);
+        // The label is formatted only on error: no allocation per text of a long list.
+        pending.push(Text::extract(&item?, format_args!("texts[{i}]"))?);
         if pending.len() == size {
             batch(std::mem::take(&mut pending))?;
         }
@@ -252,7 +246,7 @@ impl Fingerprinter {
 
     /// The fingerprint of `text` (a str); 0 when it has no tokens.
     fn fingerprint(&self, text: &Bound<'_, PyAny>) -> PyResult<u64> {
-        Ok(self.inner.fingerprint(&self::text(text, "text")?))
+        Ok(self.inner.fingerprint(&Text::extract(text, "text")?))
     }
 
     /// The fingerprints of `texts` (an iterable of str), in order: the same as
@@ -265,7 +259,7 @@ impl Fingerprinter {
     /// `fingerprint(text)`), what `dedup` compares: distances between wide fingerprints
     /// are the sums of the lanes' distances.
     fn fingerprint_wide(&self, text: &Bound<'_, PyAny>) -> PyResult<(u64, u64, u64, u64)> {
-        let [a, b, c, d] = self.inner.fingerprint_wide(&self::text(text, "text")?);
+        let [a, b, c, d] = self.inner.fingerprint_wide(&Text::extract(text, "text")?);
         Ok((a, b, c, d))
     }
 
@@ -280,14 +274,14 @@ impl Fingerprinter {
     /// >>> fp.feature_set("B a b") == fp.feature_set("a b")
     /// True
     fn feature_set(&self, text: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
-        Ok(self.inner.feature_set(&self::text(text, "text")?))
+        Ok(self.inner.feature_set(&Text::extract(text, "text")?))
     }
 
     /// The paragraphs of `text` as `(start, end, fingerprint)`, `text[start:end]` being the
     /// paragraph. Paragraphs are separated by blank lines and HTML block tags; one shorter
     /// than `min_paragraph` bytes merges into the next (the last into the one before).
     fn paragraphs(&self, text: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize, u64)>> {
-        let text = self::text(text, "text")?;
+        let text = Text::extract(text, "text")?;
         let paras = self.inner.paragraphs(&text);
         let bytes: Vec<usize> = paras.iter().flat_map(|p| [p.start, p.end]).collect();
         let chars = char_offsets(&text, &bytes);
@@ -381,7 +375,7 @@ pub(crate) fn default_fingerprinter() -> &'static core::Fingerprinter {
 /// True
 #[pyfunction]
 pub fn fingerprint(text: &Bound<'_, PyAny>) -> PyResult<u64> {
-    Ok(default_fingerprinter().fingerprint(&self::text(text, "text")?))
+    Ok(default_fingerprinter().fingerprint(&Text::extract(text, "text")?))
 }
 
 /// The fingerprints of `texts` with the default settings, in order; in parallel with the
@@ -520,7 +514,7 @@ fn matching(
 }
 
 /// One record of `dedup`: an `(id, text)` pair (a tuple, or any sequence of two).
-fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, PyBackedStr)> {
+fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
     let bad = || {
         PyTypeError::new_err(format!(
             "records[{i}] must be an (id, text) pair, got {}",
@@ -542,7 +536,7 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, PyBackedStr
     };
     Ok((
         id.unbind(),
-        self::text(&text, format_args!("the text of records[{i}]"))?,
+        Text::extract(&text, format_args!("the text of records[{i}]"))?,
     ))
 }
 

@@ -233,6 +233,39 @@ def test_fingerprinter_positional_args_refused_and_text_types():
     assert neardup.Fingerprinter(window=3).window == 3
 
 
+def test_texts_of_every_str_storage_read_alike():
+    # CPython stores a str in 1, 2 or 4 bytes a character; each is read as its UTF-8. A
+    # subclass of str is a str. The pins (fingerprints from the CLI) hold the values.
+    pins = [c for c in PINS if c["tokenizer"] == ["words"] and c["window"] == 2
+            and c["weighting"] == ["tf"] and any(ord(ch) > 127 for ch in c["text"])]
+    assert pins
+    texts = [c["text"] for c in pins]
+    want = [int(c["fingerprint"]) for c in pins]
+    assert neardup.fingerprint_many(texts) == want
+    assert [neardup.fingerprint(t) for t in texts] == want
+
+    class Sub(str):
+        pass
+
+    assert neardup.fingerprint_many([Sub(t) for t in texts]) == want
+    stores = ["naïve café au lait", "Привет, мир, привет", "emoji 😀 party 🎉 time", "plain ascii words"]
+    many = neardup.fingerprint_many(stores * 5)
+    assert many == [neardup.fingerprint(t) for t in stores] * 5
+    assert len(set(many)) == 4
+
+
+def test_texts_that_are_not_unicode():
+    # A lone surrogate is a str with no UTF-8: ValueError (UnicodeEncodeError is one too)
+    # naming the argument.
+    fp = neardup.Fingerprinter()
+    with pytest.raises(ValueError, match="text cannot be read as UTF-8"):
+        fp.fingerprint("bad \ud800 text")
+    with pytest.raises(ValueError, match=r"texts\[1\] cannot be read as UTF-8.*surrogate"):
+        fp.fingerprint_many(["ok", "bad \ud800 text"])
+    with pytest.raises(ValueError, match=r"records\[0\]"):
+        neardup.dedup([("a", "\udfff")])
+
+
 def test_idf_missing_file(tmp_path):
     with pytest.raises(OSError, match="idf"):
         neardup.Fingerprinter(idf=tmp_path / "missing.idf")
