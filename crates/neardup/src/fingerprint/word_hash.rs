@@ -2,10 +2,11 @@
 //!
 //! xxh3 hashes 1–3, 4–8, 9–16 and longer inputs by different formulas, and the lengths of
 //! consecutive words follow no pattern, so its dispatch often mispredicts. Words of up to
-//! 8 bytes, most of them, take both short formulas here, which share their shape (mix,
-//! multiply, mix, multiply, shift) and differ only in constants, so one chain of
-//! multiplies serves both and the constants are selected without a branch. The result is
-//! exactly `xxh3_64_with_seed(word, SEED)`, which the tests hold it to.
+//! 8 bytes, most of them, take both short formulas here: after their first mix they share
+//! their shape (multiply, mix, multiply, shift) and differ only in constants, so one chain
+//! of multiplies serves both, its constants loaded from a table indexed by the length
+//! class. The result is exactly `xxh3_64_with_seed(word, SEED)`, which the tests hold it
+//! to.
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -30,11 +31,33 @@ const FLIP_1_3: u64 = (secret32(0) ^ secret32(4)).wrapping_add(SEED);
 const FLIP_4_8: u64 =
     (secret64(8) ^ secret64(16)).wrapping_sub(SEED ^ (((SEED as u32).swap_bytes() as u64) << 32));
 
-/// The multipliers of xxh3's 4–8 byte mix (both rounds) and of XXH64's avalanche, which
-/// finishes 1–3 bytes.
-const MIX_4_8: u64 = 0x9FB2_1C65_1E98_DF25;
-const AVALANCHE_1: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const AVALANCHE_2: u64 = 0x1656_67B1_9E37_79F9;
+/// What differs between the finishes of 1–3 bytes (XXH64's avalanche) and of 4–8 bytes
+/// (xxh3's rrmxmx), after their first mix: multipliers, shifts, and whether the length is
+/// added. Indexed by `len >= 4`, a load instead of a select per constant.
+struct Finish {
+    mul1: u64,
+    shift1: u32,
+    len_mask: u64,
+    mul2: u64,
+    shift2: u32,
+}
+
+static FINISH: [Finish; 2] = [
+    Finish {
+        mul1: 0xC2B2_AE3D_27D4_EB4F,
+        shift1: 29,
+        len_mask: 0,
+        mul2: 0x1656_67B1_9E37_79F9,
+        shift2: 32,
+    },
+    Finish {
+        mul1: 0x9FB2_1C65_1E98_DF25,
+        shift1: 35,
+        len_mask: u64::MAX,
+        mul2: 0x9FB2_1C65_1E98_DF25,
+        shift2: 28,
+    },
+];
 
 fn read32(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 4];
@@ -61,18 +84,17 @@ pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     let first = read32(text, start.min(text.len() - 4));
     let last = read32(text, end.max(4) - 4);
     let mid = last.wrapping_add(first << 32) ^ FLIP_4_8;
-    // All ones for 4–8 bytes, zero for 1–3: `pick` is a select the compiler cannot turn
-    // into a branch.
-    let m = 0u64.wrapping_sub(u64::from(len >= 4));
-    let pick = |if_mid: u64, if_small: u64| (if_mid & m) | (if_small & !m);
-    let h = pick(
-        mid ^ mid.rotate_left(49) ^ mid.rotate_left(24),
-        small ^ (small >> 33),
-    );
-    let h = h.wrapping_mul(pick(MIX_4_8, AVALANCHE_1));
-    let h = h ^ (h >> pick(35, 29)).wrapping_add(n & m);
-    let h = h.wrapping_mul(pick(MIX_4_8, AVALANCHE_2));
-    h ^ (h >> pick(28, 32))
+    let mid4 = len >= 4;
+    // The first mixes differ in shape, so both are computed, and one is kept by a mask
+    // (all ones for 4–8 bytes): a select the compiler cannot turn into a branch.
+    let m = 0u64.wrapping_sub(u64::from(mid4));
+    let h =
+        ((mid ^ mid.rotate_left(49) ^ mid.rotate_left(24)) & m) | ((small ^ (small >> 33)) & !m);
+    let f = &FINISH[usize::from(mid4)];
+    let h = h.wrapping_mul(f.mul1);
+    let h = h ^ (h >> f.shift1).wrapping_add(n & f.len_mask);
+    let h = h.wrapping_mul(f.mul2);
+    h ^ (h >> f.shift2)
 }
 
 #[cfg(test)]
