@@ -228,6 +228,18 @@ impl Corpus {
         py.detach(|| self.inner.reader.documents())
     }
 
+    /// Bytes of memory the corpus holds for its tables, ids and recent changes (not
+    /// counting the allocator's own overhead), to size a process by.
+    ///
+    /// >>> import neardup
+    /// >>> c = neardup.Corpus(distance=3)
+    /// >>> c.insert_bulk([(i, i * 0x9E3779B97F4A7C15 % 2**64) for i in range(1000)])
+    /// >>> c.heap_bytes() >= 1000 * 16
+    /// True
+    fn heap_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        self.inner.write(py, |c| Ok(c.heap_bytes()))
+    }
+
     /// Blocks per fingerprint (the planner's choice for `blocks="auto"`).
     #[getter]
     fn blocks(&self) -> usize {

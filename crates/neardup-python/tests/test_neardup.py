@@ -436,6 +436,18 @@ def test_corpus_errors_and_defaults():
     assert c.find_first(0) is None and c.find_all(0) == []
 
 
+
+def test_corpus_heap_bytes_grow_with_the_documents():
+    c = neardup.Corpus(distance=3)
+    empty = c.heap_bytes()
+    rng = random.Random(5)
+    c.insert_bulk([(i, rng.getrandbits(64)) for i in range(20_000)])
+    half = c.heap_bytes()
+    # Every table keeps each fingerprint (8 bytes), and the ids are kept once more.
+    assert half >= empty + 20_000 * 8 * (len(neardup.Layout(c.blocks, 3).tables) + 1)
+    c.insert_bulk([(i, rng.getrandbits(64)) for i in range(20_000, 40_000)])
+    assert c.heap_bytes() >= half + 20_000 * 8
+
 # --- Store ------------------------------------------------------------------------------
 
 
