@@ -345,6 +345,12 @@ impl Store {
         }
     }
 
+    /// Bytes of memory the store's in-memory tables hold (the data on disk not counted),
+    /// to size a process by.
+    fn heap_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        self.write(py, |s| Ok(s.heap_bytes()))
+    }
+
     /// Deletes every expired document; returns how many.
     fn sweep(&self, py: Python<'_>) -> PyResult<usize> {
         self.write(py, |s| s.sweep())

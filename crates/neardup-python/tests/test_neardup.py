@@ -467,8 +467,12 @@ def test_store_round_trip_across_reopen(tmp_path):
         assert s.remove_bulk(["doc-2", "doc-3", "nope"]) == 2
         del docs["doc-2"], docs["doc-3"]
         assert len(s) == len(docs)
+        # Each of the tables keeps each fingerprint.
+        assert s.heap_bytes() >= len(docs) * 8 * len(neardup.Layout(s.blocks, 4).tables)
     with pytest.raises(ValueError, match="closed"):
         s.find_all(0)
+    with pytest.raises(ValueError, match="closed"):
+        s.heap_bytes()
     reopened = neardup.Store.open(str(path))
     try:
         assert reopened.distance == 4 and len(reopened) == len(docs)
