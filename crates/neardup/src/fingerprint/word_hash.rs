@@ -32,12 +32,11 @@ const FLIP_4_8: u64 =
     (secret64(8) ^ secret64(16)).wrapping_sub(SEED ^ (((SEED as u32).swap_bytes() as u64) << 32));
 
 /// What differs between the finishes of 1–3 bytes (XXH64's avalanche) and of 4–8 bytes
-/// (xxh3's rrmxmx), after their first mix: multipliers, shifts, and whether the length is
-/// added. Indexed by `len >= 4`, a load instead of a select per constant.
+/// (xxh3's rrmxmx), after their first mix: multipliers and shifts (rrmxmx also adds the
+/// length). Indexed by `len >= 4`, a load instead of a select per constant.
 struct Finish {
     mul1: u64,
     shift1: u32,
-    len_mask: u64,
     mul2: u64,
     shift2: u32,
 }
@@ -46,14 +45,12 @@ static FINISH: [Finish; 2] = [
     Finish {
         mul1: 0xC2B2_AE3D_27D4_EB4F,
         shift1: 29,
-        len_mask: 0,
         mul2: 0x1656_67B1_9E37_79F9,
         shift2: 32,
     },
     Finish {
         mul1: 0x9FB2_1C65_1E98_DF25,
         shift1: 35,
-        len_mask: u64::MAX,
         mul2: 0x9FB2_1C65_1E98_DF25,
         shift2: 28,
     },
@@ -68,6 +65,7 @@ fn read32(b: &[u8], at: usize) -> u64 {
 /// `xxh3_64_with_seed(&text[start..end], SEED)`, for a non-empty word of `text`.
 #[inline(always)]
 pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+    debug_assert!(start < end, "an empty word");
     let len = end - start;
     if len > 8 || text.len() < 4 {
         return xxh3_64_with_seed(&text[start..end], SEED);
@@ -92,7 +90,7 @@ pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
         ((mid ^ mid.rotate_left(49) ^ mid.rotate_left(24)) & m) | ((small ^ (small >> 33)) & !m);
     let f = &FINISH[usize::from(mid4)];
     let h = h.wrapping_mul(f.mul1);
-    let h = h ^ (h >> f.shift1).wrapping_add(n & f.len_mask);
+    let h = h ^ (h >> f.shift1).wrapping_add(n & m);
     let h = h.wrapping_mul(f.mul2);
     h ^ (h >> f.shift2)
 }
