@@ -70,6 +70,9 @@ pub enum Error {
         /// The limit, `u32::MAX`.
         max: usize,
     },
+    /// A Jaccard threshold outside (0, 1].
+    #[error("threshold must be a Jaccard similarity above 0 and at most 1, got {0}")]
+    InvalidThreshold(f64),
     /// Per-document inputs of different lengths.
     #[error("{fingerprints} fingerprints but {hashes} text hashes")]
     LengthMismatch {

@@ -39,6 +39,7 @@ pub mod corpus;
 mod error;
 pub mod fingerprint;
 pub mod hamming;
+pub mod jaccard;
 mod par;
 pub mod tables;
 

@@ -1,0 +1,362 @@
+//! [`Sketch`]: 128 bytes that estimate the Jaccard similarity of two shingle sets.
+//!
+//! One-permutation hashing (Li, Owen and Zhang, 2012): each shingle hash falls into one of
+//! [`BINS`] bins by its top bits, and a bin keeps the smallest of its hashes. Two sets'
+//! minima in a bin are equal with probability J, their Jaccard similarity. A bin no
+//! shingle fell into borrows the minimum of a filled bin, found by walking the bins in an
+//! order fixed for that bin (Shrivastava's optimal densification, 2017, with a walk
+//! without repeats), so both sets of a pair borrow alike. Each bin keeps only [`BITS`]
+//! bits of a hash of its minimum (b-bit minwise hashing, Li and König, 2010): unequal
+//! minima still agree with probability 1/4, which the estimate corrects for.
+//!
+//! On the natural corpus's candidate pairs, the estimate's error has a root mean square of
+//! 0.021 for pairs with J between 0.6 and 0.95 (docs/dedup.md), and two bits in 512 bins
+//! measured better than one bit in 1,024 or eight bits in 128 at the same size.
+
+use super::words::fmix64;
+
+/// Bins of a sketch.
+pub const BINS: usize = 512;
+/// Bits kept per bin.
+pub const BITS: usize = 2;
+/// Bytes of a sketch.
+pub const BYTES: usize = BINS * BITS / 8;
+
+const WORDS: usize = BYTES / 8;
+/// Bins per `u64` of the packed codes.
+const PER_WORD: usize = 64 / BITS;
+/// Top bits of a shingle hash that choose its bin.
+const BIN_BITS: u32 = BINS.trailing_zeros();
+/// The rest of the hash, compared for the minimum.
+const RANK_MASK: u64 = u64::MAX >> BIN_BITS;
+const EMPTY: u64 = u64::MAX;
+
+/// A 128-byte summary of a shingle set: [`Sketch::similarity`] of two sketches estimates
+/// the Jaccard similarity of their sets. All zero for the empty set.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sketch {
+    codes: [u64; WORDS],
+}
+
+impl std::fmt::Debug for Sketch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sketch(")?;
+        for w in &self.codes[..2] {
+            write!(f, "{w:016x}")?;
+        }
+        write!(f, "…)")
+    }
+}
+
+impl Default for Sketch {
+    fn default() -> Sketch {
+        Sketch::EMPTY
+    }
+}
+
+/// Where the walk of empty bin `i` starts, its odd stride, and the stride's inverse
+/// modulo [`BINS`]: step `a` of the walk visits `start + a · stride`, every bin once in
+/// [`BINS`] steps.
+struct Walk {
+    start: u16,
+    stride: u16,
+    inverse: u16,
+}
+
+/// The walks of all bins, fixed at compile time from a splitmix64 sequence.
+static WALKS: [Walk; BINS] = {
+    const INIT: Walk = Walk {
+        start: 0,
+        stride: 1,
+        inverse: 1,
+    };
+    let mut walks = [INIT; BINS];
+    let mut state: u64 = 0x6E65_6172_6475_7032; // "neardup2"
+    let mut i = 0;
+    while i < BINS {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let start = (z as usize) % BINS;
+        let stride = ((z >> 32) as usize % BINS) | 1;
+        // Newton's iteration doubles the correct low bits: 1 → 2 → 4 → 8 → 16 ≥ 9.
+        let mut inv: usize = 1;
+        let mut k = 0;
+        while k < 4 {
+            inv = inv.wrapping_mul(2usize.wrapping_sub(stride.wrapping_mul(inv))) % BINS;
+            k += 1;
+        }
+        walks[i] = Walk {
+            start: start as u16,
+            stride: stride as u16,
+            inverse: inv as u16,
+        };
+        i += 1;
+    }
+    walks
+};
+
+/// The code of a bin: [`BITS`] bits of a hash of the minimum it holds and of `tag`: 0 for
+/// its own minimum, one more than the step of the walk for a borrowed one, so a borrowed
+/// code is not a copy of its source's.
+#[inline]
+fn code(min: u64, tag: u64) -> u64 {
+    fmix64(min ^ tag.wrapping_mul(0xD6E8_FEB8_6659_FD93)) >> (64 - BITS)
+}
+
+impl Sketch {
+    /// The sketch of the empty set.
+    pub const EMPTY: Sketch = Sketch { codes: [0; WORDS] };
+
+    /// The sketch of the set of `hashes` (repeats do not matter). The hashes must already
+    /// be uniform 64-bit values, as [`super::shingle_hashes`] gives.
+    pub fn from_hashes(hashes: impl IntoIterator<Item = u64>) -> Sketch {
+        let mut mins = [EMPTY; BINS];
+        let mut any = false;
+        for h in hashes {
+            let bin = (h >> (64 - BIN_BITS)) as usize;
+            let rank = h & RANK_MASK;
+            if rank < mins[bin] {
+                mins[bin] = rank;
+            }
+            any = true;
+        }
+        if !any {
+            return Sketch::EMPTY;
+        }
+        let filled: Vec<u16> = (0..BINS as u16)
+            .filter(|&b| mins[b as usize] != EMPTY)
+            .collect();
+        let mut sketch = Sketch::EMPTY;
+        for (i, walk) in WALKS.iter().enumerate() {
+            let c = if mins[i] != EMPTY {
+                code(mins[i], 0)
+            } else {
+                let (bin, step) = borrow(walk, &mins, &filled);
+                code(mins[bin], step + 1)
+            };
+            sketch.codes[i / PER_WORD] |= c << (BITS * (i % PER_WORD));
+        }
+        if sketch == Sketch::EMPTY {
+            // All codes zero by chance (probability 4^-512): keep it apart from the empty set.
+            sketch.codes[0] = 1;
+        }
+        sketch
+    }
+
+    /// The sketch of `text`'s word 5-shingle set ([`super::shingle_hashes`]).
+    pub fn of_text(text: &str) -> Sketch {
+        let mut hashes = Vec::with_capacity(text.len() / 6 + 1);
+        super::shingle_hashes(text, |h| hashes.push(h));
+        Sketch::from_hashes(hashes)
+    }
+
+    /// Whether this is the sketch of the empty set (a text without words).
+    pub fn is_empty(&self) -> bool {
+        *self == Sketch::EMPTY
+    }
+
+    /// The estimated Jaccard similarity of the two sets, in [0, 1]: 1 for equal sketches,
+    /// 0 when exactly one set is empty.
+    pub fn similarity(&self, other: &Sketch) -> f64 {
+        if self == other {
+            return 1.0;
+        }
+        if self.is_empty() || other.is_empty() {
+            return 0.0;
+        }
+        let equal = self.equal_bins(other) as f64 / BINS as f64;
+        // Unequal minima agree by chance with probability 1/2^BITS.
+        let chance = 1.0 / (1u64 << BITS) as f64;
+        ((equal - chance) / (1.0 - chance)).clamp(0.0, 1.0)
+    }
+
+    /// Bins whose codes agree.
+    fn equal_bins(&self, other: &Sketch) -> u32 {
+        // A two-bit code agrees when both of its bits XOR to zero.
+        const LOW: u64 = 0x5555_5555_5555_5555;
+        self.codes
+            .iter()
+            .zip(&other.codes)
+            .map(|(a, b)| {
+                let x = a ^ b;
+                (!(x | (x >> 1)) & LOW).count_ones()
+            })
+            .sum()
+    }
+
+    /// The sketch as bytes (little-endian words), for storing.
+    pub fn to_bytes(&self) -> [u8; BYTES] {
+        let mut out = [0u8; BYTES];
+        for (chunk, w) in out.chunks_exact_mut(8).zip(&self.codes) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// The sketch [`Sketch::to_bytes`] wrote.
+    pub fn from_bytes(bytes: &[u8; BYTES]) -> Sketch {
+        let mut codes = [0u64; WORDS];
+        for (w, chunk) in codes.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *w = u64::from_le_bytes(b);
+        }
+        Sketch { codes }
+    }
+}
+
+/// The filled bin that empty bin `walk` borrows from, and the step of its walk that
+/// reaches it: the first filled bin in the walk's order. With few filled bins, the step
+/// at which the walk reaches each of them is solved for (`(j - start) · stride⁻¹`); with
+/// many, the walk is followed until it meets one. Both give the same answer.
+fn borrow(walk: &Walk, mins: &[u64; BINS], filled: &[u16]) -> (usize, u64) {
+    let mask = BINS - 1;
+    let (start, stride) = (walk.start as usize, walk.stride as usize);
+    // Walking takes about BINS / filled steps; solving takes `filled`.
+    if filled.len() * filled.len() < BINS {
+        let inverse = walk.inverse as usize;
+        filled
+            .iter()
+            .map(|&j| {
+                let step = (((j as usize).wrapping_sub(start) & mask) * inverse) & mask;
+                (j as usize, step as u64)
+            })
+            .min_by_key(|&(_, step)| step)
+            .unwrap_or((start, 0))
+    } else {
+        let mut step = 0;
+        loop {
+            let bin = (start + step * stride) & mask;
+            if mins[bin] != EMPTY {
+                return (bin, step as u64);
+            }
+            step += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn splitmix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        fmix64(*state)
+    }
+
+    /// Two sets with exactly `shared` common elements and `only` elements each of their own.
+    fn pair(seed: u64, shared: usize, only: usize) -> (Vec<u64>, Vec<u64>) {
+        let mut s = seed;
+        let common: Vec<u64> = (0..shared).map(|_| splitmix(&mut s)).collect();
+        let mut a = common.clone();
+        let mut b = common;
+        a.extend((0..only).map(|_| splitmix(&mut s)));
+        b.extend((0..only).map(|_| splitmix(&mut s)));
+        (a, b)
+    }
+
+    #[test]
+    fn walks_visit_every_bin_and_invert() {
+        for w in WALKS.iter() {
+            let mut seen = vec![false; BINS];
+            for a in 0..BINS {
+                seen[(w.start as usize + a * w.stride as usize) % BINS] = true;
+            }
+            assert!(seen.iter().all(|&s| s));
+            assert_eq!((w.stride as usize * w.inverse as usize) % BINS, 1);
+        }
+    }
+
+    #[test]
+    fn equal_and_empty_sets() {
+        let (a, _) = pair(1, 300, 0);
+        let s = Sketch::from_hashes(a.iter().copied());
+        let mut rev = a.clone();
+        rev.reverse();
+        rev.extend_from_slice(&a[..10]);
+        assert_eq!(s, Sketch::from_hashes(rev));
+        assert_eq!(s.similarity(&s), 1.0);
+        assert!(Sketch::from_hashes([]).is_empty());
+        assert_eq!(Sketch::EMPTY.similarity(&Sketch::EMPTY), 1.0);
+        assert_eq!(s.similarity(&Sketch::EMPTY), 0.0);
+        assert!(!Sketch::from_hashes([42]).is_empty());
+        assert_eq!(Sketch::from_bytes(&s.to_bytes()), s);
+    }
+
+    /// The estimate against the true Jaccard similarity, over sets of every size class:
+    /// no bias beyond 0.01, and each estimate within five standard deviations of b-bit
+    /// minwise hashing's (Li and König) at that similarity.
+    #[test]
+    fn estimates_track_jaccard() {
+        let mut seed = 7;
+        for (shared, only) in [
+            (3, 0),
+            (8, 1),
+            (40, 5),
+            (90, 10),
+            (300, 30),
+            (800, 100),
+            (2000, 300),
+            (5000, 1000),
+            (450, 150),
+            (100, 100),
+            (30, 300),
+        ] {
+            let j = shared as f64 / (shared + 2 * only) as f64;
+            let p = j + (1.0 - j) / 4.0;
+            let sd = (p * (1.0 - p) / BINS as f64).sqrt() / 0.75;
+            let mut total = 0.0;
+            let trials = 40;
+            for _ in 0..trials {
+                seed += 1;
+                let (a, b) = pair(seed * 7919, shared, only);
+                let est = Sketch::from_hashes(a).similarity(&Sketch::from_hashes(b));
+                assert!(
+                    (est - j).abs() <= 5.0 * sd + 0.02,
+                    "J {j:.3} ({shared}, {only}): estimate {est:.3}, sd {sd:.3}"
+                );
+                total += est - j;
+            }
+            let bias = total / trials as f64;
+            assert!(bias.abs() < 0.01 + sd / 2.0, "J {j:.3}: bias {bias:.4}");
+        }
+    }
+
+    proptest! {
+        /// Solving for the walk's step gives what walking gives.
+        #[test]
+        fn borrowing_by_solving_equals_walking(
+            filled_bins in proptest::collection::btree_set(0u16..BINS as u16, 1..64),
+            bin in 0usize..BINS,
+        ) {
+            let mut mins = [EMPTY; BINS];
+            for &b in &filled_bins {
+                mins[b as usize] = b as u64;
+            }
+            let filled: Vec<u16> = filled_bins.iter().copied().collect();
+            let walk = &WALKS[bin];
+            let mut step = 0;
+            let walked = loop {
+                let b = (walk.start as usize + step * walk.stride as usize) % BINS;
+                if mins[b] != EMPTY {
+                    break (b, step as u64);
+                }
+                step += 1;
+            };
+            prop_assume!(mins[bin] == EMPTY);
+            let mask = BINS - 1;
+            let inverse = walk.inverse as usize;
+            let solved = filled
+                .iter()
+                .map(|&j| (j as usize, ((((j as usize).wrapping_sub(walk.start as usize) & mask) * inverse) & mask) as u64))
+                .min_by_key(|&(_, s)| s)
+                .unwrap();
+            prop_assert_eq!(solved, walked);
+            prop_assert_eq!(borrow(walk, &mins, &filled), walked);
+        }
+    }
+}
