@@ -87,6 +87,25 @@ impl WideMatcher {
         fp: impl Fn(usize) -> &'a Wide,
         mut sink: impl FnMut(IndexedPair) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.candidates_by(n, &fp, |a, b| {
+            let distance = wide_distance(fp(a), fp(b));
+            if distance <= self.distance {
+                sink(IndexedPair { a, b, distance })?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every pair of positions `a < b` within the lane distance in at least one lane, once
+    /// each (from the first lane that sees it), unverified: the candidates that a caller
+    /// decides on with its own rule. Identical fingerprints are candidates (collapse heavy
+    /// repeats first). Order is deterministic. Stops at the first error of `sink`.
+    pub fn candidates_by<'a, E: From<Error>>(
+        &self,
+        n: usize,
+        fp: impl Fn(usize) -> &'a Wide,
+        mut sink: impl FnMut(usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
         let k = self.layout.distance();
         let tables = self.layout.tables().len() as u64;
         for lane in 0..LANES {
@@ -106,15 +125,11 @@ impl WideMatcher {
             }
             matcher.find_all_indexed(&indexed, |p| -> Result<(), E> {
                 let (x, y) = (fp(p.a), fp(p.b));
-                // An earlier lane saw this pair already (and kept it or not).
+                // An earlier lane saw this pair already.
                 if (0..lane).any(|l| hamming::within(x[l], y[l], k)) {
                     return Ok(());
                 }
-                let distance = wide_distance(x, y);
-                if distance <= self.distance {
-                    sink(IndexedPair { distance, ..p })?;
-                }
-                Ok(())
+                sink(p.a, p.b)
             })?;
         }
         Ok(())
