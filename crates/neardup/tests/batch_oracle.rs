@@ -6,8 +6,12 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use neardup::batch::{self, Distinct, Indexed, IndexedPair, Matcher, WideMatcher};
+use neardup::batch::{
+    self, Cluster, Dedup, Distinct, Indexed, IndexedPair, Keep, Matcher, Member, Options, Pair,
+    Rule, WideMatcher,
+};
 use neardup::fingerprint::{Wide, LANES};
+use neardup::jaccard::{Sketch, Threshold};
 use neardup::tables::{num_tables, Layout};
 use proptest::prelude::*;
 
@@ -356,59 +360,277 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+/// One document as the dedup oracle sees it.
+#[derive(Clone, Copy, Debug)]
+struct TestDoc {
+    wide: Wide,
+    text: u64,
+    sketch: Sketch,
+    len: u32,
+}
 
-    /// Clusters and pairs of documents: same fingerprint, a wide match, or (without words)
-    /// the same text; exact duplicates counted by text hash.
-    #[test]
-    fn dedup_matches_oracle(
-        fps in wide_fingerprints(),
-        extra in prop::collection::vec((any::<bool>(), 0u64..4), 0..40),
-        k in 0u32..5,
-        distance in 0u32..60,
-    ) {
-        // Copies of fingerprints (same text, or a different text with the same words),
-        // and wordless documents with a few texts.
-        let mut docs: Vec<(Wide, u64)> = fps.iter().enumerate().map(|(i, &w)| (w, 100 + i as u64)).collect();
-        for (i, &(copy, text)) in extra.iter().enumerate() {
-            if copy && !docs.is_empty() {
-                let (w, h) = docs[i % docs.len()];
-                docs.push((w, if text == 0 { h } else { 1000 + i as u64 }));
-            } else {
-                docs.push(([0; LANES], text));
+/// Documents built to sit on both sides of every decision: fingerprints from
+/// [`wide_fingerprints`], sketches of sets drawn from a few bases with a varying share of
+/// elements replaced (similarities spread across thresholds), copies of texts (same
+/// fingerprint and sketch), different texts with the same fingerprint, and wordless texts.
+fn test_docs() -> impl Strategy<Value = Vec<TestDoc>> {
+    let sketches = prop::collection::vec((0u64..3, 0usize..40), 1..60);
+    let extra = prop::collection::vec((0u8..3, 0u64..4), 0..30);
+    let lens = prop::collection::vec(1u32..4, 100);
+    (wide_fingerprints(), sketches, extra, lens).prop_map(|(fps, sketches, extra, lens)| {
+        let set = |base: u64, replaced: usize| {
+            let mut s = base.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = move || {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                s
+            };
+            let mut v: Vec<u64> = (0..100).map(|_| next()).collect();
+            let mut r = replaced as u64 * 7919 + base;
+            for x in v.iter_mut().take(replaced) {
+                r = r
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *x = r;
+            }
+            Sketch::from_hashes(v)
+        };
+        let mut docs: Vec<TestDoc> = fps
+            .iter()
+            .enumerate()
+            .map(|(i, &wide)| {
+                let (base, replaced) = sketches[i % sketches.len()];
+                TestDoc {
+                    wide,
+                    text: 100 + i as u64,
+                    sketch: set(base, replaced),
+                    len: lens[i % lens.len()],
+                }
+            })
+            .collect();
+        for (i, &(kind, text)) in extra.iter().enumerate() {
+            let len = lens[(i + 50) % lens.len()];
+            match kind {
+                0 if !docs.is_empty() => {
+                    // A copy of a text.
+                    let d = docs[i % docs.len()];
+                    docs.push(TestDoc { len: d.len, ..d });
+                }
+                1 if !docs.is_empty() => {
+                    // Another text with the same fingerprint.
+                    let d = docs[i % docs.len()];
+                    let (base, replaced) = sketches[(i + 1) % sketches.len()];
+                    docs.push(TestDoc {
+                        text: 1000 + i as u64,
+                        sketch: set(base, replaced),
+                        len,
+                        ..d
+                    });
+                }
+                _ => docs.push(TestDoc {
+                    wide: [0; LANES],
+                    text,
+                    sketch: Sketch::EMPTY,
+                    len,
+                }),
             }
         }
-        let wides: Vec<Wide> = docs.iter().map(|d| d.0).collect();
-        let hashes: Vec<u64> = docs.iter().map(|d| d.1).collect();
-        let matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), distance);
-        let got = batch::dedup(&wides, &hashes, &matcher, true).unwrap();
+        docs
+    })
+}
 
+/// The decision of `batch::dedup`, written the slow and obvious way: over documents, not
+/// nodes; every pair checked.
+fn oracle_dedup(docs: &[TestDoc], k: u32, options: &Options) -> Dedup {
+    let n = docs.len();
+    let same = |a: usize, b: usize| docs[a].text == docs[b].text && docs[a].wide == docs[b].wide;
+    let wordless = |a: usize| docs[a].wide == [0; LANES];
+    let sim = |a: usize, b: usize| {
+        if same(a, b) {
+            1.0
+        } else {
+            docs[a].sketch.similarity(&docs[b].sketch) as f32
+        }
+    };
+    let dist = |a: usize, b: usize| batch::wide_distance(&docs[a].wide, &docs[b].wide);
+    let candidate = |a: usize, b: usize| {
+        !same(a, b)
+            && !wordless(a)
+            && !wordless(b)
+            && (0..LANES).any(|l| (docs[a].wide[l] ^ docs[b].wide[l]).count_ones() <= k)
+    };
+    let near = |a: usize, b: usize| {
+        same(a, b)
+            || (candidate(a, b)
+                && match options.rule {
+                    Rule::Jaccard(t) => t.accepts(f64::from(sim(a, b))),
+                    Rule::Distance(d) => dist(a, b) <= d,
+                })
+    };
+    let rank = |d: usize| -> (i64, usize) {
+        let len = i64::from(docs[d].len);
+        match options.keep {
+            Keep::First => (0, d),
+            Keep::Longest => (-len, d),
+            Keep::Shortest => (len, d),
+        }
+    };
+    let member = |doc: usize, rep: usize| Member {
+        doc: doc as u32,
+        similarity: sim(doc, rep),
+        distance: dist(doc, rep),
+    };
+    let mut clusters = Vec::new();
+    if options.closure {
+        let nodes: Vec<usize> = (0..n).collect();
         let mut edges = Vec::new();
-        for a in 0..docs.len() {
-            for b in a + 1..docs.len() {
-                let (x, y) = (&wides[a], &wides[b]);
-                let wordless = |w: &Wide| *w == [0; LANES];
-                let d = batch::wide_distance(x, y);
-                let matched = if wordless(x) || wordless(y) {
-                    wordless(x) && wordless(y) && hashes[a] == hashes[b]
-                } else {
-                    d == 0 || ((0..LANES).any(|l| (x[l] ^ y[l]).count_ones() <= k) && d <= distance)
-                };
-                if matched {
-                    edges.push(IndexedPair { a, b, distance: d });
+        for a in 0..n {
+            for b in a + 1..n {
+                if near(a, b) {
+                    edges.push((a, b));
                 }
             }
         }
-        prop_assert_eq!(&got.pairs, &edges);
-        let nodes: Vec<u32> = (0..docs.len() as u32).collect();
-        let e: Vec<(u32, u32)> = edges.iter().map(|p| (p.a as u32, p.b as u32)).collect();
-        prop_assert_eq!(&got.clusters, &oracle_components(&nodes, &e));
-        let distinct: BTreeSet<u64> = hashes.iter().copied().collect();
-        prop_assert_eq!(got.exact_duplicates, (docs.len() - distinct.len()) as u64);
-        prop_assert_eq!(got.wordless, wides.iter().filter(|w| **w == [0; LANES]).count() as u64);
-        let without_pairs = batch::dedup(&wides, &hashes, &matcher, false).unwrap();
-        prop_assert_eq!(without_pairs.clusters, got.clusters);
+        for comp in oracle_components(&nodes, &edges) {
+            let rep = *comp.iter().min_by_key(|&&d| rank(d)).unwrap();
+            clusters.push(Cluster {
+                representative: rep as u32,
+                members: comp.iter().map(|&d| member(d, rep)).collect(),
+            });
+        }
+    } else {
+        let mut by_rank: Vec<usize> = (0..n).collect();
+        by_rank.sort_by_key(|&d| rank(d));
+        let mut kept = vec![false; n];
+        let mut removed = vec![false; n];
+        for &d in &by_rank {
+            if removed[d] {
+                continue;
+            }
+            kept[d] = true;
+            for e in 0..n {
+                if e != d && !kept[e] && !removed[e] && near(d, e) {
+                    removed[e] = true;
+                }
+            }
+        }
+        let mut members: Vec<Vec<Member>> = vec![Vec::new(); n];
+        for d in 0..n {
+            if kept[d] {
+                members[d].push(member(d, d));
+            }
+        }
+        for d in (0..n).filter(|&d| removed[d]) {
+            let rep = (0..n)
+                .filter(|&r| kept[r] && near(d, r))
+                .min_by(|&x, &y| sim(d, y).total_cmp(&sim(d, x)).then(rank(x).cmp(&rank(y))))
+                .unwrap();
+            members[rep].push(member(d, rep));
+        }
+        for (rep, mut m) in members.into_iter().enumerate() {
+            if m.len() >= 2 {
+                m.sort_by_key(|m| m.doc);
+                clusters.push(Cluster {
+                    representative: rep as u32,
+                    members: m,
+                });
+            }
+        }
+    }
+    clusters.sort_by_key(|c| c.representative);
+    let mut pairs = Vec::new();
+    for a in 0..n {
+        for b in a + 1..n {
+            if near(a, b) {
+                pairs.push(Pair {
+                    a: a as u32,
+                    b: b as u32,
+                    similarity: sim(a, b),
+                    distance: dist(a, b),
+                });
+            }
+        }
+    }
+    // Counts over distinct texts.
+    let firsts: Vec<usize> = (0..n).filter(|&d| (0..d).all(|e| !same(d, e))).collect();
+    let mut candidates = 0;
+    let mut verified = 0;
+    for (i, &a) in firsts.iter().enumerate() {
+        for &b in &firsts[i + 1..] {
+            if candidate(a, b) {
+                candidates += 1;
+                verified += u64::from(near(a, b));
+            }
+        }
+    }
+    Dedup {
+        clusters,
+        pairs: if options.pairs { pairs } else { Vec::new() },
+        exact_duplicates: (n - firsts.len()) as u64,
+        wordless: (0..n).filter(|&d| wordless(d)).count() as u64,
+        candidates,
+        verified,
+    }
+}
+
+fn options() -> impl Strategy<Value = Options> {
+    let rule = prop_oneof![
+        (0.05f64..1.0).prop_map(|t| Rule::Jaccard(Threshold::new(t).unwrap())),
+        (0u32..60).prop_map(Rule::Distance),
+    ];
+    let keep = prop_oneof![Just(Keep::First), Just(Keep::Longest), Just(Keep::Shortest)];
+    (rule, keep, any::<bool>(), any::<bool>()).prop_map(|(rule, keep, closure, pairs)| Options {
+        rule,
+        keep,
+        closure,
+        pairs,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Candidates, verification and assignment against the slow oracle, with every rule,
+    /// keep, closure and pairs setting.
+    #[test]
+    fn dedup_matches_oracle(docs in test_docs(), k in 0u32..5, options in options()) {
+        let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
+        let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
+        let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
+        let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
+        let matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
+        let got = batch::dedup(&wides, &texts, &lens, &sketches, &matcher, &options).unwrap();
+        prop_assert_eq!(&got, &oracle_dedup(&docs, k, &options));
+    }
+
+    /// Without chaining, a removed document is a near-duplicate of the document kept for
+    /// it, and no two kept documents are near-duplicates of each other.
+    #[test]
+    fn no_chaining(docs in test_docs(), k in 0u32..5, t in 0.3f64..0.95) {
+        let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
+        let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
+        let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
+        let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
+        let matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
+        let threshold = Threshold::new(t).unwrap();
+        let options = Options { rule: Rule::Jaccard(threshold), pairs: true, ..Options::default() };
+        let got = batch::dedup(&wides, &texts, &lens, &sketches, &matcher, &options).unwrap();
+        let near: BTreeSet<(u32, u32)> = got.pairs.iter().map(|p| (p.a, p.b)).collect();
+        let mut removed = BTreeSet::new();
+        for c in &got.clusters {
+            for m in &c.members {
+                if m.doc != c.representative {
+                    let key = (m.doc.min(c.representative), m.doc.max(c.representative));
+                    prop_assert!(near.contains(&key), "{} removed for {}, not a pair", m.doc, c.representative);
+                    prop_assert!(threshold.accepts(f64::from(m.similarity)));
+                    removed.insert(m.doc);
+                }
+            }
+        }
+        for p in &got.pairs {
+            prop_assert!(removed.contains(&p.a) || removed.contains(&p.b), "kept pair {p:?}");
+        }
     }
 }
 
@@ -416,7 +638,7 @@ proptest! {
 fn dedup_rejects_mismatched_lengths() {
     let matcher = WideMatcher::new(Layout::new(4, 3).unwrap(), 40);
     assert_eq!(
-        batch::dedup(&[[1; LANES]], &[], &matcher, false),
+        batch::candidates(&[[1; LANES]], &[], &matcher).map(|c| c.len()),
         Err(neardup::Error::LengthMismatch {
             fingerprints: 1,
             hashes: 0

@@ -22,7 +22,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, PermuteJob};
-pub use dedup::{dedup, Dedup};
+pub use dedup::{
+    candidates, dedup, resolve, Candidates, Cluster, Dedup, Keep, Member, Options, Pair, Rule,
+};
 use radix::Keyed;
 pub use union_find::UnionFind;
 pub use wide::{wide_distance, WideMatcher};
