@@ -4,22 +4,24 @@
 //! Two passes over the input, so memory holds 44 bytes per document and never the texts:
 //!
 //! 1. read (one thread) → fingerprint (all threads): per document its 256-bit fingerprint,
-//!    a hash of its text and its length;
-//! 2. match the fingerprints ([`neardup::batch::dedup`]) → clusters, representatives;
+//!    a hash of its text and its length in memory, and its Jaccard sketch (128 bytes) in a
+//!    temporary file;
+//! 2. candidates from the fingerprints ([`neardup::batch::candidates`]); the sketches of the
+//!    documents in a candidate pair read back; verification and assignment
+//!    ([`neardup::batch::resolve`]) → clusters around kept documents;
 //! 3. read again: the ids of clustered documents, and the records to keep, streamed out;
 //!    then clusters and pairs are written.
 //!
 //! Standard input is copied to a temporary file first, for the second pass.
 
 use std::fmt::Write as _;
-use std::io::Write;
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::time::Instant;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Dedup, WideMatcher};
-use neardup::fingerprint::{
-    Fingerprinter, Wide, DEFAULT_LANE_DISTANCE, DEFAULT_WIDE_DISTANCE, LANES,
-};
+use neardup::batch::{self, Dedup, Keep, Options, Rule, WideMatcher};
+use neardup::fingerprint::{Fingerprinter, Wide, DEFAULT_LANE_DISTANCE, LANES};
+use neardup::jaccard::{self, Sketch, Threshold};
 use neardup::tables::Blocks;
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -30,15 +32,25 @@ use crate::fpconfig::FingerprintArgs;
 use crate::output::Output;
 use crate::progress::Progress;
 
-/// Which member of a cluster represents it.
+/// Which document of a group of near-duplicates is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Keep {
+pub enum KeepArg {
     /// The first in input order.
     First,
     /// The longest text (the first of equals).
     Longest,
     /// The shortest text (the first of equals).
     Shortest,
+}
+
+impl From<KeepArg> for Keep {
+    fn from(k: KeepArg) -> Keep {
+        match k {
+            KeepArg::First => Keep::First,
+            KeepArg::Longest => Keep::Longest,
+            KeepArg::Shortest => Keep::Shortest,
+        }
+    }
 }
 
 /// Settings of `neardup dedup`.
@@ -48,28 +60,39 @@ pub struct DedupCmd {
     docs: DocArgs,
     #[command(flatten)]
     fingerprint: FingerprintArgs,
-    /// Write every cluster of two or more documents, one JSON line each:
-    /// {"cluster", "size", "representative", "members": [{"id", "distance"}, …]}, the
-    /// distance being to the representative ('-' for standard output).
+    /// Write every kept document with the documents removed for it, one JSON line each:
+    /// {"cluster", "size", "representative", "members": [{"id", "similarity", "distance"},
+    /// …]}, similarity (estimated Jaccard) and distance (256-bit) being to the
+    /// representative ('-' for standard output).
     #[arg(long, value_name = "FILE")]
     clusters: Option<String>,
-    /// Write every near-duplicate pair, one JSON line each: {"a", "b", "distance"}.
+    /// Write every near-duplicate pair, one JSON line each: {"a", "b", "similarity",
+    /// "distance"}.
     #[arg(long, value_name = "FILE")]
     pairs: Option<String>,
-    /// Write the input without its near-duplicates: every record but the cluster members
-    /// that do not represent their cluster. Lines of JSON Lines and --lines inputs are
-    /// written as read; whole-file documents as {"id", "text"} lines.
+    /// Write the input without its near-duplicates: every record but the documents removed
+    /// for a kept one. Lines of JSON Lines and --lines inputs are written as read;
+    /// whole-file documents as {"id", "text"} lines.
     #[arg(long, value_name = "FILE")]
     deduplicated: Option<String>,
-    /// Which member represents a cluster (and stays in --deduplicated).
+    /// Which document of a group is kept (and stays in --deduplicated).
     #[arg(long, value_enum, default_value = "first")]
-    keep: Keep,
+    keep: KeepArg,
     /// Also write the summary as JSON.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<String>,
-    /// Near-duplicates: 256-bit fingerprints at most this many bits apart.
-    #[arg(short, long, default_value_t = DEFAULT_WIDE_DISTANCE)]
-    distance: u32,
+    /// Near-duplicates: documents whose word 5-shingle sets (lowercased \w+ words) have a
+    /// Jaccard similarity of at least this, estimated from 128-byte sketches.
+    #[arg(short, long, default_value_t = Threshold::default(), value_parser = parse_threshold)]
+    threshold: Threshold,
+    /// Near-duplicates by bits instead of --threshold: 256-bit fingerprints at most this
+    /// many bits apart (docs/dedup.md relates the two).
+    #[arg(short, long, conflicts_with = "threshold")]
+    distance: Option<u32>,
+    /// Clusters as connected components of the near-duplicate pairs: a document may then
+    /// be removed for one that is not its near-duplicate (A ~ B ~ C removes C for A).
+    #[arg(long)]
+    closure: bool,
     /// Candidates: pairs at most this many bits apart in at least one 64-bit lane.
     #[arg(long, default_value_t = DEFAULT_LANE_DISTANCE)]
     lane_distance: u32,
@@ -81,12 +104,17 @@ pub struct DedupCmd {
     quiet: bool,
 }
 
-/// Per document, what the first pass keeps.
-#[derive(Default)]
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
+}
+
+/// Per document, what the first pass keeps: fingerprints, text hashes and lengths in
+/// memory, sketches in a temporary file (read back only for the documents that need them).
 struct Fingerprints {
     fps: Vec<Wide>,
     text_hashes: Vec<u64>,
     lens: Vec<u32>,
+    sketches: BufWriter<std::fs::File>,
 }
 
 /// Seconds per phase.
@@ -105,12 +133,21 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
             "dedup uses neardup's own fingerprints; --compat is for `neardup fingerprint`"
         )));
     }
-    if cmd.distance > 64 * LANES as u32 {
-        return Err(Failure::input(anyhow!(
-            "--distance {} is more than the 256 bits of a fingerprint",
-            cmd.distance
-        )));
-    }
+    let rule = match cmd.distance {
+        Some(d) if d > 64 * LANES as u32 => {
+            return Err(Failure::input(anyhow!(
+                "--distance {d} is more than the 256 bits of a fingerprint"
+            )));
+        }
+        Some(d) => Rule::Distance(d),
+        None => Rule::Jaccard(cmd.threshold),
+    };
+    let options = Options {
+        rule,
+        keep: cmd.keep.into(),
+        closure: cmd.closure,
+        pairs: cmd.pairs.is_some(),
+    };
     let fingerprinter = cmd.fingerprint.fingerprinter()?;
     // Refuse bad layouts before any work.
     batch::layout(cmd.blocks, 1 << 20, cmd.lane_distance).map_err(Failure::input)?;
@@ -132,38 +169,29 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     let total = (layout.tables().len() * LANES) as u64;
     progress.phase("matching", Some(total));
     let bar = progress.clone();
-    let matcher = WideMatcher::new(layout, cmd.distance).on_progress(move |p| bar.set(p.done));
-    let found = batch::dedup(
-        &prints.fps,
-        &prints.text_hashes,
-        &matcher,
-        outputs.pairs.is_some(),
-    )
-    .map_err(Failure::input)?;
-    let reps: Vec<u32> = found
-        .clusters
-        .iter()
-        .map(|c| representative(c, &prints.lens, cmd.keep))
-        .collect();
+    let matcher = WideMatcher::new(layout, 0).on_progress(move |p| bar.set(p.done));
+    let candidates =
+        batch::candidates(&prints.fps, &prints.text_hashes, &matcher).map_err(Failure::input)?;
+    let needed = candidates.needs();
+    let sketches = read_sketches(prints.sketches, &needed)?;
+    let sketch = |doc: u32| {
+        needed
+            .binary_search(&doc)
+            .map_or(Sketch::EMPTY, |i| sketches[i])
+    };
+    let found = batch::resolve(&candidates, &prints.fps, &prints.lens, sketch, &options);
+    drop((candidates, sketches, needed));
     timings.matching = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     if outputs.any() {
-        write_outputs(
-            &mut args,
-            &mut outputs,
-            &found,
-            &reps,
-            &prints,
-            n,
-            &progress,
-        )?;
+        write_outputs(&mut args, &mut outputs, &found, n, &progress)?;
     }
     progress.finish();
     outputs.finish()?;
     timings.write = t.elapsed().as_secs_f64();
 
-    let summary = summary(cmd, &stats, &found, n, blocks, &timings, start);
+    let summary = summary(cmd, &options, &stats, &found, n, blocks, &timings, start);
     if !cmd.quiet {
         print_summary(&summary, &stats, &found);
     }
@@ -277,7 +305,17 @@ fn fingerprint_all(
     progress: &Progress,
 ) -> Result<(Fingerprints, ReadStats), Failure> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Doc>>(2);
-    let mut out = Fingerprints::default();
+    let spill = tempfile::tempfile().map_err(|e| {
+        Failure::io(anyhow!(
+            "cannot create a temporary file for the sketches (TMPDIR): {e}"
+        ))
+    })?;
+    let mut out = Fingerprints {
+        fps: Vec::new(),
+        text_hashes: Vec::new(),
+        lens: Vec::new(),
+        sketches: BufWriter::with_capacity(1 << 20, spill),
+    };
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || {
             docs::read_as(args, progress, "fingerprinting", |batch| {
@@ -287,20 +325,24 @@ fn fingerprint_all(
             })
         });
         for batch in rx {
-            let rows: Vec<(Wide, u64, u32)> = batch
+            let rows: Vec<(Wide, u64, u32, Sketch)> = batch
                 .par_iter()
                 .map(|d| {
                     (
                         fingerprinter.fingerprint_wide(&d.text),
                         xxhash_rust::xxh3::xxh3_64(d.text.as_bytes()),
                         u32::try_from(d.text.len()).unwrap_or(u32::MAX),
+                        Sketch::of_text(&d.text),
                     )
                 })
                 .collect();
-            for (fp, hash, len) in rows {
+            for (fp, hash, len, sketch) in rows {
                 out.fps.push(fp);
                 out.text_hashes.push(hash);
                 out.lens.push(len);
+                out.sketches.write_all(&sketch.to_bytes()).map_err(|e| {
+                    Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
+                })?;
             }
         }
         let stats = reader
@@ -314,40 +356,57 @@ fn fingerprint_all(
     })
 }
 
-/// The member of `cluster` (in input order) that `keep` picks.
-fn representative(cluster: &[u32], lens: &[u32], keep: Keep) -> u32 {
-    let len = |d: &u32| lens[*d as usize];
-    let pick = match keep {
-        Keep::First => cluster.first(),
-        // max_by_key returns the last of equals; the first is wanted.
-        Keep::Longest => cluster.iter().rev().max_by_key(|d| len(d)),
-        Keep::Shortest => cluster.iter().min_by_key(|d| len(d)),
-    };
-    pick.copied().unwrap_or_default()
+/// The sketches of `needed` (documents in increasing order) from the temporary file pass 1
+/// wrote, in that order.
+fn read_sketches(file: BufWriter<std::fs::File>, needed: &[u32]) -> Result<Vec<Sketch>, Failure> {
+    let err =
+        |e: std::io::Error| Failure::io(anyhow!("cannot read the sketches' temporary file: {e}"));
+    let mut file = file.into_inner().map_err(|e| err(e.into_error()))?;
+    file.rewind().map_err(err)?;
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut out = Vec::with_capacity(needed.len());
+    let mut bytes = [0u8; jaccard::BYTES];
+    let mut at = 0u32;
+    for &doc in needed {
+        // Skip to the document: the file holds one sketch per document, in order.
+        let skip = u64::from(doc - at) * jaccard::BYTES as u64;
+        std::io::copy(&mut (&mut reader).take(skip), &mut std::io::sink()).map_err(err)?;
+        reader.read_exact(&mut bytes).map_err(err)?;
+        out.push(Sketch::from_bytes(&bytes));
+        at = doc + 1;
+    }
+    Ok(out)
 }
 
 /// Pass 2 and the writes: ids of clustered documents, the kept records, clusters, pairs.
-#[allow(clippy::too_many_arguments)]
 fn write_outputs(
     args: &mut DocArgs,
     outputs: &mut Outputs,
     found: &Dedup,
-    reps: &[u32],
-    prints: &Fingerprints,
     n: usize,
     progress: &Progress,
 ) -> Result<(), Failure> {
-    // Documents whose ids the clusters and pairs need, in input order.
+    // Documents whose ids the clusters and pairs need, in input order. (A document of a
+    // pair need not be in a cluster: kept, with its near-duplicate removed for another.)
     let mut involved: Vec<u32> = Vec::new();
-    if outputs.clusters.is_some() || outputs.pairs.is_some() {
-        involved = found.clusters.concat();
-        involved.par_sort_unstable();
+    if outputs.clusters.is_some() {
+        involved.extend(
+            found
+                .clusters
+                .iter()
+                .flat_map(|c| c.members.iter().map(|m| m.doc)),
+        );
     }
+    if outputs.pairs.is_some() {
+        involved.extend(found.pairs.iter().flat_map(|p| [p.a, p.b]));
+    }
+    involved.par_sort_unstable();
+    involved.dedup();
     let mut dropped = vec![false; if outputs.deduplicated.is_some() { n } else { 0 }];
     if !dropped.is_empty() {
-        for (cluster, &rep) in found.clusters.iter().zip(reps) {
-            for &d in cluster {
-                dropped[d as usize] = d != rep;
+        for cluster in &found.clusters {
+            for m in &cluster.members {
+                dropped[m.doc as usize] = m.doc != cluster.representative;
             }
         }
     }
@@ -388,36 +447,51 @@ fn write_outputs(
         )));
     }
     let id = |d: u32| -> &str {
-        involved
-            .binary_search(&d)
-            .map_or("null", |i| ids[i].as_str())
+        involved.binary_search(&d).map_or_else(
+            |_| {
+                debug_assert!(false, "document {d} has no id");
+                "null"
+            },
+            |i| ids[i].as_str(),
+        )
     };
     if let Some(out) = &mut outputs.clusters {
-        for (c, (cluster, &rep)) in found.clusters.iter().zip(reps).enumerate() {
-            let mut line = format!(
+        let mut line = String::new();
+        for (c, cluster) in found.clusters.iter().enumerate() {
+            line.clear();
+            let _ = write!(
+                line,
                 r#"{{"cluster":{c},"size":{},"representative":{},"members":["#,
-                cluster.len(),
-                id(rep)
+                cluster.members.len(),
+                id(cluster.representative)
             );
-            for (i, &d) in cluster.iter().enumerate() {
-                let distance =
-                    batch::wide_distance(&prints.fps[d as usize], &prints.fps[rep as usize]);
+            for (i, m) in cluster.members.iter().enumerate() {
                 if i > 0 {
                     line.push(',');
                 }
                 // Into the line itself: no string per member.
-                let _ = write!(line, r#"{{"id":{},"distance":{distance}}}"#, id(d));
+                let _ = write!(
+                    line,
+                    r#"{{"id":{},"similarity":{},"distance":{}}}"#,
+                    id(m.doc),
+                    Similarity(m.similarity),
+                    m.distance
+                );
             }
             line.push_str("]}");
             out.line(line.as_bytes())?;
         }
     }
     if let Some(out) = &mut outputs.pairs {
+        let mut line = String::new();
         for p in &found.pairs {
-            let line = format!(
-                r#"{{"a":{},"b":{},"distance":{}}}"#,
-                id(p.a as u32),
-                id(p.b as u32),
+            line.clear();
+            let _ = write!(
+                line,
+                r#"{{"a":{},"b":{},"similarity":{},"distance":{}}}"#,
+                id(p.a),
+                id(p.b),
+                Similarity(p.similarity),
                 p.distance
             );
             out.line(line.as_bytes())?;
@@ -426,9 +500,23 @@ fn write_outputs(
     Ok(())
 }
 
+/// An estimated similarity in JSON: three decimals are all the estimate holds.
+struct Similarity(f32);
+
+impl std::fmt::Display for Similarity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = format!("{:.3}", self.0);
+        // 1.000 → 1, 0.850 → 0.85: shortest form, still a JSON number.
+        let s = s.trim_end_matches('0').trim_end_matches('.');
+        f.write_str(if s.is_empty() { "0" } else { s })
+    }
+}
+
 /// The summary, as --stats-json writes it.
+#[allow(clippy::too_many_arguments)]
 fn summary(
     cmd: &DedupCmd,
+    options: &Options,
     stats: &ReadStats,
     found: &Dedup,
     n: usize,
@@ -445,7 +533,9 @@ fn summary(
         "exact_duplicates": found.exact_duplicates,
         "near_duplicates": removable - found.exact_duplicates,
         "clusters": found.clusters.len(),
-        "largest_cluster": found.clusters.iter().map(Vec::len).max().unwrap_or(0),
+        "largest_cluster": found.clusters.iter().map(|c| c.members.len()).max().unwrap_or(0),
+        "candidates": found.candidates,
+        "verified": found.verified,
         "kept": n as u64 - removable,
         "pairs": cmd.pairs.as_ref().map(|_| found.pairs.len()),
         "wordless": found.wordless,
@@ -460,11 +550,14 @@ fn summary(
         "mb_per_s": round(stats.bytes as f64 / 1e6 / seconds.max(1e-9)),
         "docs_per_s": (n as f64 / seconds.max(1e-9)).round(),
         "settings": {
-            "distance": cmd.distance,
+            "threshold": match options.rule { Rule::Jaccard(t) => Some(t.get()), Rule::Distance(_) => None },
+            "distance": match options.rule { Rule::Distance(d) => Some(d), Rule::Jaccard(_) => None },
+            "closure": options.closure,
             "lane_distance": cmd.lane_distance,
             "blocks": blocks,
             "keep": format!("{:?}", cmd.keep).to_lowercase(),
             "fingerprint_version": neardup::fingerprint::VERSION,
+            "sketch_version": jaccard::SKETCH_VERSION,
         },
     })
 }

@@ -90,43 +90,133 @@ fn components(pairs: &BTreeSet<(String, String)>) -> BTreeSet<BTreeSet<String>> 
 #[test]
 fn planted_copies_are_all_found_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
-    let pairs = dir.path().join("pairs.jsonl");
-    let o = neardup(
-        &[
-            "dedup",
-            &fixture("planted.jsonl"),
-            "--pairs",
-            pairs.to_str().unwrap(),
-        ],
-        b"",
-    );
-    ok(&o);
-    let found = pair_set(&pairs);
-    let truth: BTreeSet<(String, String)> = json_lines(Path::new(&fixture("planted_truth.jsonl")))
+    let truth: Vec<(String, String, f64)> = json_lines(Path::new(&fixture("planted_truth.jsonl")))
         .iter()
-        .map(|t| (id(&t["a"]), id(&t["b"])))
+        .map(|t| (id(&t["a"]), id(&t["b"]), t["jaccard"].as_f64().unwrap()))
         .collect();
     assert!(truth.len() >= 100, "{} planted pairs", truth.len());
-    let missed: Vec<_> = truth.difference(&found).collect();
-    assert!(
-        missed.is_empty(),
-        "missed {} planted pairs: {missed:?}",
-        missed.len()
-    );
-    // Anything else found joins copies of one original (two copies of it): it lies in
-    // one component of the planted pairs.
-    let groups = components(&truth);
+    let pairs_of = |truth: &[(String, String, f64)], min: f64| -> BTreeSet<(String, String)> {
+        truth
+            .iter()
+            .filter(|t| t.2 >= min)
+            .map(|t| (t.0.clone(), t.1.clone()))
+            .collect()
+    };
+    let groups = components(&pairs_of(&truth, 0.0));
     let group_of: HashMap<&String, usize> = groups
         .iter()
         .enumerate()
         .flat_map(|(i, g)| g.iter().map(move |m| (m, i)))
         .collect();
-    for (a, b) in found.difference(&truth) {
-        assert!(
-            group_of.contains_key(a) && group_of.get(a) == group_of.get(b),
-            "unrelated pair reported: {a} {b}"
+    // At each threshold, every planted pair clearly above it (the estimate's error is
+    // about 0.02) is found; anything found joins copies of one original.
+    for (threshold, sure) in [("0.8", 0.85), ("0.65", 0.7)] {
+        let pairs = dir.path().join(format!("pairs{threshold}.jsonl"));
+        let o = neardup(
+            &[
+                "dedup",
+                &fixture("planted.jsonl"),
+                "--threshold",
+                threshold,
+                "--pairs",
+                pairs.to_str().unwrap(),
+            ],
+            b"",
         );
+        ok(&o);
+        let found = pair_set(&pairs);
+        let want = pairs_of(&truth, sure);
+        let missed: Vec<_> = want.difference(&found).collect();
+        assert!(
+            missed.is_empty(),
+            "--threshold {threshold}: missed {} planted pairs: {missed:?}",
+            missed.len()
+        );
+        for (a, b) in &found {
+            assert!(
+                group_of.contains_key(a) && group_of.get(a) == group_of.get(b),
+                "unrelated pair reported: {a} {b}"
+            );
+        }
+        // Every pair found has a similarity at the threshold, and none is known below it
+        // by more than the estimate's error.
+        let t: f64 = threshold.parse().unwrap();
+        let known: HashMap<(String, String), f64> = truth
+            .iter()
+            .map(|x| ((x.0.clone(), x.1.clone()), x.2))
+            .collect();
+        for p in json_lines(&pairs) {
+            assert!(p["similarity"].as_f64().unwrap() >= t, "{p}");
+            let (a, b) = (id(&p["a"]), id(&p["b"]));
+            let key = if a < b { (a, b) } else { (b, a) };
+            if let Some(&j) = known.get(&key) {
+                assert!(j >= t - 0.1, "{key:?} at J {j} found at --threshold {t}");
+            }
+        }
     }
+}
+
+/// Texts that chain: A ~ B and B ~ C at Jaccard 0.81, but A and C only at 0.66.
+fn chain() -> Vec<(String, String)> {
+    let words = |from: usize, to: usize| -> String {
+        (from..to)
+            .map(|j| format!("w{}", j * 7919 % 100_003))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    vec![
+        ("a".into(), words(0, 200)),
+        ("b".into(), words(20, 220)),
+        ("c".into(), words(40, 240)),
+    ]
+}
+
+#[test]
+fn no_chaining_unless_closure_is_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("chain.jsonl");
+    std::fs::write(&input, jsonl(&chain())).unwrap();
+    let run = |extra: &[&str]| -> Vec<Value> {
+        let out = dir.path().join("c.jsonl");
+        let mut args = vec![
+            "dedup",
+            input.to_str().unwrap(),
+            "--threshold",
+            "0.75",
+            "--clusters",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&neardup(&args, b""));
+        json_lines(&out)
+    };
+    let members = |c: &Value| -> Vec<String> {
+        c["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| id(&m["id"]))
+            .collect()
+    };
+    // B goes with A; C is not A's near-duplicate, so it stays.
+    let stars = run(&[]);
+    assert_eq!(stars.len(), 1, "{stars:?}");
+    assert_eq!(id(&stars[0]["representative"]), "a");
+    assert_eq!(members(&stars[0]), ["a", "b"]);
+    let b = &stars[0]["members"][1];
+    assert!(
+        (b["similarity"].as_f64().unwrap() - 176.0 / 216.0).abs() < 0.07,
+        "{b}"
+    );
+    // Components: C goes with A, at its own similarity to A.
+    let closure = run(&["--closure"]);
+    assert_eq!(closure.len(), 1);
+    assert_eq!(members(&closure[0]), ["a", "b", "c"]);
+    let c = &closure[0]["members"][2];
+    assert!(
+        (c["similarity"].as_f64().unwrap() - 156.0 / 236.0).abs() < 0.07,
+        "{c}"
+    );
 }
 
 /// A small corpus: near-duplicate families, an exact copy, unrelated texts.
@@ -246,7 +336,12 @@ fn outputs_agree_with_each_other_and_the_input() {
             for m in c["members"].as_array().unwrap() {
                 if id(&m["id"]) == rep {
                     assert_eq!(m["distance"], 0);
+                    assert_eq!(m["similarity"], 1);
                 } else {
+                    // Removed only for a near-duplicate of its own.
+                    let (a, b) = (id(&m["id"]), rep.clone());
+                    assert!(pairs.contains(&if a < b { (a, b) } else { (b, a) }));
+                    assert!(m["similarity"].as_f64().unwrap() >= 0.8);
                     dropped.insert(id(&m["id"]));
                 }
             }
