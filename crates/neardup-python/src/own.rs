@@ -12,9 +12,10 @@ use rayon::prelude::*;
 
 use neardup::batch::{self, Indexed, Matcher, WideMatcher};
 use neardup::fingerprint::{
-    self as core, Config, Idf, Normalize, Weighting, DEFAULT_DISTANCE, DEFAULT_LANE_DISTANCE,
-    DEFAULT_WIDE_DISTANCE, LANES,
+    self as core, Config, Idf, Normalize, Weighting, DEFAULT_DISTANCE, DEFAULT_LANE_DISTANCE, LANES,
 };
+
+use neardup::jaccard::{Sketch, Threshold};
 
 use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_name};
 use crate::text::Text;
@@ -540,15 +541,21 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
     ))
 }
 
-/// Clusters of near-duplicate documents in `records`, an iterable of `(id, text)` pairs:
-/// each cluster a list of two or more ids in input order, clusters ordered by their first
-/// member. The same clusters as `neardup dedup --clusters` with the same settings.
+/// Clusters of near-duplicate documents in `records`, an iterable of `(id, text)` pairs,
+/// as `neardup dedup --clusters` finds them with the same settings: each cluster a list of
+/// two or more ids, the kept document first, then the documents removed for it in input
+/// order; clusters ordered by their kept document.
 ///
-/// Documents are compared by 256-bit fingerprints (`Fingerprinter.fingerprint_wide`, with
-/// `fingerprinter`, default `Fingerprinter()`): near-duplicates are at most `distance` of
-/// 256 bits apart (default 48), candidates at most `lane_distance` bits apart in some
-/// 64-bit lane (default 8), found with `blocks` blocks per lane (`"auto"` or an int above
-/// `lane_distance`). Documents without words match only identical texts. Fingerprinting
+/// Two documents are near-duplicates when the Jaccard similarity of their word 5-shingle
+/// sets (lowercased `\w+` words) is at least `threshold` (default 0.8), as estimated from
+/// 128-byte sketches; or, with `distance`, when their 256-bit fingerprints
+/// (`Fingerprinter.fingerprint_wide`, with `fingerprinter`) are at most `distance` bits
+/// apart. Candidates are pairs at most `lane_distance` bits apart in some 64-bit lane
+/// (default 8), found with `blocks` blocks per lane (`"auto"` or an int above
+/// `lane_distance`). A document is removed only for a kept document that is its own
+/// near-duplicate; `keep` (`"first"`, `"longest"`, `"shortest"`) chooses which is kept;
+/// `closure=True` gives connected components instead (a document may then be removed for
+/// one it is not near). Documents without words match only identical texts. Fingerprinting
 /// and matching run in parallel with the GIL released.
 ///
 /// >>> import neardup
@@ -556,18 +563,44 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// >>> neardup.dedup([("a", text), ("b", "something else entirely"), ("c", text + "again")])
 /// [['a', 'c']]
 #[pyfunction]
-#[pyo3(signature = (records, *, distance = None, lane_distance = None, blocks = None, fingerprinter = None))]
+#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn dedup(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
+    threshold: Option<f64>,
     distance: Option<&Bound<'_, PyAny>>,
+    keep: &str,
+    closure: bool,
     lane_distance: Option<&Bound<'_, PyAny>>,
     blocks: Option<&Bound<'_, PyAny>>,
     fingerprinter: Option<&Bound<'_, Fingerprinter>>,
 ) -> PyResult<Vec<Vec<Py<PyAny>>>> {
-    let distance = match distance {
-        Some(d) => distance_arg(d, 64 * LANES as u32)?,
-        None => DEFAULT_WIDE_DISTANCE,
+    let rule = match (threshold, distance) {
+        (Some(_), Some(_)) => {
+            return Err(PyValueError::new_err(
+                "give threshold or distance, not both",
+            ))
+        }
+        (_, Some(d)) => batch::Rule::Distance(distance_arg(d, 64 * LANES as u32)?),
+        (Some(t), None) => batch::Rule::Jaccard(Threshold::new(t).map_err(core_error)?),
+        (None, None) => batch::Rule::default(),
+    };
+    let keep = match keep {
+        "first" => batch::Keep::First,
+        "longest" => batch::Keep::Longest,
+        "shortest" => batch::Keep::Shortest,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "keep must be 'first', 'longest' or 'shortest', got {other:?}"
+            )))
+        }
+    };
+    let options = batch::Options {
+        rule,
+        keep,
+        closure,
+        pairs: false,
     };
     let lane_distance = match lane_distance {
         Some(d) => distance_arg(d, 64)?,
@@ -598,25 +631,40 @@ pub fn dedup(
     let layout = batch::layout(blocks, docs.len(), lane_distance).map_err(core_error)?;
     let found = py
         .detach(move || {
-            // The text hash only tells identical wordless texts apart; the CLI's, so that
-            // results agree even there.
-            let (fps, hashes): (Vec<core::Wide>, Vec<u64>) = docs
+            // The text hash tells identical texts apart: the CLI's, so that results agree.
+            let rows: Vec<(core::Wide, u64, u32, Sketch)> = docs
                 .par_iter()
                 .map(|t| {
                     (
                         fp.fingerprint_wide(t),
                         xxhash_rust::xxh3::xxh3_64(t.as_bytes()),
+                        u32::try_from(t.len()).unwrap_or(u32::MAX),
+                        Sketch::of_text(t),
                     )
                 })
-                .unzip();
-            batch::dedup(&fps, &hashes, &WideMatcher::new(layout, distance), false)
+                .collect();
+            let fps: Vec<core::Wide> = rows.iter().map(|r| r.0).collect();
+            let hashes: Vec<u64> = rows.iter().map(|r| r.1).collect();
+            let lens: Vec<u32> = rows.iter().map(|r| r.2).collect();
+            let sketches: Vec<Sketch> = rows.iter().map(|r| r.3).collect();
+            drop(rows);
+            batch::dedup(
+                &fps,
+                &hashes,
+                &lens,
+                &sketches,
+                &WideMatcher::new(layout, 0),
+                &options,
+            )
         })
         .map_err(core_error)?;
     Ok(found
         .clusters
         .into_iter()
         .map(|c| {
-            c.into_iter()
+            let rep = c.representative;
+            std::iter::once(rep)
+                .chain(c.members.iter().map(|m| m.doc).filter(|&d| d != rep))
                 .map(|d| ids[d as usize].clone_ref(py))
                 .collect()
         })

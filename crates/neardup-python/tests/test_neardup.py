@@ -693,17 +693,26 @@ def test_dedup_planted_copies():
              "let it rise for an hour, shape it, and bake it in a hot oven until golden.")
     records = [("a", PARA_A), ("x", other), ("b", PARA_B), ("a1", a1), ("empty", ""),
                ("a2", a2), ("empty2", ""), ("b1", b1), ("b-copy", PARA_B)]
+    # Word 5-shingle Jaccard (re.findall(r"\w+", text.lower())): a~a1 0.780, a~a2 0.753,
+    # a1~a2 0.583, b~b1 0.877. At the default 0.8 only the b family is near; at 0.7 a1 and
+    # a2 both go with a, though they are not near each other.
+    assert neardup.dedup(records) == [["b", "b1", "b-copy"], ["empty", "empty2"]]
     expected = [["a", "a1", "a2"], ["b", "b1", "b-copy"], ["empty", "empty2"]]
-    assert neardup.dedup(records) == expected
-    assert neardup.dedup(iter(records), distance=48, lane_distance=8) == expected
-    assert neardup.dedup([list(r) for r in records], blocks=12) == expected
-    # A stricter distance leaves only the exact copies.
+    assert neardup.dedup(records, threshold=0.7) == expected
+    assert neardup.dedup(iter(records), threshold=0.7, lane_distance=8) == expected
+    assert neardup.dedup([list(r) for r in records], threshold=0.7, blocks=12) == expected
+    assert neardup.dedup(records, threshold=0.7, closure=True) == expected
+    # The kept document comes first (clusters in its input order): the longest of the b
+    # family is b1.
+    assert neardup.dedup(records, keep="longest") == [["empty", "empty2"], ["b1", "b", "b-copy"]]
+    # By bits: 256-bit fingerprints within 48 bits; within 0, only the exact copies.
+    assert neardup.dedup(records, distance=48) == expected
     assert neardup.dedup(records, distance=0) == [["b", "b-copy"], ["empty", "empty2"]]
     assert neardup.dedup([]) == []
-    ints = neardup.dedup([(i, t) for i, (_, t) in enumerate(records)])
+    ints = neardup.dedup([(i, t) for i, (_, t) in enumerate(records)], threshold=0.7)
     assert ints == [[0, 3, 5], [2, 7, 8], [4, 6]]
     chars = neardup.Fingerprinter(tokenizer="char:5")
-    assert neardup.dedup(records, fingerprinter=chars)[0][0] == "a"
+    assert neardup.dedup(records, threshold=0.7, fingerprinter=chars)[0][0] == "a"
 
 
 def test_dedup_errors():
@@ -715,6 +724,12 @@ def test_dedup_errors():
         neardup.dedup(5)
     with pytest.raises(ValueError, match="distance"):
         neardup.dedup([], distance=257)
+    with pytest.raises(ValueError, match="threshold"):
+        neardup.dedup([], threshold=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        neardup.dedup([], threshold=0.8, distance=40)
+    with pytest.raises(ValueError, match="keep"):
+        neardup.dedup([], keep="best")
     with pytest.raises(ValueError, match="blocks"):
         neardup.dedup([], lane_distance=8, blocks=8)
 

@@ -12,14 +12,15 @@ neardup's own API:
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
   ``Store`` the same, durable in a data directory, with str ids and expiry, and
   ``Store.reader()`` a ``StoreReader`` to query it from other threads;
-- ``dedup(records)`` clusters near-duplicate ``(id, text)`` records, as ``neardup dedup``;
+- ``dedup(records)`` clusters near-duplicate ``(id, text)`` records (word 5-shingle Jaccard
+  at least ``threshold``, default 0.8), as ``neardup dedup``;
 - ``Layout(blocks, distance)`` shows the block layout and its ``Table`` permutations.
 
 Fingerprints are ints in 0..2**64-1; functions that take many accept any iterable of ints
 or a numpy ``uint64`` array. ``neardup.simhash`` is a drop-in for seomoz simhash-py.
 
 >>> import neardup
->>> a = "The quick brown fox jumps over the lazy dog. " * 8
+>>> a = " ".join(f"The fox number {i} jumps over the lazy dog number {i + 1}." for i in range(12))
 >>> b = a.replace("lazy", "sleepy", 1)
 >>> fps = neardup.fingerprint_many([a, b, "Something else entirely, about cats."])
 >>> neardup.find_all(fps, ids=["a", "b", "c"])

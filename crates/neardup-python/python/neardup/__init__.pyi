@@ -108,7 +108,10 @@ def clusters(
 def dedup(
     records: Iterable[Union[Tuple[Id, str], Sequence[Union[Id, str]]]],
     *,
-    distance: int = 48,
+    threshold: Optional[float] = None,
+    distance: Optional[int] = None,
+    keep: Literal["first", "longest", "shortest"] = "first",
+    closure: bool = False,
     lane_distance: int = 8,
     blocks: Blocks = "auto",
     fingerprinter: Optional[Fingerprinter] = None,
