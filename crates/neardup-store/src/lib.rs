@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use neardup::corpus::{Corpus, CorpusReader};
 use neardup::tables::Blocks;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 /// The database file inside a data directory.
 pub const FILE: &str = "neardup.redb";
@@ -70,6 +70,32 @@ pub enum StoreError {
         /// The settings asked for.
         requested: String,
     },
+    /// The file is damaged: cut short, its header overwritten, or its pages unreadable.
+    /// `neardup index check|repair|export` ([`check`], [`repair`], [`export`]) tell and save
+    /// what can be saved.
+    #[error("{}: the store file is damaged: {detail}", path.display())]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Another `Store` holds the directory: another process (named when it said who it
+    /// is), or this one.
+    #[error("{}: in use by {}", path.display(), holder(*pid))]
+    InUse {
+        /// The data directory.
+        path: PathBuf,
+        /// The process holding it, if known.
+        pid: Option<u32>,
+    },
+    /// A `create` was interrupted before it finished (by a version that made stores in
+    /// place): the file holds nothing. `create` replaces it.
+    #[error("{}: its creation was interrupted and it holds nothing: create it again", .0.display())]
+    Unfinished(PathBuf),
+    /// Settings that cannot make a store.
+    #[error("{0}")]
+    Setting(String),
     /// A layout the core refuses.
     #[error(transparent)]
     Core(#[from] neardup::Error),
@@ -81,6 +107,16 @@ pub enum StoreError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+fn holder(pid: Option<u32>) -> String {
+    match pid {
+        Some(p) if p == std::process::id() => {
+            "this process: another Store of it has the directory open (close that one first)".into()
+        }
+        Some(p) => format!("another process (pid {p})"),
+        None => "another process".into(),
+    }
 }
 
 /// `Result` with [`StoreError`].
@@ -117,14 +153,57 @@ impl Clock for SystemClock {
     }
 }
 
+/// The database, closed under a guard: redb writes its allocator state when it closes,
+/// and on a damaged file that write can panic.
+struct Db(Option<Database>);
+
+impl std::ops::Deref for Db {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        match &self.0 {
+            Some(db) => db,
+            None => unreachable!("the database is taken only when it drops"),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let db = self.0.take();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db)));
+    }
+}
+
 /// A durable corpus of documents with string ids.
 pub struct Store {
     path: PathBuf,
-    db: Arc<Database>,
+    db: Arc<Db>,
     corpus: Corpus,
     next_id: u64,
     config: StoreConfig,
     clock: Arc<dyn Clock>,
+    /// A call met damage (a panic in redb): the database may be in any state.
+    broken: bool,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(dir) = self.path.parent() {
+            file::release(dir);
+        }
+    }
+}
+
+/// A stored document, as [`Store::records`] and [`export`] give it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Its id.
+    pub id: String,
+    /// Its fingerprint.
+    pub fingerprint: u64,
+    /// When it expires, in Unix seconds, if it does.
+    pub expires: Option<u64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -147,45 +226,138 @@ fn db_err(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
 /// `?` on any redb error, naming the file.
 macro_rules! db {
     ($path:expr, $e:expr) => {
-        $e.map_err(|e| db_err($path)(e.into()))
+        $e.map_err(|e| $crate::db_err($path)(e.into()))
     };
+}
+
+mod file;
+mod repair;
+
+use file::{guard, Kind};
+pub use repair::{check, export, repair, Check, Export, Repair};
+
+/// The settings' first check, before anything is made on disk.
+fn check_settings(config: &StoreConfig) -> Result<()> {
+    if config.distance > 63 {
+        return Err(StoreError::Setting(format!(
+            "distance {} is more than 63: a store finds fingerprints within the distance in a \
+             layout of at most 64 blocks, one more than the distance",
+            config.distance
+        )));
+    }
+    Ok(())
+}
+
+/// A redb error on opening `path` (in the data directory `dir`), in the store's words.
+fn open_error(dir: &Path, path: &Path, e: redb::DatabaseError) -> StoreError {
+    match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
+            path: dir.to_path_buf(),
+            pid: file::holder(dir),
+        },
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail,
+            }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(source))
+            if source.kind() != std::io::ErrorKind::InvalidData =>
+        {
+            StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+        e => StoreError::Foreign {
+            path: path.to_path_buf(),
+            detail: format!("not readable as a neardup store: {e}"),
+        },
+    }
 }
 
 impl Store {
     /// Makes a new store in `dir` (created if missing), for about `expected` documents.
+    ///
+    /// The database is made aside under a temporary name, committed (fsync) and only then
+    /// given its name: a crash leaves no store or a whole one, never a half-made one.
+    /// Settings that cannot make a store are refused before anything is made.
     pub fn create(dir: impl AsRef<Path>, config: StoreConfig, expected: usize) -> Result<Store> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let path = dir.join(FILE);
-        if path.exists() {
-            return Err(StoreError::Exists(dir.to_path_buf()));
-        }
+        check_settings(&config)?;
         let corpus = Corpus::new(config.blocks, config.distance, expected)?;
         let blocks = corpus.layout().blocks();
-        let db = db!(&path, Database::create(&path))?;
-        let txn = db!(&path, db.begin_write())?;
-        {
-            let mut meta = db!(&path, txn.open_table(META))?;
-            for (k, v) in [
-                ("format", FORMAT),
-                ("blocks", blocks as u64),
-                ("distance", u64::from(config.distance)),
-                ("fingerprint_version", u64::from(config.fingerprint_version)),
-                ("next_id", 0),
-            ] {
-                db!(&path, meta.insert(k, v))?;
-            }
-            db!(&path, txn.open_table(DOCS))?;
-            db!(&path, txn.open_table(NAMES))?;
-            db!(&path, txn.open_table(EXPIRES))?;
+        let io = |source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let new_dir = !dir.exists();
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let made = Store::create_in(dir, config, corpus, blocks);
+        if made.is_err() && new_dir {
+            // Only if still empty: nothing of anyone else's is removed.
+            let _ = std::fs::remove_dir(dir);
         }
-        db!(&path, txn.commit())?;
+        made
+    }
+
+    fn create_in(dir: &Path, config: StoreConfig, corpus: Corpus, blocks: usize) -> Result<Store> {
+        let path = dir.join(FILE);
+        file::remove_leftovers(dir);
+        match file::inspect(&path) {
+            Ok(Kind::Missing) => {}
+            // Nothing in it: left by a create that was killed before stores were made aside.
+            Ok(Kind::Unfinished) => {
+                std::fs::remove_file(&path).map_err(|source| StoreError::Io {
+                    path: path.clone(),
+                    source,
+                })?
+            }
+            // A store, or something that is not ours to replace.
+            _ => return Err(StoreError::Exists(dir.to_path_buf())),
+        }
+        let partial = file::aside(dir, "partial");
+        let made = (|| {
+            let db = db!(&partial, Database::create(&partial))?;
+            let txn = db!(&partial, db.begin_write())?;
+            {
+                let mut meta = db!(&partial, txn.open_table(META))?;
+                for (k, v) in [
+                    ("format", FORMAT),
+                    ("blocks", blocks as u64),
+                    ("distance", u64::from(config.distance)),
+                    ("fingerprint_version", u64::from(config.fingerprint_version)),
+                    ("next_id", 0),
+                ] {
+                    db!(&partial, meta.insert(k, v))?;
+                }
+                db!(&partial, txn.open_table(DOCS))?;
+                db!(&partial, txn.open_table(NAMES))?;
+                db!(&partial, txn.open_table(EXPIRES))?;
+            }
+            db!(&partial, txn.commit())?;
+            Ok(db)
+        })();
+        let db = match made {
+            Ok(db) => db,
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
+        // Committed with fsync: now it gets its name, unless another create got there first.
+        match file::publish(&partial, &path) {
+            Ok(true) => {}
+            Ok(false) => return Err(StoreError::Exists(dir.to_path_buf())),
+            Err(source) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(StoreError::Io { path, source });
+            }
+        }
+        file::claim(dir);
         Ok(Store {
             path,
-            db: Arc::new(db),
+            db: Arc::new(Db(Some(db))),
             corpus,
             next_id: 0,
             config: StoreConfig {
@@ -193,21 +365,36 @@ impl Store {
                 ..config
             },
             clock: Arc::new(SystemClock),
+            broken: false,
         })
     }
 
     /// Opens the store in `dir` and rebuilds its tables. With `expect`, its distance,
     /// fingerprint version and (unless `Auto`) blocks must be those on disk.
+    ///
+    /// A damaged file is a [`StoreError::Damaged`] naming what is wrong ([`check`],
+    /// [`repair`] and [`export`] save what can be saved); a directory another `Store`
+    /// holds is [`StoreError::InUse`].
     pub fn open(dir: impl AsRef<Path>, expect: Option<StoreConfig>) -> Result<Store> {
         let dir = dir.as_ref();
         let path = dir.join(FILE);
         if !path.is_file() {
             return Err(StoreError::NotAStore(dir.to_path_buf()));
         }
-        let db = Database::open(&path).map_err(|e| StoreError::Foreign {
-            path: path.clone(),
-            detail: format!("not readable as a neardup store: {e}"),
-        })?;
+        file::remove_leftovers(dir);
+        match file::inspect(&path)? {
+            Kind::Missing => return Err(StoreError::NotAStore(dir.to_path_buf())),
+            Kind::Unfinished => return Err(StoreError::Unfinished(dir.to_path_buf())),
+            Kind::Redb => {}
+        }
+        let store = guard(&path, || Store::open_file(dir, &path, expect))?;
+        file::claim(dir);
+        Ok(store)
+    }
+
+    fn open_file(dir: &Path, path: &Path, expect: Option<StoreConfig>) -> Result<Store> {
+        let path = path.to_path_buf();
+        let db = Database::open(&path).map_err(|e| open_error(dir, &path, e))?;
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
             path: path.clone(),
@@ -228,7 +415,7 @@ impl Store {
             drop(txn);
             upgrade_from_1(&db, &path)?;
             drop(db);
-            return Store::open(dir, expect);
+            return Store::open_file(dir, &path, expect);
         }
         if format != FORMAT {
             return Err(StoreError::Foreign {
@@ -262,25 +449,55 @@ impl Store {
         }
         let next_id = get("next_id")?;
         let docs_table = db!(&path, txn.open_table(DOCS))?;
-        let mut docs = Vec::new();
+        let mut docs = Vec::with_capacity(db!(&path, docs_table.len())? as usize);
         for row in db!(&path, docs_table.iter())? {
             let (_, v) = db!(&path, row)?;
             let (internal, fp, _) = v.value();
+            if internal >= next_id {
+                return Err(StoreError::Damaged {
+                    path: path.clone(),
+                    detail: format!("document {internal} is numbered past next_id {next_id}"),
+                });
+            }
             docs.push((internal, fp));
         }
-        let mut corpus = Corpus::new(stored.blocks, stored.distance, docs.len())?;
+        let mut corpus = Corpus::new(stored.blocks, stored.distance, docs.len()).map_err(|e| {
+            StoreError::Foreign {
+                path: path.clone(),
+                detail: format!("its settings make no layout: {e}"),
+            }
+        })?;
         corpus.insert_bulk(&docs)?;
         drop(docs_table);
         drop(meta);
         drop(txn);
         Ok(Store {
             path,
-            db: Arc::new(db),
+            db: Arc::new(Db(Some(db))),
             corpus,
             next_id,
             config: stored,
             clock: Arc::new(SystemClock),
+            broken: false,
         })
+    }
+
+    /// Runs `f` on the store, unless an earlier call met damage; a panic inside (redb on
+    /// damage it cannot report) becomes [`StoreError::Damaged`], and the store refuses
+    /// every call after it.
+    fn guarded<T>(&mut self, f: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+        if self.broken {
+            return Err(StoreError::Damaged {
+                path: self.path.clone(),
+                detail: "an earlier call met damage in it; see `neardup index check`".into(),
+            });
+        }
+        let path = self.path.clone();
+        let result = guard(&path, || f(self));
+        if matches!(result, Err(StoreError::Damaged { .. })) {
+            self.broken = true;
+        }
+        result
     }
 
     /// Uses `clock` for expiry instead of the system clock.
@@ -321,6 +538,14 @@ impl Store {
     /// Stores every `(id, fingerprint, ttl)` in one transaction (a later copy of an id
     /// wins); `replaced` hears, per document in order, the fingerprint it replaced.
     pub fn insert_bulk(
+        &mut self,
+        docs: &[(&str, u64, Option<Duration>)],
+        replaced: impl FnMut(Option<u64>),
+    ) -> Result<()> {
+        self.guarded(|store| store.insert_bulk_unguarded(docs, replaced))
+    }
+
+    fn insert_bulk_unguarded(
         &mut self,
         docs: &[(&str, u64, Option<Duration>)],
         mut replaced: impl FnMut(Option<u64>),
@@ -390,6 +615,10 @@ impl Store {
     /// Removes every id in one transaction; returns how many were stored (unknown ids are
     /// skipped, not errors).
     pub fn remove_bulk(&mut self, ids: &[&str]) -> Result<usize> {
+        self.guarded(|store| store.remove_bulk_unguarded(ids))
+    }
+
+    fn remove_bulk_unguarded(&mut self, ids: &[&str]) -> Result<usize> {
         let path = self.path.clone();
         let txn = db!(&path, self.db.begin_write())?;
         let mut gone = Vec::new();
@@ -416,6 +645,12 @@ impl Store {
     /// Every live document within the distance of `fp`, as `(id, distance)`, by distance
     /// then id.
     pub fn find_all(&self, fp: u64) -> Result<Vec<(String, u32)>> {
+        if self.broken {
+            return Err(StoreError::Damaged {
+                path: self.path.clone(),
+                detail: "an earlier call met damage in it; see `neardup index check`".into(),
+            });
+        }
         self.view().find_all(&self.corpus.find_all(fp), true)
     }
 
@@ -443,19 +678,40 @@ impl Store {
 
     /// Every stored id with its fingerprint, in id order (expired ones until swept).
     pub fn documents(&self) -> Result<Vec<(String, u64)>> {
+        Ok(self
+            .records()?
+            .into_iter()
+            .map(|r| (r.id, r.fingerprint))
+            .collect())
+    }
+
+    /// Every stored document with its fingerprint and expiry, in id order (expired ones
+    /// until swept).
+    pub fn records(&self) -> Result<Vec<Record>> {
         let path = &self.path;
-        let txn = db!(path, self.db.begin_read())?;
-        let docs = db!(path, txn.open_table(DOCS))?;
-        let mut out = Vec::with_capacity(self.len());
-        for row in db!(path, docs.iter())? {
-            let (id, v) = db!(path, row)?;
-            out.push((id.value().to_string(), v.value().1));
-        }
-        Ok(out)
+        guard(path, || {
+            let txn = db!(path, self.db.begin_read())?;
+            let docs = db!(path, txn.open_table(DOCS))?;
+            let mut out = Vec::with_capacity(self.len());
+            for row in db!(path, docs.iter())? {
+                let (id, v) = db!(path, row)?;
+                let (_, fingerprint, expires) = v.value();
+                out.push(Record {
+                    id: id.value().to_string(),
+                    fingerprint,
+                    expires: (expires != 0).then_some(expires),
+                });
+            }
+            Ok(out)
+        })
     }
 
     /// Deletes every expired document; returns how many.
     pub fn sweep(&mut self) -> Result<usize> {
+        self.guarded(Store::sweep_unguarded)
+    }
+
+    fn sweep_unguarded(&mut self) -> Result<usize> {
         let now = self.clock.now();
         let path = &self.path;
         let txn = db!(path, self.db.begin_read())?;
@@ -470,7 +726,7 @@ impl Store {
         }
         drop((expiries, names, txn));
         let ids: Vec<&str> = expired.iter().map(String::as_str).collect();
-        self.remove_bulk(&ids)
+        self.remove_bulk_unguarded(&ids)
     }
 }
 
@@ -516,7 +772,7 @@ impl StoreReader {
 #[derive(Clone)]
 struct View {
     path: PathBuf,
-    db: Arc<Database>,
+    db: Arc<Db>,
     clock: Arc<dyn Clock>,
 }
 
@@ -525,10 +781,14 @@ impl View {
     /// then id. With `strict`, a hit without an id is damage; otherwise it was removed
     /// since the hits were found, and is skipped.
     fn find_all(&self, hits: &[(u64, u32)], strict: bool) -> Result<Vec<(String, u32)>> {
-        let path = &self.path;
         if hits.is_empty() {
             return Ok(Vec::new());
         }
+        guard(&self.path, || self.find_all_unguarded(hits, strict))
+    }
+
+    fn find_all_unguarded(&self, hits: &[(u64, u32)], strict: bool) -> Result<Vec<(String, u32)>> {
+        let path = &self.path;
         let now = self.clock.now();
         let txn = db!(path, self.db.begin_read())?;
         let names = db!(path, txn.open_table(NAMES))?;
@@ -558,9 +818,9 @@ fn name_of(path: &Path, names: &redb::ReadOnlyTable<u64, &str>, internal: u64) -
 }
 
 fn damaged(path: &Path, internal: u64) -> StoreError {
-    StoreError::Foreign {
+    StoreError::Damaged {
         path: path.to_path_buf(),
-        detail: format!("document {internal} has no id: the file is damaged"),
+        detail: format!("document {internal} has no id"),
     }
 }
 

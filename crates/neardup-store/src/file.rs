@@ -1,0 +1,278 @@
+//! The database file before and around redb: what its header must say before redb may
+//! open it, panics turned into errors, files made aside and published whole, leftovers of
+//! interrupted work, and who holds a store.
+//!
+//! redb trusts its file's header: a file cut short (a full disk, an interrupted copy)
+//! makes `Database::open` fail `assert!(file_len >= header.layout().len())`, and a header
+//! whose layout fields are damaged divides by zero or indexes out of range. [`inspect`]
+//! reads the header first and refuses such a file with a message; [`guard`] is the last
+//! line, for damage inside the file that only redb's own walk can meet.
+
+use std::fs::File;
+use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::{Result, StoreError, FILE};
+
+/// redb's magic number: the first 9 bytes of every redb file (redb 2's header layout,
+/// `tree_store/page_store/header.rs`).
+const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+/// The header: 64 bytes of settings, then two commit slots of 128 bytes.
+const HEADER: usize = 64 + 2 * 128;
+/// The page size redb's `Builder` uses, and the only one its `open` accepts by default.
+const PAGE: u64 = 4096;
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// What the bytes at a database path are.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// No file.
+    Missing,
+    /// Left by a `create` that was interrupted before this version made files aside: empty,
+    /// or a redb file that never committed a table. Nothing in it; safe to replace.
+    Unfinished,
+    /// A redb file whose header redb can open.
+    Redb,
+}
+
+fn damaged(path: &Path, detail: String) -> StoreError {
+    StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+/// Reads the header of the database file at `path` and checks what redb's `open`
+/// asserts, so that a damaged file is an error here rather than a panic there.
+pub(crate) fn inspect(path: &Path) -> Result<Kind> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Kind::Missing),
+        Err(e) => return Err(io(e)),
+    };
+    let len = file.metadata().map_err(io)?.len();
+    if len == 0 {
+        return Ok(Kind::Unfinished);
+    }
+    let mut head = Vec::with_capacity(HEADER);
+    (&mut file)
+        .take(HEADER as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    if head.len() < HEADER {
+        return Err(if head.starts_with(&MAGIC) || MAGIC.starts_with(&head) {
+            damaged(
+                path,
+                format!("cut short: {len} bytes, less than its header"),
+            )
+        } else {
+            StoreError::Foreign {
+                path: path.to_path_buf(),
+                detail: "not a neardup store (not a redb database)".into(),
+            }
+        });
+    }
+    // No table committed in either commit slot: the file never held anything. (redb
+    // writes its magic number last when it makes a file, so it may be missing too.)
+    let no_tables = |slot: usize| head[64 + slot * 128 + 1] == 0;
+    let magic = head[..MAGIC.len()] == MAGIC;
+    let zeros = head[..MAGIC.len()].iter().all(|&b| b == 0);
+    if (magic || zeros) && no_tables(0) && no_tables(1) {
+        return Ok(Kind::Unfinished);
+    }
+    if !magic {
+        return Err(StoreError::Foreign {
+            path: path.to_path_buf(),
+            detail: "not a neardup store (not a redb database)".into(),
+        });
+    }
+    let page = u64::from(u32_at(&head, 12));
+    let region_header_pages = u64::from(u32_at(&head, 16));
+    let region_pages = u64::from(u32_at(&head, 20));
+    let full_regions = u64::from(u32_at(&head, 24));
+    let trailing_pages = u64::from(u32_at(&head, 28));
+    if page != PAGE {
+        return Err(damaged(
+            path,
+            format!("its header says pages of {page} bytes, not {PAGE}"),
+        ));
+    }
+    if region_header_pages == 0 || region_pages == 0 || (full_regions == 0 && trailing_pages == 0) {
+        return Err(damaged(path, "its header's region layout is empty".into()));
+    }
+    // The length redb expects: a page of header, the full regions, the trailing one.
+    let expected = u128::from(page)
+        + u128::from(full_regions)
+            * u128::from(region_header_pages + region_pages)
+            * u128::from(page)
+        + if trailing_pages > 0 {
+            u128::from(region_header_pages + trailing_pages) * u128::from(page)
+        } else {
+            0
+        };
+    if u128::from(len) < expected {
+        return Err(damaged(
+            path,
+            format!("cut short: {len} bytes, its header says {expected}"),
+        ));
+    }
+    Ok(Kind::Redb)
+}
+
+/// The header's length for the database at `path` (see [`inspect`]), or `None` when the
+/// header itself is unreadable.
+pub(crate) fn expected_len(path: &Path) -> Option<u64> {
+    let mut head = Vec::with_capacity(HEADER);
+    File::open(path)
+        .ok()?
+        .take(HEADER as u64)
+        .read_to_end(&mut head)
+        .ok()?;
+    if head.len() < HEADER || head[..MAGIC.len()] != MAGIC || u64::from(u32_at(&head, 12)) != PAGE {
+        return None;
+    }
+    let rh = u64::from(u32_at(&head, 16));
+    let rp = u64::from(u32_at(&head, 20));
+    let full = u64::from(u32_at(&head, 24));
+    let trailing = u64::from(u32_at(&head, 28));
+    let regions = full.checked_mul(rh.checked_add(rp)?)?.checked_mul(PAGE)?;
+    let tail = if trailing > 0 {
+        (rh + trailing).checked_mul(PAGE)?
+    } else {
+        0
+    };
+    PAGE.checked_add(regions)?.checked_add(tail)
+}
+
+/// Runs `f`, turning a panic inside it (redb meeting damage that its header did not show)
+/// into [`StoreError::Damaged`].
+pub(crate) fn guard<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Err(damaged(path, format!("redb stopped on it: {why}")))
+    })
+}
+
+/// A fresh name beside the database, for a file made aside: `neardup.redb.PID.N.what`.
+pub(crate) fn aside(dir: &Path, what: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("{FILE}.{}.{n}.{what}", std::process::id()))
+}
+
+/// Puts the finished file `from` at `to` unless something is there already (then `false`,
+/// and `from` is removed), and makes the new name durable.
+pub(crate) fn publish(from: &Path, to: &Path) -> std::io::Result<bool> {
+    // A hard link fails if `to` exists: no other process's store is ever replaced.
+    match std::fs::hard_link(from, to) {
+        Ok(()) => std::fs::remove_file(from)?,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(from)?;
+            return Ok(false);
+        }
+        // A file system without hard links: rename, after looking (a small race, only
+        // between two processes making the same store at once).
+        Err(_) => {
+            if to.exists() {
+                std::fs::remove_file(from)?;
+                return Ok(false);
+            }
+            std::fs::rename(from, to)?;
+        }
+    }
+    sync_dir(to.parent().unwrap_or(Path::new(".")))?;
+    Ok(true)
+}
+
+/// Flushes a directory's entries (a new or renamed file's name) to disk.
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Whether process `pid` runs, when this system can tell (Linux's `/proc`).
+fn running(pid: u32) -> Option<bool> {
+    let proc = Path::new("/proc");
+    proc.join("self")
+        .exists()
+        .then(|| proc.join(pid.to_string()).exists())
+}
+
+/// Removes the files made aside in `dir` by processes that no longer run (a `create`,
+/// `check` or `repair` that was killed). Files of running processes, and any whose
+/// process this system cannot look up, are left.
+pub(crate) fn remove_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("{FILE}.");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let mut parts = rest.split('.');
+        let (Some(pid), Some(_), Some(what), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if !matches!(what, "partial" | "check") {
+            continue;
+        }
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid != std::process::id() && running(pid) == Some(false) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The file beside the database that names the process holding it.
+pub(crate) const PID_FILE: &str = "neardup.pid";
+
+/// Records this process as the holder of the store in `dir` (best effort: it only
+/// improves the message another process gets).
+pub(crate) fn claim(dir: &Path) {
+    let _ = std::fs::write(dir.join(PID_FILE), format!("{}\n", std::process::id()));
+}
+
+/// Forgets the claim of [`claim`], if it is still this process's.
+pub(crate) fn release(dir: &Path) {
+    let path = dir.join(PID_FILE);
+    if holder(dir) == Some(std::process::id()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The process that last claimed the store in `dir`, if it still runs (or this system
+/// cannot tell).
+pub(crate) fn holder(dir: &Path) -> Option<u32> {
+    let pid = std::fs::read_to_string(dir.join(PID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (running(pid) != Some(false)).then_some(pid)
+}
