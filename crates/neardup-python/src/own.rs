@@ -586,16 +586,7 @@ pub fn dedup(
         (Some(t), None) => batch::Rule::Jaccard(Threshold::new(t).map_err(core_error)?),
         (None, None) => batch::Rule::default(),
     };
-    let keep = match keep {
-        "first" => batch::Keep::First,
-        "longest" => batch::Keep::Longest,
-        "shortest" => batch::Keep::Shortest,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "keep must be 'first', 'longest' or 'shortest', got {other:?}"
-            )))
-        }
-    };
+    let keep: batch::Keep = keep.parse().map_err(core_error)?;
     let options = batch::Options {
         rule,
         keep,

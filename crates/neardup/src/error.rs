@@ -70,6 +70,9 @@ pub enum Error {
         /// The limit, `u32::MAX`.
         max: usize,
     },
+    /// A keep rule that is not one of `first`, `longest`, `shortest`.
+    #[error("keep must be first, longest or shortest, got '{0}'")]
+    UnknownKeep(String),
     /// A Jaccard threshold outside (0, 1].
     #[error("threshold must be a Jaccard similarity above 0 and at most 1, got {0}")]
     InvalidThreshold(f64),

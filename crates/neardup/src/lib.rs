@@ -36,6 +36,7 @@
 
 pub mod batch;
 pub mod corpus;
+pub mod decide;
 mod error;
 pub mod fingerprint;
 pub mod hamming;

@@ -6,9 +6,9 @@
 //! 1. **Candidates.** Documents with the same text are one node. Nodes whose 256-bit
 //!    fingerprints ([`Wide`]) are within the lane distance in at least one 64-bit lane are
 //!    candidates ([`WideMatcher::candidates_by`]): cheap tables, generous on purpose.
-//! 2. **Verification.** A candidate is a near-duplicate when its [`Rule`] holds: by default
-//!    the estimated Jaccard similarity of the two documents' word 5-shingle sets
-//!    ([`crate::jaccard`]) is at least the threshold.
+//! 2. **Verification.** A candidate is a near-duplicate when its [`Rule`] holds
+//!    ([`crate::decide`]): by default the estimated Jaccard similarity of the two
+//!    documents' word 5-shingle sets ([`crate::jaccard`]) is at least the threshold.
 //! 3. **Assignment, without chaining.** Documents are visited in the order [`Keep`] gives.
 //!    Each one not yet removed is kept, and removes its near-duplicates not yet removed; a
 //!    removed document then belongs to the kept near-duplicate it is most similar to. So a
@@ -21,36 +21,10 @@
 use rayon::prelude::*;
 
 use super::{UnionFind, WideMatcher};
+use crate::decide::{Keep, Match, Rule};
 use crate::error::{Error, Result};
 use crate::fingerprint::Wide;
-use crate::jaccard::{Sketch, Threshold};
-
-/// Which document of a group of near-duplicates is kept.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Keep {
-    /// The first in input order.
-    #[default]
-    First,
-    /// The longest text (the first of equals).
-    Longest,
-    /// The shortest text (the first of equals).
-    Shortest,
-}
-
-/// When a candidate pair is a near-duplicate.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Rule {
-    /// The estimated Jaccard similarity of the word 5-shingle sets reaches the threshold.
-    Jaccard(Threshold),
-    /// The 256-bit fingerprints are at most this many bits apart.
-    Distance(u32),
-}
-
-impl Default for Rule {
-    fn default() -> Rule {
-        Rule::Jaccard(Threshold::default())
-    }
-}
+use crate::jaccard::Sketch;
 
 /// How [`dedup`] decides and what it reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -244,17 +218,16 @@ pub fn resolve(
     // 2. Verification, in parallel: (a, b, similarity, distance) per near-duplicate pair.
     let verify = |&(a, b): &(u32, u32)| {
         let (x, y) = (first(a), first(b));
-        let similarity = sketch(x).similarity(&sketch(y)) as f32;
-        let distance = super::wide_distance(&fps[x as usize], &fps[y as usize]);
-        let near = match options.rule {
-            Rule::Jaccard(t) => t.accepts(f64::from(similarity)),
-            Rule::Distance(d) => distance <= d,
+        let m = Match {
+            similarity: sketch(x).similarity(&sketch(y)) as f32,
+            distance: super::wide_distance(&fps[x as usize], &fps[y as usize]),
         };
-        near.then_some(Edge {
+        // Nodes are distinct texts with words: the rule alone decides.
+        options.rule.accepts(m).then_some(Edge {
             a,
             b,
-            similarity,
-            distance,
+            similarity: m.similarity,
+            distance: m.distance,
         })
     };
     #[cfg(feature = "rayon")]

@@ -20,11 +20,10 @@ mod wide;
 
 use std::sync::Arc;
 
+pub use crate::decide::{Keep, Rule};
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, PermuteJob};
-pub use dedup::{
-    candidates, dedup, resolve, Candidates, Cluster, Dedup, Keep, Member, Options, Pair, Rule,
-};
+pub use dedup::{candidates, dedup, resolve, Candidates, Cluster, Dedup, Member, Options, Pair};
 use radix::Keyed;
 pub use union_find::UnionFind;
 pub use wide::{wide_distance, WideMatcher};

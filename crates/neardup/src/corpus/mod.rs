@@ -32,8 +32,11 @@ use crate::batch::radix::{self, Keyed};
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, Table};
 
+mod lanes;
 mod level;
 mod main_part;
+
+pub use lanes::{Lanes, LanesReader};
 
 use level::{level_dir, run_level, Level};
 use main_part::{prefetch, Index, Main, Packed, IMPLIED};
