@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use neardup::batch::{self, Dedup, Keep, Options, Rule, WideMatcher};
-use neardup::fingerprint::{Fingerprinter, Wide, DEFAULT_LANE_DISTANCE, LANES};
+use neardup::fingerprint::{Fingerprinter, Wide, LANES};
 use neardup::jaccard::{self, Sketch, Threshold};
 use neardup::tables::Blocks;
 use rayon::prelude::*;
@@ -93,9 +93,10 @@ pub struct DedupCmd {
     /// be removed for one that is not its near-duplicate (A ~ B ~ C removes C for A).
     #[arg(long)]
     closure: bool,
-    /// Candidates: pairs at most this many bits apart in at least one 64-bit lane.
-    #[arg(long, default_value_t = DEFAULT_LANE_DISTANCE)]
-    lane_distance: u32,
+    /// Candidates: pairs at most this many bits apart in at least one 64-bit lane
+    /// (default: 8 at --threshold 0.8, one more per 0.1 below it, one less per 0.1 above).
+    #[arg(long)]
+    lane_distance: Option<u32>,
     /// Blocks of the lanes' tables ('auto': the planner's choice for the corpus).
     #[arg(short, long, default_value = "auto")]
     blocks: Blocks,
@@ -110,11 +111,11 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
 
 /// Per document, what the first pass keeps: fingerprints, text hashes and lengths in
 /// memory, sketches in a temporary file (read back only for the documents that need them).
-struct Fingerprints {
-    fps: Vec<Wide>,
-    text_hashes: Vec<u64>,
-    lens: Vec<u32>,
-    sketches: BufWriter<std::fs::File>,
+pub(crate) struct Fingerprints {
+    pub(crate) fps: Vec<Wide>,
+    pub(crate) text_hashes: Vec<u64>,
+    pub(crate) lens: Vec<u32>,
+    pub(crate) sketches: BufWriter<std::fs::File>,
 }
 
 /// Seconds per phase.
@@ -142,6 +143,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
         Some(d) => Rule::Distance(d),
         None => Rule::Jaccard(cmd.threshold),
     };
+    let lane_distance = cmd.lane_distance.unwrap_or_else(|| rule.lane_distance());
     let options = Options {
         rule,
         keep: cmd.keep.into(),
@@ -150,7 +152,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     };
     let fingerprinter = cmd.fingerprint.fingerprinter()?;
     // Refuse bad layouts before any work.
-    batch::layout(cmd.blocks, 1 << 20, cmd.lane_distance).map_err(Failure::input)?;
+    batch::layout(cmd.blocks, 1 << 20, lane_distance).map_err(Failure::input)?;
     let mut outputs = Outputs::create(cmd)?;
 
     let mut args = cmd.docs.clone();
@@ -164,7 +166,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
 
     let t = Instant::now();
     let n = prints.fps.len();
-    let layout = batch::layout(cmd.blocks, n, cmd.lane_distance).map_err(Failure::input)?;
+    let layout = batch::layout(cmd.blocks, n, lane_distance).map_err(Failure::input)?;
     let blocks = layout.blocks();
     let total = (layout.tables().len() * LANES) as u64;
     progress.phase("matching", Some(total));
@@ -191,7 +193,16 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     outputs.finish()?;
     timings.write = t.elapsed().as_secs_f64();
 
-    let summary = summary(cmd, &options, &stats, &found, n, blocks, &timings, start);
+    let summary = summary(
+        cmd,
+        &options,
+        &stats,
+        &found,
+        n,
+        (blocks, lane_distance),
+        &timings,
+        start,
+    );
     if !cmd.quiet {
         print_summary(&summary, &stats, &found);
     }
@@ -275,7 +286,7 @@ impl Outputs {
 
 /// Copies standard input, if it is an input, to a temporary file the second pass can read
 /// again; the file is deleted when the returned handle drops.
-fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTempFile>, Failure> {
+pub(crate) fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTempFile>, Failure> {
     let names = args.inputs.iter().chain(&args.input_flags);
     let reads_stdin = names.clone().count() == 0 || names.into_iter().any(|n| n == "-");
     if !reads_stdin {
@@ -299,7 +310,7 @@ fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTempFile>, Fa
 
 /// Pass 1: every document's fingerprint, text hash and length, in input order. Reading
 /// runs on its own thread, a couple of batches ahead of the fingerprinting.
-fn fingerprint_all(
+pub(crate) fn fingerprint_all(
     args: &DocArgs,
     fingerprinter: &Fingerprinter,
     progress: &Progress,
@@ -358,7 +369,10 @@ fn fingerprint_all(
 
 /// The sketches of `needed` (documents in increasing order) from the temporary file pass 1
 /// wrote, in that order.
-fn read_sketches(file: BufWriter<std::fs::File>, needed: &[u32]) -> Result<Vec<Sketch>, Failure> {
+pub(crate) fn read_sketches(
+    file: BufWriter<std::fs::File>,
+    needed: &[u32],
+) -> Result<Vec<Sketch>, Failure> {
     let err =
         |e: std::io::Error| Failure::io(anyhow!("cannot read the sketches' temporary file: {e}"));
     let mut file = file.into_inner().map_err(|e| err(e.into_error()))?;
@@ -520,7 +534,7 @@ fn summary(
     stats: &ReadStats,
     found: &Dedup,
     n: usize,
-    blocks: usize,
+    (blocks, lane_distance): (usize, u32),
     timings: &Timings,
     start: Instant,
 ) -> Value {
@@ -553,7 +567,7 @@ fn summary(
             "threshold": match options.rule { Rule::Jaccard(t) => Some(t.get()), Rule::Distance(_) => None },
             "distance": match options.rule { Rule::Distance(d) => Some(d), Rule::Jaccard(_) => None },
             "closure": options.closure,
-            "lane_distance": cmd.lane_distance,
+            "lane_distance": lane_distance,
             "blocks": blocks,
             "keep": format!("{:?}", cmd.keep).to_lowercase(),
             "fingerprint_version": neardup::fingerprint::VERSION,

@@ -20,9 +20,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use neardup::fingerprint::{
-    compat::is_word_char, token_hash, Fingerprinter, IdfBuilder, Normalize, Tokenizer, Weighting,
-};
+use neardup::fingerprint::{Fingerprinter, IdfBuilder, Normalize, Tokenizer, Weighting};
+use neardup::jaccard::{exact, shingle_set};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
@@ -64,6 +63,18 @@ pub struct EvalCmd {
     /// Print a Markdown table of each configuration at its best k instead of JSON lines.
     #[arg(long)]
     markdown: bool,
+    /// Score `neardup dedup` on the input against this truth file instead of making
+    /// variants: JSON lines {"a", "b", "jaccard"}, every pair with a word 5-shingle
+    /// Jaccard of at least 0.5 (pair precision and recall, wrongly removed, missed).
+    #[arg(long, value_name = "FILE")]
+    truth: Option<String>,
+    /// With --truth: the thresholds to score at.
+    #[arg(long, value_delimiter = ',', default_value = "0.6,0.7,0.8,0.9")]
+    thresholds: Vec<f64>,
+    /// With --truth: the lane distance of the candidates (default: each threshold's, as
+    /// `neardup dedup` chooses it).
+    #[arg(long)]
+    lane_distance: Option<u32>,
     /// Where to write the results ('-' for standard output).
     #[arg(short, long, default_value = "-")]
     output: String,
@@ -76,24 +87,6 @@ pub enum ConfigSet {
     Grid,
     /// The default configuration only.
     Default,
-}
-
-/// Word 5-shingles of lowercased `\w+` words, hashed: the truth's features.
-fn shingles(text: &str) -> HashSet<u64> {
-    let lower = text.to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !is_word_char(c))
-        .filter(|w| !w.is_empty())
-        .collect();
-    words.windows(5).map(|w| token_hash(&w.join(" "))).collect()
-}
-
-fn jaccard(a: &HashSet<u64>, b: &HashSet<u64>) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    let inter = a.intersection(b).count();
-    inter as f64 / (a.len() + b.len() - inter) as f64
 }
 
 const HEADERS: &[&str] = &[
@@ -179,12 +172,12 @@ fn edit(rng: &mut SplitMix64, text: &str) -> String {
 /// A variant of `original` whose Jaccard with it is at least `level`, as low as small edits
 /// get it.
 fn variant(rng: &mut SplitMix64, original: &str, level: f64) -> (String, f64) {
-    let base = shingles(original);
+    let base = shingle_set(original);
     let mut current = original.to_string();
     let mut current_j = 1.0;
     for _ in 0..20_000 {
         let next = edit(rng, &current);
-        let j = jaccard(&base, &shingles(&next));
+        let j = exact(&base, &shingle_set(&next));
         if j < level {
             break;
         }
@@ -278,6 +271,17 @@ struct Score {
 /// Runs `neardup eval`.
 pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     let mut out = Output::create(&cmd.output)?;
+    if let Some(truth) = &cmd.truth {
+        crate::truth::run(
+            &cmd.docs,
+            truth,
+            &cmd.thresholds,
+            cmd.lane_distance,
+            cmd.markdown,
+            &mut out,
+        )?;
+        return out.finish();
+    }
     if cmd.levels.iter().any(|l| !(0.0..=1.0).contains(l)) {
         return Err(Failure::input(anyhow!("--levels must lie between 0 and 1")));
     }
@@ -298,7 +302,7 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     // Originals: a sample of documents long enough to have shingles.
     let mut rng = SplitMix64(cmd.seed);
     let mut candidates: Vec<usize> = (0..corpus.len())
-        .filter(|&i| shingles(&corpus[i].1).len() >= 20)
+        .filter(|&i| shingle_set(&corpus[i].1).len() >= 20)
         .collect();
     for i in (1..candidates.len()).rev() {
         let j = rng.index(i + 1);
@@ -338,7 +342,7 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
             jaccard: Some(j),
         });
     }
-    let sets: Vec<HashSet<u64>> = docs.par_iter().map(|d| shingles(&d.text)).collect();
+    let sets: Vec<Vec<u64>> = docs.par_iter().map(|d| shingle_set(&d.text)).collect();
     if let Some(dir) = &cmd.export {
         export(dir, &docs, &sets)?;
     }
@@ -423,7 +427,7 @@ fn round4(x: f64) -> f64 {
 /// found, by band.
 fn score(
     docs: &[Doc],
-    sets: &[HashSet<u64>],
+    sets: &[Vec<u64>],
     fps: &[u64],
     truth: &[(usize, usize, f64)],
     max_k: u32,
@@ -443,7 +447,7 @@ fn score(
         .collect();
     let related: Vec<bool> = close
         .par_iter()
-        .map(|&(i, j, _)| docs[i].family == docs[j].family || jaccard(&sets[i], &sets[j]) >= 0.5)
+        .map(|&(i, j, _)| docs[i].family == docs[j].family || exact(&sets[i], &sets[j]) >= 0.5)
         .collect();
     let dist: HashMap<(usize, usize), u32> = close.iter().map(|&(i, j, d)| ((i, j), d)).collect();
     (0..=max_k)
@@ -531,7 +535,7 @@ fn markdown(rows: &[Value], totals: &[u64], docs: usize, corpus: usize) -> Vec<S
 }
 
 /// The collection and its truth in the peer harness's dedup format.
-fn export(dir: &str, docs: &[Doc], sets: &[HashSet<u64>]) -> Result<(), Failure> {
+fn export(dir: &str, docs: &[Doc], sets: &[Vec<u64>]) -> Result<(), Failure> {
     let err = |e: std::io::Error| Failure::io(anyhow!("cannot write to {dir}: {e}"));
     std::fs::create_dir_all(dir).map_err(err)?;
     let mut lines = String::new();
@@ -562,7 +566,7 @@ fn export(dir: &str, docs: &[Doc], sets: &[HashSet<u64>]) -> Result<(), Failure>
                     docs[a].id.clone(),
                     docs[b].id.clone(),
                     "sibling".into(),
-                    jaccard(&sets[a], &sets[b]),
+                    exact(&sets[a], &sets[b]),
                 ));
             }
         }
@@ -588,7 +592,7 @@ fn export(dir: &str, docs: &[Doc], sets: &[HashSet<u64>]) -> Result<(), Failure>
         if known.contains(&(a, b)) {
             continue;
         }
-        let j = jaccard(&sets[a], &sets[b]);
+        let j = exact(&sets[a], &sets[b]);
         if j >= 0.5 {
             truth.push((docs[a].id.clone(), docs[b].id.clone(), "natural".into(), j));
         }
@@ -621,25 +625,25 @@ mod tests {
         spring of hope, it was the winter of despair.";
 
     #[test]
-    fn jaccard_of_word_shingles() {
-        let a = shingles(TEXT);
-        assert_eq!(jaccard(&a, &a), 1.0);
+    fn exact_of_word_shingles() {
+        let a = shingle_set(TEXT);
+        assert_eq!(exact(&a, &a), 1.0);
         // Case and punctuation are not part of the truth's words.
         assert_eq!(
-            jaccard(&a, &shingles(&TEXT.to_uppercase().replace(',', ";"))),
+            exact(&a, &shingle_set(&TEXT.to_uppercase().replace(',', ";"))),
             1.0
         );
-        let b = shingles("completely different words that share nothing at all with it");
-        assert_eq!(jaccard(&a, &b), 0.0);
+        let b = shingle_set("completely different words that share nothing at all with it");
+        assert_eq!(exact(&a, &b), 0.0);
     }
 
     #[test]
     fn variants_land_just_above_their_level() {
-        let base = shingles(TEXT);
+        let base = shingle_set(TEXT);
         for (seed, level) in [(1, 0.95), (2, 0.8), (3, 0.6)] {
             let (text, j) = variant(&mut SplitMix64(seed), TEXT, level);
             assert!(j >= level, "{j} < {level}");
-            assert!((jaccard(&base, &shingles(&text)) - j).abs() < 1e-12);
+            assert!((exact(&base, &shingle_set(&text)) - j).abs() < 1e-12);
             // A word edit takes about 10% of this short text's shingles: only the lower
             // levels leave room for one.
             if level <= 0.8 {

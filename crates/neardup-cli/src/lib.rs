@@ -16,5 +16,6 @@ pub mod input;
 pub mod output;
 pub mod progress;
 mod rng;
+pub mod truth;
 
 pub use failure::Failure;

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use neardup::batch::{self, Indexed, Matcher, WideMatcher};
 use neardup::fingerprint::{
-    self as core, Config, Idf, Normalize, Weighting, DEFAULT_DISTANCE, DEFAULT_LANE_DISTANCE, LANES,
+    self as core, Config, Idf, Normalize, Weighting, DEFAULT_DISTANCE, LANES,
 };
 
 use neardup::jaccard::{Sketch, Threshold};
@@ -551,8 +551,8 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// 128-byte sketches; or, with `distance`, when their 256-bit fingerprints
 /// (`Fingerprinter.fingerprint_wide`, with `fingerprinter`) are at most `distance` bits
 /// apart. Candidates are pairs at most `lane_distance` bits apart in some 64-bit lane
-/// (default 8), found with `blocks` blocks per lane (`"auto"` or an int above
-/// `lane_distance`). A document is removed only for a kept document that is its own
+/// (default: 8 at threshold 0.8, one more per 0.1 below it), found with `blocks` blocks
+/// per lane (`"auto"` or an int above `lane_distance`). A document is removed only for a kept document that is its own
 /// near-duplicate; `keep` (`"first"`, `"longest"`, `"shortest"`) chooses which is kept;
 /// `closure=True` gives connected components instead (a document may then be removed for
 /// one it is not near). Documents without words match only identical texts. Fingerprinting
@@ -595,7 +595,7 @@ pub fn dedup(
     };
     let lane_distance = match lane_distance {
         Some(d) => distance_arg(d, 64)?,
-        None => DEFAULT_LANE_DISTANCE,
+        None => rule.lane_distance(),
     };
     let blocks = match blocks {
         Some(b) => blocks_arg(b)?,

@@ -76,6 +76,21 @@ impl Rule {
         self.accepts(m).then_some(m)
     }
 
+    /// The lane distance at which candidates ([`crate::batch::candidates`]) find nearly
+    /// every pair the rule accepts: 8 at the default threshold 0.8, one more per 0.1
+    /// below it and one less per 0.1 above (between 6 and 12); 8 for a distance rule. On
+    /// the natural corpus, recall of the pairs with Jaccard at least `T + 0.05` was 0.9998
+    /// at 0.8 (lane distance 8), 0.9994 at 0.7 (9) and 0.9983 at 0.6 (10).
+    pub fn lane_distance(&self) -> u32 {
+        match *self {
+            Rule::Jaccard(t) => {
+                let steps = ((crate::jaccard::DEFAULT_THRESHOLD - t.get()) * 10.0 - 1e-9).ceil();
+                (8.0 + steps).clamp(6.0, 12.0) as u32
+            }
+            Rule::Distance(_) => crate::fingerprint::DEFAULT_LANE_DISTANCE,
+        }
+    }
+
     /// Whether a pair this near (of different texts, both with words) is a near-duplicate.
     #[inline]
     pub fn accepts(&self, m: Match) -> bool {
@@ -190,6 +205,26 @@ mod tests {
         assert!(rule.decide(&x, &y).is_none());
         assert!(rule.decide(&x, &x).is_some());
         assert!(rule.decide(&x, &sa).is_none());
+    }
+
+    #[test]
+    fn lane_distances_follow_the_threshold() {
+        let at = |t: f64| Rule::Jaccard(Threshold::new(t).unwrap()).lane_distance();
+        assert_eq!(
+            [
+                at(1.0),
+                at(0.9),
+                at(0.85),
+                at(0.8),
+                at(0.75),
+                at(0.7),
+                at(0.6),
+                at(0.5),
+                at(0.1)
+            ],
+            [6, 7, 8, 8, 9, 9, 10, 11, 12]
+        );
+        assert_eq!(Rule::Distance(40).lane_distance(), 8);
     }
 
     #[test]

@@ -604,6 +604,21 @@ proptest! {
         prop_assert_eq!(&got, &oracle_dedup(&docs, k, &options));
     }
 
+    /// Candidates of a larger lane distance, narrowed, decide as those of the smaller.
+    #[test]
+    fn narrowed_candidates_decide_alike(docs in test_docs(), k in 0u32..4, options in options()) {
+        let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
+        let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
+        let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
+        let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
+        let wide = WideMatcher::new(Layout::new(k as usize + 2, k + 1).unwrap(), 0);
+        let narrow = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
+        let got = batch::candidates(&wides, &texts, &wide).unwrap().within(&wides, k);
+        let got = batch::resolve(&got, &wides, &lens, |d| sketches[d as usize], &options);
+        let want = batch::dedup(&wides, &texts, &lens, &sketches, &narrow, &options).unwrap();
+        prop_assert_eq!(got, want);
+    }
+
     /// Without chaining, a removed document is a near-duplicate of the document kept for
     /// it, and no two kept documents are near-duplicates of each other.
     #[test]

@@ -112,7 +112,7 @@ def dedup(
     distance: Optional[int] = None,
     keep: Literal["first", "longest", "shortest"] = "first",
     closure: bool = False,
-    lane_distance: int = 8,
+    lane_distance: Optional[int] = None,
     blocks: Blocks = "auto",
     fingerprinter: Optional[Fingerprinter] = None,
 ) -> List[List[Id]]: ...

@@ -136,6 +136,28 @@ impl Candidates {
         self.pairs.is_empty()
     }
 
+    /// The candidates within `k` bits in at least one lane: those of a smaller lane
+    /// distance, without matching again (`fps` as given to [`candidates`]).
+    pub fn within(&self, fps: &[Wide], k: u32) -> Candidates {
+        let first = |node: u32| &fps[self.node(node)[0] as usize];
+        Candidates {
+            pairs: self
+                .pairs
+                .iter()
+                .copied()
+                .filter(|&(a, b)| {
+                    let (x, y) = (first(a), first(b));
+                    x.iter()
+                        .zip(y)
+                        .any(|(p, q)| crate::hamming::within(*p, *q, k))
+                })
+                .collect(),
+            order: self.order.clone(),
+            starts: self.starts.clone(),
+            wordless: self.wordless,
+        }
+    }
+
     /// The documents whose sketches [`resolve`] reads, in increasing order: the first
     /// document of each node in a candidate pair.
     pub fn needs(&self) -> Vec<u32> {
