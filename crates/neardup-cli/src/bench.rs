@@ -175,13 +175,12 @@ pub fn find_all(args: &FindAllBench) -> Result<(), Failure> {
             run.pairs = pairs;
         }
     }
+    let mut out = Output::create("-")?;
     for mut run in runs {
-        println!(
-            "{}",
-            report(&mut run, &fps, truth.as_deref(), k, args.repeats, load)
-        );
+        let line = report(&mut run, &fps, truth.as_deref(), k, args.repeats, load);
+        out.line(line.to_string().as_bytes())?;
     }
-    Ok(())
+    out.finish()
 }
 
 /// One block setting's timings.
@@ -473,10 +472,10 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
     });
     let found: usize = results.iter().map(Vec::len).sum();
     let build = median(&mut builds);
+    let mut out = Output::create("-")?;
     for (variant, secs) in [("one-by-one", &mut one), ("bulk", &mut bulk)] {
         let seconds = median(secs);
-        println!(
-            "{}",
+        out.line(
             json!({
                 "peer": "neardup", "workload": "index", "variant": variant,
                 "impl": format!("neardup {} Corpus, {blocks} blocks, find_all{}", env!("CARGO_PKG_VERSION"), if variant == "bulk" { "_bulk" } else { "" }),
@@ -488,7 +487,9 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
                 "bytes_per_fingerprint": round(heap as f64 / fps.len().max(1) as f64, 1),
                 "max_rss_mb": round(usage().max_rss_mb, 1), "loadavg": load,
             })
-        );
+            .to_string()
+            .as_bytes(),
+        )?;
     }
-    Ok(())
+    out.finish()
 }

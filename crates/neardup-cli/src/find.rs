@@ -8,7 +8,7 @@ use neardup::tables::{Blocks, Layout};
 
 use crate::failure::Failure;
 use crate::input::{read_decimal, Source};
-use crate::output::Output;
+use crate::output::{refuse_overwrite, Output};
 use crate::progress::Progress;
 
 /// What to find.
@@ -56,6 +56,7 @@ fn check_layout(blocks: Blocks, distance: u32) -> Result<(), Failure> {
 /// Runs the job.
 pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
     check_layout(opts.blocks, opts.distance)?;
+    refuse_overwrite(&[("output", &opts.output)], &[("the input", &opts.input)])?;
     let source = Source::open(&opts.input)?;
     let mut out = Output::create(&opts.output)?;
     let chatty = voice == Voice::SimhashCpp;

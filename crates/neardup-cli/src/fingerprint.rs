@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use crate::docs::{self, Doc, DocArgs, ReadStats};
 use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
-use crate::output::Output;
+use crate::output::{reads_of, refuse_overwrite, Output};
 use crate::progress::Progress;
 
 /// Settings of `neardup fingerprint`.
@@ -87,6 +87,10 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
         Pipeline::Neardup(fp) => fp.config().min_paragraph,
         Pipeline::Compat(_) => neardup::fingerprint::Config::default().min_paragraph,
     };
+    refuse_overwrite(
+        &[("output", &cmd.output)],
+        &reads_of(&cmd.docs, Some(&cmd.fingerprint)),
+    )?;
     let mut out = Output::create(&cmd.output)?;
     let progress = Progress::for_stderr();
     let mut empty = 0u64;
@@ -131,6 +135,10 @@ pub fn idf(cmd: &IdfCmd) -> Result<(), Failure> {
     }
     let fp = cmd.fingerprint.fingerprinter()?;
     // Fail on an unwritable output before reading anything.
+    refuse_overwrite(
+        &[("output", &cmd.output)],
+        &reads_of(&cmd.docs, Some(&cmd.fingerprint)),
+    )?;
     std::fs::File::create(&cmd.output)
         .map_err(|e| Failure::input(anyhow!("cannot create output '{}': {e}", cmd.output)))?;
     let progress = Progress::for_stderr();

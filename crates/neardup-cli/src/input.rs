@@ -48,10 +48,9 @@ impl Source {
 }
 
 impl Source {
-    /// The bytes, buffered, a line at a time.
-    pub fn lines(self) -> std::io::Lines<std::io::BufReader<Box<dyn Read>>> {
-        use std::io::BufRead;
-        std::io::BufReader::with_capacity(1 << 20, self.reader).lines()
+    /// The bytes, buffered (for reading lines as bytes: `BufRead::read_until`).
+    pub fn into_reader(self) -> std::io::BufReader<Box<dyn Read>> {
+        std::io::BufReader::with_capacity(1 << 20, self.reader)
     }
 }
 
