@@ -716,3 +716,60 @@ fn a_store_in_use_names_the_process() {
         Stdio::null(),
     ));
 }
+
+/// Found by fuzzing (fuzz/fuzz_targets/parquet_documents.rs): a Parquet file whose row
+/// group says it holds more rows than its column does made the parquet crate panic
+/// (arrow-rs #9992) when invalid rows are skipped.
+#[test]
+fn a_damaged_parquet_file_is_an_error_not_a_panic() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/damaged.parquet"
+    );
+    for args in [
+        &["fingerprint", "--skip-invalid", fixture][..],
+        &["fingerprint", fixture],
+        &["dedup", "--skip-invalid", fixture, "--clusters", "-"],
+    ] {
+        let o = neardup(args, b"");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("damaged.parquet"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let o = neardup(&["fingerprint", "--skip-invalid", fixture], b"");
+    fails(&o, 2, "not readable as Parquet: index out of bounds");
+}
+
+/// Found by fuzzing (fuzz/fuzz_targets/weight_map.rs): a weight the fingerprinter refuses
+/// was an error that did not say which file it came from.
+#[test]
+fn a_bad_weight_names_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("weights.json");
+    for (json, why) in [
+        (
+            "{\"dog\": -1}",
+            "weight of 'dog' must be a finite number of at least 0, got -1",
+        ),
+        ("{\"dog\": 1e39}", "weight of 'dog' must be a finite number"),
+        ("[1, 2]", "expected a JSON object of token weights"),
+    ] {
+        std::fs::write(&weights, json).unwrap();
+        let w = weights.to_str().unwrap();
+        let docs = dir.path().join("docs.jsonl");
+        std::fs::write(&docs, "{\"text\": \"the dog\"}\n").unwrap();
+        let o = neardup(
+            &[
+                "fingerprint",
+                "--weighting",
+                "custom",
+                "--weights",
+                w,
+                docs.to_str().unwrap(),
+            ],
+            b"",
+        );
+        fails(&o, 2, &format!("'{w}': {why}"));
+    }
+}
