@@ -8,11 +8,13 @@
 //! reads the header first and refuses such a file with a message; [`guard`] is the last
 //! line, for damage inside the file that only redb's own walk can meet.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 
 use crate::{Result, StoreError, FILE};
 
@@ -153,10 +155,34 @@ pub(crate) fn expected_len(path: &Path) -> Option<u64> {
     PAGE.checked_add(regions)?.checked_add(tail)
 }
 
+thread_local! {
+    /// Inside [`quietly`] on this thread: a panic is caught there, and not reported.
+    static GUARDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic inside it without reporting it on standard error (the panic
+/// hook skips it): the caller turns it into an error.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    static QUIET: Once = Once::new();
+    QUIET.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(Cell::get) {
+                report(info);
+            }
+        }));
+    });
+    let outer = GUARDED.with(|g| g.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(outer));
+    result
+}
+
 /// Runs `f`, turning a panic inside it (redb meeting damage that its header did not show)
-/// into [`StoreError::Damaged`].
+/// into [`StoreError::Damaged`], which carries the panic's message.
 pub(crate) fn guard<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+    let result = quietly(f);
+    result.unwrap_or_else(|payload| {
         let why = payload
             .downcast_ref::<&str>()
             .map(|s| (*s).to_string())
