@@ -280,7 +280,7 @@ mod tests {
         while text.len() < 5 * BLOCK {
             let v = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             text.push_str(&v.to_string());
-            text.push_str(if i % 7 == 0 { "\r\n\n" } else { "\n" });
+            text.push_str(if i.is_multiple_of(7) { "\r\n\n" } else { "\n" });
             expected.push(v);
             i += 1;
         }
