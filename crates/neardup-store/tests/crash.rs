@@ -10,8 +10,8 @@
 //! (logged as `now`) makes expiries and sweeps exact.
 //!
 //! `NEARDUP_CRASH_TRIALS` sets the number of kills of the writer (default 150) and
-//! `NEARDUP_CRASH_SEED` the seed; the test stops early at a time limit (100 s) but only
-//! after a minimum number of trials.
+//! `NEARDUP_CRASH_SEED` the seed; the test stops early at a time limit
+//! (`NEARDUP_CRASH_SECONDS`, default 100) but only after a minimum number of trials.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -338,7 +338,11 @@ fn crash_tests() {
         .ok()
         .map_or(0x5eed, |n| n.parse().unwrap());
     let started = Instant::now();
-    let limit = Duration::from_secs(100);
+    let limit = Duration::from_secs(
+        std::env::var("NEARDUP_CRASH_SECONDS")
+            .ok()
+            .map_or(100, |n| n.parse().unwrap()),
+    );
     let mut rng = Rng(seed);
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("log");
