@@ -2,6 +2,8 @@
 //! uses (by any path to it), none panics on an output that fills up, and each bad input is
 //! an error that names it.
 
+#![cfg(unix)]
+
 mod common;
 
 use std::fs::File;

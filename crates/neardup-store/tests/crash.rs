@@ -13,6 +13,8 @@
 //! `NEARDUP_CRASH_SEED` the seed; the test stops early at a time limit
 //! (`NEARDUP_CRASH_SECONDS`, default 100) but only after a minimum number of trials.
 
+#![cfg(unix)]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
