@@ -401,6 +401,8 @@ fn parquet_docs(
 
     let file = File::open(path)
         .map_err(|e| Failure::input(anyhow!("cannot open input '{shown}': {e}")))?;
+    crate::parquet_guard::check(path)
+        .map_err(|why| Failure::input(anyhow!("{shown}: not readable as Parquet: {why}")))?;
     let bad = |e: parquet::errors::ParquetError| {
         Failure::input(anyhow!("{shown}: not readable as Parquet: {e}"))
     };
