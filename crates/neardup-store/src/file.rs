@@ -111,6 +111,9 @@ pub(crate) fn inspect(path: &Path) -> Result<Kind> {
     if region_header_pages == 0 || region_pages == 0 || (full_regions == 0 && trailing_pages == 0) {
         return Err(damaged(path, "its header's region layout is empty".into()));
     }
+    if let Some(why) = implausible(region_header_pages, region_pages) {
+        return Err(damaged(path, why));
+    }
     // The length redb expects: a page of header, the full regions, the trailing one.
     let expected = u128::from(page)
         + u128::from(full_regions)
@@ -130,6 +133,26 @@ pub(crate) fn inspect(path: &Path) -> Result<Kind> {
     Ok(Kind::Redb)
 }
 
+/// Regions larger than redb makes them (a million pages of 4 KiB), or a region header
+/// larger than its region's allocator state can take (130 pages for a million), are
+/// damage: redb would read that header whole, gigabytes for a damaged field (found by
+/// fuzzing, in `check` of a file lengthened to what its header says).
+fn implausible(region_header_pages: u64, region_pages: u64) -> Option<String> {
+    const MAX_REGION_PAGES: u64 = 1 << 24;
+    if region_pages > MAX_REGION_PAGES {
+        return Some(format!(
+            "its header says regions of {region_pages} pages, more than redb makes"
+        ));
+    }
+    if region_header_pages > region_pages / 64 + 16 {
+        return Some(format!(
+            "its header says region headers of {region_header_pages} pages, for regions of \
+             {region_pages} pages"
+        ));
+    }
+    None
+}
+
 /// The header's length for the database at `path` (see [`inspect`]), or `None` when the
 /// header itself is unreadable.
 pub(crate) fn expected_len(path: &Path) -> Option<u64> {
@@ -146,6 +169,9 @@ pub(crate) fn expected_len(path: &Path) -> Option<u64> {
     let rp = u64::from(u32_at(&head, 20));
     let full = u64::from(u32_at(&head, 24));
     let trailing = u64::from(u32_at(&head, 28));
+    if implausible(rh, rp).is_some() {
+        return None;
+    }
     let regions = full.checked_mul(rh.checked_add(rp)?)?.checked_mul(PAGE)?;
     let tail = if trailing > 0 {
         (rh + trailing).checked_mul(PAGE)?

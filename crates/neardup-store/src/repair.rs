@@ -136,7 +136,8 @@ fn examine(dir: &Path) -> Result<Examined> {
         source,
     };
     std::fs::copy(&path, &copy.0).map_err(io)?;
-    if let Some(want) = file::expected_len(&copy.0) {
+    let want = file::expected_len(&copy.0);
+    if let Some(want) = want {
         let f = OpenOptions::new().write(true).open(&copy.0).map_err(io)?;
         if f.metadata().map_err(io)?.len() < want {
             f.set_len(want).map_err(io)?;
@@ -150,6 +151,11 @@ fn examine(dir: &Path) -> Result<Examined> {
         complete: false,
         problems,
     };
+    if want.is_none() {
+        // Without a layout redb cannot read it, and may read damaged sizes whole.
+        found.note("its header's layout is unreadable: nothing in it can be read".into());
+        return Ok(found);
+    }
     let copy = found.copy.0.clone();
     // redb's check, on a database of its own: its repair may leave it unusable.
     let integrity = guard(&copy, || {

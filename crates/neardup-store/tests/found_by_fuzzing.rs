@@ -1,4 +1,6 @@
 //! What fuzzing the store file found (fuzz/fuzz_targets/store_file.rs), kept as tests.
+//! The allocator of this test binary notes the largest allocation asked for, so that a
+//! damaged size read whole is seen without the machine running out of memory.
 //!
 //! A file cut short and lengthened again with zeros (what `check`, `export` and `repair`
 //! read) has regions whose allocator state is zeros, and redb's integrity check panics on
@@ -6,6 +8,7 @@
 //! the panic must not be reported on standard error either (a user would see "thread main
 //! panicked" above a clear error), which the panic hook this test installs checks.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,6 +16,37 @@ use std::time::Duration;
 
 use neardup::tables::Blocks;
 use neardup_store::{Store, StoreConfig, StoreError, FILE};
+
+/// The system allocator, refusing (and noting) any allocation above 1 GiB: no store of
+/// these tests needs one, and a damaged size would ask for far more.
+struct Noting;
+
+static LARGEST_REFUSED: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Noting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > 1 << 30 {
+            LARGEST_REFUSED.fetch_max(layout.size(), Ordering::SeqCst);
+            return std::ptr::null_mut();
+        }
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if layout.size() > 1 << 30 {
+            LARGEST_REFUSED.fetch_max(layout.size(), Ordering::SeqCst);
+            return std::ptr::null_mut();
+        }
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Noting = Noting;
 
 const CONFIG: StoreConfig = StoreConfig {
     blocks: Blocks::Fixed(4),
@@ -109,4 +143,36 @@ fn a_store_cut_short_is_checked_exported_and_repaired_without_a_panic_report() {
         0,
         "a caught panic was reported"
     );
+}
+
+/// A region header said to be 16 million pages (64 GiB): `check` lengthened the copy to
+/// what the header says and redb read that header whole (found by fuzzing; an abort where
+/// the allocation is refused, as this test's allocator refuses it). Such a layout is
+/// damage now, said before redb reads anything.
+#[test]
+fn an_implausible_region_layout_is_damage_before_redb_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    fuzz_base(&dir);
+    let path = dir.join(FILE);
+    let bytes = std::fs::read(&path).unwrap();
+    // The header's region_header_pages (bytes 16..20), and then its region_pages (20..24).
+    for (at, value) in [(16, 1u32 << 24), (20, u32::MAX)] {
+        let mut damaged = bytes.clone();
+        damaged[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        std::fs::write(&path, &damaged).unwrap();
+        let err = Store::open(&dir, None).unwrap_err();
+        assert!(err.to_string().contains("its header says region"), "{err}");
+        let check = neardup_store::check(&dir).unwrap();
+        assert!(!check.complete && check.documents == 0, "{check:?}");
+        assert!(
+            check.problems[0].contains("its header says region"),
+            "{check:?}"
+        );
+        neardup_store::export(&dir, |_| Ok::<(), ()>(()))
+            .unwrap()
+            .unwrap();
+        assert!(neardup_store::repair(&dir).is_err());
+        assert_eq!(LARGEST_REFUSED.load(Ordering::SeqCst), 0);
+    }
 }
