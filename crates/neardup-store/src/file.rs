@@ -111,7 +111,7 @@ pub(crate) fn inspect(path: &Path) -> Result<Kind> {
     if region_header_pages == 0 || region_pages == 0 || (full_regions == 0 && trailing_pages == 0) {
         return Err(damaged(path, "its header's region layout is empty".into()));
     }
-    if let Some(why) = implausible(region_header_pages, region_pages) {
+    if let Some(why) = implausible(region_header_pages, region_pages).or_else(|| tracker(&head)) {
         return Err(damaged(path, why));
     }
     // The length redb expects: a page of header, the full regions, the trailing one.
@@ -153,6 +153,18 @@ fn implausible(region_header_pages: u64, region_pages: u64) -> Option<String> {
     None
 }
 
+/// The page of the region tracker, in a file of redb's format 2 (whose open reads it,
+/// `4096 << order` bytes): an order above 12 (16 MiB, the tracker of millions of regions)
+/// is damage (found by fuzzing: a damaged order made redb read 64 GiB).
+fn tracker(head: &[u8]) -> Option<String> {
+    const FORMAT_2: u8 = 2;
+    let format_2 = head[64] == FORMAT_2 || head[64 + 128] == FORMAT_2;
+    let page = u64::from_le_bytes(head[32..40].try_into().unwrap_or([0; 8]));
+    let order = page >> 59;
+    (format_2 && order > 12)
+        .then(|| format!("its header says the region tracker is a page of order {order}, over 12"))
+}
+
 /// The header's length for the database at `path` (see [`inspect`]), or `None` when the
 /// header itself is unreadable.
 pub(crate) fn expected_len(path: &Path) -> Option<u64> {
@@ -169,7 +181,7 @@ pub(crate) fn expected_len(path: &Path) -> Option<u64> {
     let rp = u64::from(u32_at(&head, 20));
     let full = u64::from(u32_at(&head, 24));
     let trailing = u64::from(u32_at(&head, 28));
-    if implausible(rh, rp).is_some() {
+    if implausible(rh, rp).or_else(|| tracker(&head)).is_some() {
         return None;
     }
     let regions = full.checked_mul(rh.checked_add(rp)?)?.checked_mul(PAGE)?;
