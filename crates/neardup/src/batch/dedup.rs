@@ -3,9 +3,12 @@
 //! The decision has three steps, the same wherever neardup decides (batch, online corpus,
 //! service):
 //!
-//! 1. **Candidates.** Documents with the same text are one node. Nodes whose 256-bit
-//!    fingerprints ([`Wide`]) are within the lane distance in at least one 64-bit lane are
-//!    candidates ([`WideMatcher::candidates_by`]): cheap tables, generous on purpose.
+//! 1. **Candidates.** Documents with the same text are one node. For the Jaccard rule,
+//!    nodes whose band keys ([`crate::jaccard::BandKeys`]) agree in some band are
+//!    candidates ([`band_candidates`]): nearly every pair at the threshold (at least
+//!    99.95% of them, by the banding's choice), few far below it. For the distance rule,
+//!    nodes whose 256-bit fingerprints ([`Wide`]) are within the lane distance in some
+//!    64-bit lane are ([`WideMatcher::candidates_by`]).
 //! 2. **Verification.** A candidate is a near-duplicate when its [`Rule`] holds
 //!    ([`crate::decide`]): by default the estimated Jaccard similarity of the two
 //!    documents' word 5-shingle sets ([`crate::jaccard`]) is at least the threshold.
@@ -20,11 +23,23 @@
 #[cfg(feature = "rayon")]
 use rayon::prelude::*;
 
-use super::{UnionFind, WideMatcher};
+use super::{band_candidates, UnionFind, WideMatcher};
 use crate::decide::{Keep, Match, Rule};
 use crate::error::{Error, Result};
 use crate::fingerprint::Wide;
-use crate::jaccard::Sketch;
+use crate::jaccard::{BandKeys, Sketch};
+
+/// Where [`candidates`] finds its pairs.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    /// Documents whose band keys (one per document) agree in some band: the candidates of
+    /// the Jaccard rule. A document with all-zero keys (no words) matches its copies only.
+    Bands(&'a [BandKeys]),
+    /// Documents within the lane distance in some lane of their fingerprints: the
+    /// candidates of the distance rule. A document whose fingerprint is all zero (no
+    /// tokens) matches its copies only.
+    Lanes(&'a WideMatcher),
+}
 
 /// How [`dedup`] decides and what it reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -136,28 +151,6 @@ impl Candidates {
         self.pairs.is_empty()
     }
 
-    /// The candidates within `k` bits in at least one lane: those of a smaller lane
-    /// distance, without matching again (`fps` as given to [`candidates`]).
-    pub fn within(&self, fps: &[Wide], k: u32) -> Candidates {
-        let first = |node: u32| &fps[self.node(node)[0] as usize];
-        Candidates {
-            pairs: self
-                .pairs
-                .iter()
-                .copied()
-                .filter(|&(a, b)| {
-                    let (x, y) = (first(a), first(b));
-                    x.iter()
-                        .zip(y)
-                        .any(|(p, q)| crate::hamming::within(*p, *q, k))
-                })
-                .collect(),
-            order: self.order.clone(),
-            starts: self.starts.clone(),
-            wordless: self.wordless,
-        }
-    }
-
     /// The documents whose sketches [`resolve`] reads, in increasing order: the first
     /// document of each node in a candidate pair.
     pub fn needs(&self) -> Vec<u32> {
@@ -171,16 +164,25 @@ impl Candidates {
 }
 
 /// Step 1: nodes of equal texts (text hash and fingerprint both equal) and their candidate
-/// pairs. `fps[i]` and `text_hashes[i]` belong to document `i`; any 64-bit hash of the
-/// text's bytes serves. Memory: 8 bytes a document, one lane's matching at a time, and
-/// 8 bytes a candidate.
-pub fn candidates(fps: &[Wide], text_hashes: &[u64], matcher: &WideMatcher) -> Result<Candidates> {
+/// pairs from `source`. `fps[i]` and `text_hashes[i]` belong to document `i` (and so do
+/// the band keys of [`Source::Bands`]); any 64-bit hash of the text's bytes serves.
+/// Memory: 8 bytes a document, one band or lane's matching at a time, and 8 bytes a
+/// candidate.
+pub fn candidates(fps: &[Wide], text_hashes: &[u64], source: Source<'_>) -> Result<Candidates> {
     let n = fps.len();
     if n != text_hashes.len() {
         return Err(Error::LengthMismatch {
             fingerprints: n,
             hashes: text_hashes.len(),
         });
+    }
+    if let Source::Bands(keys) = source {
+        if keys.len() != n {
+            return Err(Error::LengthMismatch {
+                fingerprints: n,
+                hashes: keys.len(),
+            });
+        }
     }
     if n >= u32::MAX as usize {
         return Err(Error::TooManyFingerprints {
@@ -204,22 +206,29 @@ pub fn candidates(fps: &[Wide], text_hashes: &[u64], matcher: &WideMatcher) -> R
         wordless: 0,
     };
     // Nodes with words take part in matching; wordless ones match their copies only.
+    let wordless = |doc: u32| match source {
+        Source::Bands(keys) => keys[doc as usize] == [0; crate::jaccard::BANDS],
+        Source::Lanes(_) => fps[doc as usize] == [0; crate::fingerprint::LANES],
+    };
     let mut worded: Vec<u32> = Vec::with_capacity(out.nodes());
     for node in 0..out.nodes() as u32 {
-        let first = out.node(node)[0];
-        if fps[first as usize] == [0; 4] {
+        if wordless(out.node(node)[0]) {
             out.wordless += out.node(node).len() as u64;
         } else {
             worded.push(node);
         }
     }
-    let fp_of = |i: usize| &fps[out.node(worded[i])[0] as usize];
+    let doc_of = |i: usize| out.node(worded[i])[0] as usize;
     let mut pairs = Vec::new();
-    matcher.candidates_by(worded.len(), fp_of, |a, b| -> Result<()> {
+    let sink = |a: usize, b: usize| -> Result<()> {
         let (x, y) = (worded[a], worded[b]);
         pairs.push((x.min(y), x.max(y)));
         Ok(())
-    })?;
+    };
+    match source {
+        Source::Bands(keys) => band_candidates(worded.len(), |i| &keys[doc_of(i)], sink)?,
+        Source::Lanes(matcher) => matcher.candidates_by(worded.len(), |i| &fps[doc_of(i)], sink)?,
+    }
     out.pairs = pairs;
     Ok(out)
 }
@@ -305,7 +314,7 @@ pub fn dedup(
     text_hashes: &[u64],
     lens: &[u32],
     sketches: &[Sketch],
-    matcher: &WideMatcher,
+    source: Source<'_>,
     options: &Options,
 ) -> Result<Dedup> {
     if sketches.len() != fps.len() || lens.len() != fps.len() {
@@ -314,7 +323,7 @@ pub fn dedup(
             hashes: sketches.len().min(lens.len()),
         });
     }
-    let c = candidates(fps, text_hashes, matcher)?;
+    let c = candidates(fps, text_hashes, source)?;
     Ok(resolve(&c, fps, lens, |d| sketches[d as usize], options))
 }
 
