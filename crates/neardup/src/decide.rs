@@ -157,6 +157,24 @@ impl Signature {
         }
     }
 
+    /// The paragraphs of `text` (as [`Fingerprinter::paragraphs`] splits them: blank
+    /// lines and HTML block tags, short ones merged), each with its byte span and its
+    /// signature.
+    pub fn paragraphs(
+        fingerprinter: &Fingerprinter,
+        banding: Banding,
+        text: &str,
+    ) -> Vec<(std::ops::Range<usize>, Signature)> {
+        fingerprinter
+            .paragraph_spans(text)
+            .into_iter()
+            .map(|span| {
+                let sig = Signature::of_text(fingerprinter, banding, &text[span.clone()]);
+                (span, sig)
+            })
+            .collect()
+    }
+
     /// The keys an online index files the document under: its band keys, or for a text
     /// without words (no band keys), a key from its text hash in the first band, so that
     /// its copies are its candidates (and nothing else but by a 2^-32 chance, which the

@@ -425,7 +425,7 @@ impl Fingerprinter {
     /// `<div>`, `<li>`, headings…); one shorter than [`Config::min_paragraph`] bytes merges
     /// into the next (the last into the one before).
     pub fn paragraphs(&self, text: &str) -> Vec<Paragraph> {
-        paragraph_spans(text, self.config.min_paragraph)
+        self.paragraph_spans(text)
             .into_iter()
             .map(|span| Paragraph {
                 fingerprint: self.fingerprint(&text[span.clone()]),
@@ -433,6 +433,11 @@ impl Fingerprinter {
                 end: span.end,
             })
             .collect()
+    }
+
+    /// The byte spans of the text's paragraphs, as [`Fingerprinter::paragraphs`] splits it.
+    pub fn paragraph_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        paragraph_spans(text, self.config.min_paragraph)
     }
 
     fn needs_token_terms(&self) -> bool {
