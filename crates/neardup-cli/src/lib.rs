@@ -16,6 +16,7 @@ pub mod input;
 pub mod output;
 pub mod progress;
 mod rng;
+pub mod serve;
 pub mod truth;
 
 pub use failure::Failure;
