@@ -460,23 +460,41 @@ async fn check(
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CheckResponse>, ApiError> {
     let req: CheckBody = parse(&body(raw, state.limit())?, "the body")?;
-    if req.paragraphs && !state.0.reader.config().paragraphs {
-        return Err(ApiError::paragraphs_disabled());
+    Ok(Json(state.check(req, "").await?))
+}
+
+impl AppState {
+    /// The answer to one check.
+    async fn check(&self, req: CheckBody, what: &str) -> Result<CheckResponse, ApiError> {
+        let reader = &self.0.reader;
+        if req.paragraphs && !reader.config().paragraphs {
+            return Err(ApiError::paragraphs_disabled());
+        }
+        if let (Some(text), None, false) = (&req.text, &req.fingerprint, req.paragraphs) {
+            if text.len() <= INLINE_TEXT {
+                // The common case: most texts have no candidate, and need no fingerprint.
+                let hits = reader.check_text(&self.0.preparer, text)?;
+                return Ok(CheckResponse {
+                    matches: hits.into_iter().map(MatchJson::from).collect(),
+                    paragraphs: None,
+                });
+            }
+        }
+        let doc = self
+            .prepare(req.text, req.fingerprint, req.paragraphs, what)
+            .await?;
+        let matches = reader.check(&doc)?;
+        let paragraphs = if req.paragraphs {
+            let hits = reader.check_paragraphs(&doc)?;
+            Some(hits.into_iter().map(ParagraphJson::from).collect())
+        } else {
+            None
+        };
+        Ok(CheckResponse {
+            matches: matches.into_iter().map(MatchJson::from).collect(),
+            paragraphs,
+        })
     }
-    let doc = state
-        .prepare(req.text, req.fingerprint, req.paragraphs, "")
-        .await?;
-    let matches = state.0.reader.check(&doc)?;
-    let paragraphs = if req.paragraphs {
-        let hits = state.0.reader.check_paragraphs(&doc)?;
-        Some(hits.into_iter().map(ParagraphJson::from).collect())
-    } else {
-        None
-    };
-    Ok(Json(CheckResponse {
-        matches: matches.into_iter().map(MatchJson::from).collect(),
-        paragraphs,
-    }))
 }
 
 /// The items of a bulk body: a JSON array, or JSON Lines (NDJSON).
@@ -575,24 +593,7 @@ async fn bulk_check(
     let list: Vec<CheckBody> = items(&headers, &body(raw, state.limit())?)?;
     let mut out = Vec::with_capacity(list.len());
     for (i, item) in list.into_iter().enumerate() {
-        if item.paragraphs && !state.0.reader.config().paragraphs {
-            return Err(ApiError::paragraphs_disabled());
-        }
-        let what = format!("items[{i}]: ");
-        let doc = state
-            .prepare(item.text, item.fingerprint, item.paragraphs, &what)
-            .await?;
-        let matches = state.0.reader.check(&doc)?;
-        let paragraphs = if item.paragraphs {
-            let hits = state.0.reader.check_paragraphs(&doc)?;
-            Some(hits.into_iter().map(ParagraphJson::from).collect())
-        } else {
-            None
-        };
-        out.push(CheckResponse {
-            matches: matches.into_iter().map(MatchJson::from).collect(),
-            paragraphs,
-        });
+        out.push(state.check(item, &format!("items[{i}]: ")).await?);
     }
     Ok(Json(out))
 }

@@ -113,6 +113,17 @@ impl Preparer {
         }
     }
 
+    /// The signature of `text` but its simhash fingerprint (left all zero): enough to
+    /// find candidates; [`Preparer::complete`] adds the fingerprint when there are some.
+    pub fn partial(&self, text: &str) -> Signature {
+        Signature::without_fingerprint(self.config.rule().banding(), text)
+    }
+
+    /// Adds `text`'s simhash fingerprint to its [`Preparer::partial`] signature.
+    pub fn complete(&self, sig: &mut Signature, text: &str) {
+        sig.fingerprint = self.fingerprinter.fingerprint_wide(text);
+    }
+
     /// A document known only by its signature (no paragraphs).
     pub fn from_signature(&self, signature: Signature) -> Prepared {
         Prepared {
@@ -500,6 +511,19 @@ impl DocStoreReader {
         let sig = &doc.signature;
         self.view
             .hits(sig, &self.docs.candidates(&sig.index_keys()))
+    }
+
+    /// As [`DocStore::check`] of `text` prepared by `preparer`, but the simhash
+    /// fingerprint (which only the reported distances need) is computed only when the
+    /// text has candidates: most texts checked have none.
+    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+        let mut sig = preparer.partial(text);
+        let found = self.docs.candidates(&sig.index_keys());
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        preparer.complete(&mut sig, text);
+        self.view.hits(&sig, &found)
     }
 
     /// As [`DocStore::check_paragraphs`].

@@ -195,11 +195,14 @@ proptest! {
                     }
                 }
                 Op::Check(base, edits) => {
-                    let doc = prep.prepare(&text(base, &edits), false);
+                    let t = text(base, &edits);
+                    let doc = prep.prepare(&t, false);
                     let want = model_hits(&model, config, &doc.signature, now, None);
                     let got = store.check(&doc).unwrap();
                     prop_assert!(same(&got, &want), "{got:?} != {want:?}");
                     prop_assert!(same(&store.reader().check(&doc).unwrap(), &want));
+                    // The fingerprint computed only for texts with candidates: the same hits.
+                    prop_assert_eq!(store.reader().check_text(&prep, &t).unwrap(), got);
                 }
                 Op::Advance(s) => {
                     clock.0.fetch_add(s, Ordering::SeqCst);

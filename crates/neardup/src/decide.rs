@@ -148,9 +148,18 @@ impl Signature {
     /// The signature of `text`, its fingerprint from `fingerprinter`, its band keys under
     /// `banding`.
     pub fn of_text(fingerprinter: &Fingerprinter, banding: Banding, text: &str) -> Signature {
-        let (sketch, bands) = Sketch::of_text_with_bands(text, banding);
         Signature {
             fingerprint: fingerprinter.fingerprint_wide(text),
+            ..Signature::without_fingerprint(banding, text)
+        }
+    }
+
+    /// The signature of `text` but its simhash fingerprint, left all zero: enough to
+    /// find its candidates and decide by Jaccard; only the distance needs the fingerprint.
+    pub fn without_fingerprint(banding: Banding, text: &str) -> Signature {
+        let (sketch, bands) = Sketch::of_text_with_bands(text, banding);
+        Signature {
+            fingerprint: [0; LANES],
             sketch,
             bands,
             text_hash: xxh3_64(text.as_bytes()),
