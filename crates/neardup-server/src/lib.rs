@@ -36,7 +36,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use neardup_store::{DocStore, DocStoreReader, Outcome, Prepared, Preparer, Write};
+use neardup_store::{Backend, BackendReader, Outcome, Prepared, Preparer, Write};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use utoipa::OpenApi;
@@ -70,8 +70,8 @@ impl Default for ServerConfig {
 /// Texts longer than this are prepared on the blocking pool, not on an async worker.
 const INLINE_TEXT: usize = 64 << 10;
 
-struct Inner {
-    reader: DocStoreReader,
+struct Inner<R> {
+    reader: R,
     preparer: Preparer,
     jobs: mpsc::Sender<Job>,
     metrics: Arc<Metrics>,
@@ -79,8 +79,13 @@ struct Inner {
 }
 
 /// The state every handler shares.
-#[derive(Clone)]
-struct AppState(Arc<Inner>);
+struct AppState<R>(Arc<Inner<R>>);
+
+impl<R> Clone for AppState<R> {
+    fn clone(&self) -> Self {
+        AppState(Arc::clone(&self.0))
+    }
+}
 
 /// Why the service could not run.
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +140,7 @@ impl utoipa::Modify for BearerScheme {
 }
 
 /// The router over `store`'s reader, writing through `jobs`.
-fn router(state: AppState) -> Router {
+fn router<R: BackendReader>(state: AppState<R>) -> Router {
     let limit = state.0.config.body_limit;
     let v1 = Router::new()
         .route(
@@ -160,12 +165,12 @@ fn router(state: AppState) -> Router {
 
 /// Serves `store` on `listener` until `shutdown` resolves; then stops accepting, finishes
 /// the requests in flight and their writes, and returns the store.
-pub async fn serve(
+pub async fn serve<B: Backend>(
     listener: tokio::net::TcpListener,
-    store: DocStore,
+    store: B,
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<DocStore, ServerError> {
+) -> Result<B, ServerError> {
     let metrics = Arc::new(Metrics::new()?);
     metrics.documents.set(store.len() as i64);
     let (jobs, queue) = mpsc::channel(4096);
@@ -210,7 +215,11 @@ async fn sweep_every(jobs: mpsc::Sender<Job>, every: Duration) {
 }
 
 /// Refuses /v1 requests without the token, when there is one.
-async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn authorize<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = &state.0.config.token {
         let given = request
             .headers()
@@ -231,7 +240,11 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Counts every routed request by route, method and status.
-async fn measure(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn measure<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let route = request
         .extensions()
@@ -248,7 +261,10 @@ async fn measure(State(state): State<AppState>, request: Request, next: Next) ->
     response
 }
 
-async fn not_found(State(state): State<AppState>, request: Request) -> ApiError {
+async fn not_found<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    request: Request,
+) -> ApiError {
     state
         .0
         .metrics
@@ -300,7 +316,7 @@ fn parse<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
     Ok(value)
 }
 
-impl AppState {
+impl<R: BackendReader> AppState<R> {
     fn limit(&self) -> usize {
         self.0.config.body_limit
     }
@@ -376,8 +392,8 @@ fn check_id(id: &str) -> Result<(), ApiError> {
     ),
     security((), ("bearer" = []))
 )]
-async fn put_document(
-    State(state): State<AppState>,
+async fn put_document<R: BackendReader>(
+    State(state): State<AppState<R>>,
     Path(id): Path<String>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<PutResponse>, ApiError> {
@@ -407,8 +423,8 @@ async fn put_document(
     ),
     security((), ("bearer" = []))
 )]
-async fn get_document(
-    State(state): State<AppState>,
+async fn get_document<R: BackendReader>(
+    State(state): State<AppState<R>>,
     Path(id): Path<String>,
 ) -> Result<Json<DocumentResponse>, ApiError> {
     match state.0.reader.get(&id)? {
@@ -429,8 +445,8 @@ async fn get_document(
     ),
     security((), ("bearer" = []))
 )]
-async fn delete_document(
-    State(state): State<AppState>,
+async fn delete_document<R: BackendReader>(
+    State(state): State<AppState<R>>,
     Path(id): Path<String>,
 ) -> Result<Json<DeleteResponse>, ApiError> {
     let outcome = state.write(vec![Write::Delete { id: id.clone() }]).await?;
@@ -455,15 +471,15 @@ async fn delete_document(
     ),
     security((), ("bearer" = []))
 )]
-async fn check(
-    State(state): State<AppState>,
+async fn check<R: BackendReader>(
+    State(state): State<AppState<R>>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CheckResponse>, ApiError> {
     let req: CheckBody = parse(&body(raw, state.limit())?, "the body")?;
     Ok(Json(state.check(req, "").await?))
 }
 
-impl AppState {
+impl<R: BackendReader> AppState<R> {
     /// The answer to one check.
     async fn check(&self, req: CheckBody, what: &str) -> Result<CheckResponse, ApiError> {
         let reader = &self.0.reader;
@@ -534,8 +550,8 @@ fn items<T: DeserializeOwned>(headers: &HeaderMap, bytes: &[u8]) -> Result<Vec<T
     ),
     security((), ("bearer" = []))
 )]
-async fn bulk_put(
-    State(state): State<AppState>,
+async fn bulk_put<R: BackendReader>(
+    State(state): State<AppState<R>>,
     headers: HeaderMap,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Vec<BulkPutResult>>, ApiError> {
@@ -585,8 +601,8 @@ async fn bulk_put(
     ),
     security((), ("bearer" = []))
 )]
-async fn bulk_check(
-    State(state): State<AppState>,
+async fn bulk_check<R: BackendReader>(
+    State(state): State<AppState<R>>,
     headers: HeaderMap,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Vec<CheckResponse>>, ApiError> {
@@ -600,7 +616,7 @@ async fn bulk_check(
 
 /// Whether the service is up, and how many documents it holds.
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Up", body = Health)))]
-async fn health(State(state): State<AppState>) -> Json<Health> {
+async fn health<R: BackendReader>(State(state): State<AppState<R>>) -> Json<Health> {
     Json(Health {
         status: "ok".into(),
         documents: state.0.reader.len(),
@@ -609,7 +625,7 @@ async fn health(State(state): State<AppState>) -> Json<Health> {
 
 /// Metrics in Prometheus's text format.
 #[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text", body = String, content_type = "text/plain")))]
-async fn metrics_text(State(state): State<AppState>) -> impl IntoResponse {
+async fn metrics_text<R: BackendReader>(State(state): State<AppState<R>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.0.metrics.render(),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use neardup_store::{DocStore, Outcome, StoreError, Write};
+use neardup_store::{Backend, Outcome, StoreError, Write};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::Metrics;
@@ -23,11 +23,11 @@ pub(crate) enum Job {
 }
 
 /// Runs the writer until every sender is gone, then returns the store.
-pub(crate) fn run(
-    mut store: DocStore,
+pub(crate) fn run<B: Backend>(
+    mut store: B,
     mut jobs: mpsc::Receiver<Job>,
     metrics: Arc<Metrics>,
-) -> DocStore {
+) -> B {
     while let Some(first) = jobs.blocking_recv() {
         let mut batch = vec![first];
         let mut writes = match &batch[0] {

@@ -230,10 +230,12 @@ macro_rules! db {
     };
 }
 
+mod backend;
 mod documents;
 mod file;
 mod repair;
 
+pub use backend::{Backend, BackendReader};
 pub use documents::{
     DocConfig, DocStore, DocStoreReader, Hit, Outcome, ParagraphHit, Prepared, Preparer, SpanMatch,
     StoredDoc, Write, DOC_FORMAT, MAX_PARAGRAPHS,
