@@ -30,18 +30,22 @@
 #[cfg(feature = "cjk")]
 mod cjk;
 pub mod compat;
+mod easy;
 mod kernel;
+mod normal;
 mod paragraph;
+mod scan;
 pub mod tokenize;
 mod weight;
 mod word_hash;
 
-use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use normal::Normalized;
 
 pub use kernel::{simhash, simhash_weighted};
 pub use paragraph::Paragraph;
@@ -341,7 +345,7 @@ impl Fingerprinter {
                             weight: w,
                         });
                     }
-                    let (key, _) = normalize(token, config.normalize, false);
+                    let (key, _) = normal::plain(token, config.normalize, false);
                     by_hash.insert(token_hash(&key), w);
                 }
                 token_weights = Some(Arc::new(by_hash));
@@ -443,21 +447,45 @@ impl Fingerprinter {
     }
 
     fn features(&self, text: &str) -> Features {
+        thread_local! {
+            /// The normalised text's buffers, reused from text to text.
+            static SCRATCH: RefCell<Normalized> = RefCell::new(Normalized::default());
+        }
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut norm) => self.features_in(text, &mut norm),
+            // Only a fingerprint taken while one is under way on this thread (none is).
+            Err(_) => self.features_in(text, &mut Normalized::default()),
+        })
+    }
+
+    fn features_in(&self, text: &str, norm: &mut Normalized) -> Features {
         let cfg = &self.config;
-        let fold = matches!(cfg.tokenizer, Tokenizer::CharNgrams(_));
-        let (text, ascii) = normalize(text, cfg.normalize, fold);
-        if !self.needs_token_terms() {
+        normal::normalize_into(text, cfg.normalize, norm);
+        let words = cfg.tokenizer == Tokenizer::UnicodeWords;
+        if !self.needs_token_terms() && words {
             // The common case: token hashes straight into shingle hashes, no token list.
-            let mut shingler = Shingler::new(cfg.window, text.len() / 5 + 1);
-            if cfg.tokenizer == Tokenizer::UnicodeWords && ascii {
-                let b = text.as_bytes();
-                tokenize::ascii_word_bounds(&text, |s, e| {
-                    shingler.push(word_hash::word_hash(b, s, e));
-                });
+            let mut shingler = Shingler::new(cfg.window, norm.text.len() / 5 + 1);
+            let b = &norm.text[..];
+            scan::words(norm, |s, e| shingler.push(word_hash::word_hash(b, s, e)));
+            return Features {
+                hashes: shingler.finish(),
+                token_terms: Vec::new(),
+            };
+        }
+        let mut text = norm.as_str();
+        if cfg.normalize.fold_whitespace && matches!(cfg.tokenizer, Tokenizer::CharNgrams(_)) {
+            text = normal::fold_whitespace(text);
+        }
+        let each_token = |token: &mut dyn FnMut(&str)| {
+            if words {
+                scan::words(norm, |s, e| token(&text[s..e]));
             } else {
-                cfg.tokenizer
-                    .tokens(&text, |w| shingler.push(token_hash(w)));
+                cfg.tokenizer.tokens(&text, &mut *token);
             }
+        };
+        if !self.needs_token_terms() {
+            let mut shingler = Shingler::new(cfg.window, text.len() / 5 + 1);
+            each_token(&mut |w| shingler.push(token_hash(w)));
             return Features {
                 hashes: shingler.finish(),
                 token_terms: Vec::new(),
@@ -481,7 +509,7 @@ impl Fingerprinter {
             match cfg.tokenizer {
                 #[cfg(feature = "cjk")]
                 Tokenizer::Jieba => cjk::words(&text, &mut push),
-                t => t.tokens(&text, |w| push(w, false)),
+                _ => each_token(&mut |w| push(w, false)),
             }
         }
         let w = cfg.window;
@@ -622,60 +650,4 @@ pub fn token_hash(token: &str) -> u64 {
 #[inline]
 fn feature_hash(bytes: &[u8]) -> u64 {
     xxh3_64_with_seed(bytes, SEED)
-}
-
-/// `text` normalised as `n` says (white space folded only when `fold` too), and whether
-/// the result is ASCII (known without another pass when `text` is: ASCII stays ASCII).
-fn normalize(text: &str, n: Normalize, fold: bool) -> (Cow<'_, str>, bool) {
-    let mut s = Cow::Borrowed(text);
-    let ascii = text.is_ascii();
-    if !ascii {
-        if n.nfkc && is_nfkc_quick(s.chars()) != IsNormalized::Yes {
-            s = Cow::Owned(s.nfkc().collect());
-        }
-        if n.ascii_quotes && s.contains(is_typographic_quote) {
-            s = Cow::Owned(
-                s.chars()
-                    .map(|c| match c {
-                        '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => '\'',
-                        '\u{201C}' | '\u{201D}' | '\u{201F}' | '\u{201E}' | '\u{2033}' => '"',
-                        c => c,
-                    })
-                    .collect(),
-            );
-        }
-    }
-    if n.lowercase {
-        if ascii {
-            if s.bytes().any(|b| b.is_ascii_uppercase()) {
-                s = Cow::Owned(s.to_ascii_lowercase());
-            }
-        } else {
-            s = Cow::Owned(s.to_lowercase());
-        }
-    }
-    if n.fold_whitespace && fold {
-        let folded = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if folded != *s {
-            s = Cow::Owned(folded);
-        }
-    }
-    let ascii = ascii || s.is_ascii();
-    (s, ascii)
-}
-
-fn is_typographic_quote(c: char) -> bool {
-    matches!(
-        c,
-        '\u{2018}'
-            | '\u{2019}'
-            | '\u{201B}'
-            | '\u{2032}'
-            | '\u{02BC}'
-            | '\u{201C}'
-            | '\u{201D}'
-            | '\u{201E}'
-            | '\u{201F}'
-            | '\u{2033}'
-    )
 }
