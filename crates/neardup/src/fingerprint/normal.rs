@@ -223,13 +223,78 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
 
 /// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
 fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
-    let n = src.iter().position(|&c| c >= 0x80).unwrap_or(src.len());
-    if lower {
-        out.extend(src[..n].iter().map(u8::to_ascii_lowercase));
-    } else {
-        out.extend_from_slice(&src[..n]);
+    let mut n = 0;
+    // Sixteen bytes at a time while they are all ASCII.
+    let mut chunk = [0u8; 16];
+    while let Some(block) = src.get(n..n + 16) {
+        let Some(lowered) = lower16(block, lower) else {
+            break;
+        };
+        chunk.copy_from_slice(&lowered);
+        out.extend_from_slice(&chunk);
+        n += 16;
+    }
+    while n < src.len() && src[n] < 0x80 {
+        out.push(if lower {
+            src[n].to_ascii_lowercase()
+        } else {
+            src[n]
+        });
+        n += 1;
     }
     n
+}
+
+/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
+    // target), so its instructions exist on any CPU the program runs on.
+    unsafe { lower16_sse2(block, lower) }
+}
+
+/// [`lower16`] with SSE2: the high bits say whether all is ASCII; `A`..=`Z` by signed
+/// compares (exact on ASCII) gain 0x20.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn lower16_sse2(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    use std::arch::x86_64::*;
+
+    debug_assert_eq!(block.len(), 16);
+    // SAFETY: `block` is 16 readable bytes; the load has no alignment requirement.
+    let x = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+    if _mm_movemask_epi8(x) != 0 {
+        return None;
+    }
+    let x = if lower {
+        let upper = _mm_and_si128(
+            _mm_cmpgt_epi8(x, _mm_set1_epi8(b'A' as i8 - 1)),
+            _mm_cmplt_epi8(x, _mm_set1_epi8(b'Z' as i8 + 1)),
+        );
+        _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)))
+    } else {
+        x
+    };
+    let mut out = [0u8; 16];
+    // SAFETY: `out` is 16 writable bytes; the store has no alignment requirement.
+    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), x) };
+    Some(out)
+}
+
+/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    if !block.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(block);
+    if lower {
+        out.make_ascii_lowercase();
+    }
+    Some(out)
 }
 
 #[cfg(test)]

@@ -26,8 +26,17 @@ pub(crate) fn vote(votes: &[(u64, f32)]) -> u64 {
 
 /// The tf vote (`1 + ln(count)` per distinct feature, quantised as [`vote`] does) of a
 /// list of feature hashes, without sorting (see [`TfPlan`]).
-pub(crate) fn tf_vote(hashes: &[u64]) -> u64 {
-    TfPlan::new(hashes).vote(hashes)
+pub(crate) fn tf_vote(hashes: &[u64], scratch: &mut TfScratch) -> u64 {
+    TfPlan::new(hashes, scratch).vote(hashes)
+}
+
+/// The counting tables of [`TfPlan::new`], kept from text to text: allocating and zeroing
+/// them afresh cost more than the counting on short texts, and page faults on long ones.
+#[derive(Debug, Default)]
+pub(crate) struct TfScratch {
+    keys: Vec<u64>,
+    again: Vec<u32>,
+    counts: Vec<u32>,
 }
 
 /// How the tf vote of a list of features departs from the plain majority: each occurrence
@@ -43,7 +52,7 @@ pub(crate) struct TfPlan {
 impl TfPlan {
     /// Duplicates are counted in an open-addressing table keyed by the hashes themselves
     /// (they are random already); nearly every feature occurs once.
-    pub(crate) fn new(hashes: &[u64]) -> TfPlan {
+    pub(crate) fn new(hashes: &[u64], scratch: &mut TfScratch) -> TfPlan {
         let plain = TfPlan {
             q1: 1,
             less: Vec::new(),
@@ -58,8 +67,15 @@ impl TfPlan {
         // are listed instead, and counted afterwards.
         let cap = (2 * hashes.len()).next_power_of_two();
         let mask = cap - 1;
-        let mut keys = vec![0u64; cap];
-        let mut again = vec![0u32; hashes.len()];
+        let TfScratch {
+            keys,
+            again,
+            counts,
+        } = scratch;
+        keys.clear();
+        keys.resize(cap, 0);
+        again.clear();
+        again.resize(hashes.len(), 0);
         let mut repeats = 0;
         let mut zeros = 0u32;
         for &h in hashes {
@@ -82,7 +98,8 @@ impl TfPlan {
         let again = &again[..repeats];
         let mut more: Vec<(u64, u32)> = Vec::new();
         if !again.is_empty() {
-            let mut counts = vec![0u32; cap];
+            counts.clear();
+            counts.resize(cap, 0);
             for &i in again {
                 counts[i as usize] += 1;
             }
@@ -355,7 +372,7 @@ mod tests {
                     _ => pool[i] << (8 * home),
                 })
                 .collect();
-            proptest::prop_assert_eq!(tf_vote(&hashes), sorted_tf_vote(&hashes));
+            proptest::prop_assert_eq!(tf_vote(&hashes, &mut TfScratch::default()), sorted_tf_vote(&hashes));
         }
     }
 
@@ -377,8 +394,11 @@ mod tests {
             })
             .collect();
         hashes.extend_from_within(..100);
-        assert_eq!(tf_vote(&hashes), sorted_tf_vote(&hashes));
-        assert_eq!(tf_vote(&[]), 0);
+        assert_eq!(
+            tf_vote(&hashes, &mut TfScratch::default()),
+            sorted_tf_vote(&hashes)
+        );
+        assert_eq!(tf_vote(&[], &mut TfScratch::default()), 0);
         let mut many = vec![7u64; 600];
         many.extend([1, 2, 3, u64::MAX]);
         let votes = [
@@ -388,8 +408,8 @@ mod tests {
             (3, 1.0),
             (u64::MAX, 1.0),
         ];
-        assert_eq!(tf_vote(&many), vote(&votes));
-        assert_eq!(tf_vote(&[0]), vote(&[(0, 1.0)]));
+        assert_eq!(tf_vote(&many, &mut TfScratch::default()), vote(&votes));
+        assert_eq!(tf_vote(&[0], &mut TfScratch::default()), vote(&[(0, 1.0)]));
     }
 
     #[test]
