@@ -411,8 +411,8 @@ impl Fingerprinter {
                 };
                 *out = match &plan {
                     None => simhash(hashes),
-                    Some(plan) if lane == 0 => plan.vote_with(hashes, |h| h),
-                    Some(plan) => plan.vote_with(hashes, |h| lane_hash(h, lane)),
+                    Some(plan) if lane == 0 => plan.vote_with(hashes, |h| h, tf),
+                    Some(plan) => plan.vote_with(hashes, |h| lane_hash(h, lane), tf),
                 };
             }
             lanes
