@@ -73,6 +73,8 @@ _LANES = 4
 _BANDS = 20
 #: Bytes handed to Rust at a time within a unit: bounds a task's memory with the unit's.
 _CHUNK = 16 << 20
+#: Times a task is tried again when its worker or node dies.
+_RETRIES = 3
 
 
 @dataclasses.dataclass
@@ -307,8 +309,9 @@ def _texts(table: "pa.Table", column: str, where: Callable[[int], str]) -> tuple
 
 
 def _json(value: Any) -> str:
-    """A value as compact JSON, as serde_json writes ids."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """A value as compact JSON, as serde_json writes ids (a value JSON has no type for,
+    a date say, as its text)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _table(unit: _Unit, block: Optional["pa.Table"], columns: Optional[list]) -> "pa.Table":
@@ -427,13 +430,6 @@ def _sign(unit: _Unit, block: Any, u: int, parts: int, cfg: dict):
     return [info] + _split(sig, keys, parts)
 
 
-_NODE_TABLE = {
-    "pos": (np.uint64, ()),
-    "len": (np.uint32, ()),
-    "fingerprint": (np.uint64, (_LANES,)),
-    "sketch": (np.uint8, (_SKETCH,)),
-    "size": (np.int64, ()),
-}
 _BAND_RECORDS = {"key": (np.uint64, ()), "pos": (np.uint64, ()), "part": (np.uint32, ())}
 
 
@@ -582,7 +578,7 @@ _ROWS = {
 
 
 def _expand(p: int, cfg: dict, table: dict, links: dict, leads: np.ndarray,
-                 group_of_unit: np.ndarray, groups: int):
+            group_of_unit: np.ndarray, groups: int):
     """The cluster rows of partition `p`'s documents: (representative, document,
     similarity, distance), sent to the group of units the document is in."""
     _inject(cfg, "expand", p)
@@ -625,7 +621,7 @@ def _write_bytes(fs: Any, path: str, data: bytes) -> None:
 
 
 def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: int,
-               first_row: int, range_of_unit: np.ndarray, ranges: int):
+          first_row: int, range_of_unit: np.ndarray, ranges: int):
     """Pass 2 of a unit: the records it keeps, and the ids of its documents in clusters
     (each cluster row with its document's id as JSON), sent to the range of units its
     representative is in."""
@@ -753,13 +749,17 @@ def _wait(refs: list) -> list:
         raise
 
 
-def _output(path: Optional[Union[str, bool]], what: str, fmt_default: str) -> Optional[dict]:
+def _is_dataset(source: Any) -> bool:
+    return isinstance(source, ray.data.Dataset)
+
+
+def _output(path: Optional[Union[str, bool]], what: str) -> Optional[dict]:
     """Where an output goes: None (not asked for), returned, a single file, or a
-    directory of parts."""
+    directory of parts (its format, None here, is the input's)."""
     if path is False:
         return None
     if path is None:
-        return {"kind": "dataset" if what == "deduplicated" else "list", "format": fmt_default}
+        return {"kind": "dataset" if what == "deduplicated" else "list", "format": None}
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what} must be a path, None or False, got {type(path).__name__}")
     path = os.fspath(path)
@@ -770,14 +770,19 @@ def _output(path: Optional[Union[str, bool]], what: str, fmt_default: str) -> Op
         fs, target = pafs.LocalFileSystem(), os.path.abspath(path)
     for suffix, fmt in ((".jsonl", "jsonl"), (".ndjson", "jsonl"), (".parquet", "parquet")):
         if lower.endswith(suffix):
-            parent = os.path.dirname(target)
-            if parent:
-                fs.create_dir(parent, recursive=True)
             return {"kind": "file", "format": fmt, "fs": fs, "path": target, "shown": path}
     if what == "clusters":
         raise ValueError(f"clusters must be written to a .jsonl or .parquet file, got {path!r}")
-    fs.create_dir(target, recursive=True)
-    return {"kind": "dir", "format": fmt_default, "fs": fs, "path": target, "shown": path}
+    return {"kind": "dir", "format": None, "fs": fs, "path": target, "shown": path}
+
+
+def _prepare(out: Optional[dict]) -> None:
+    """The directory an output goes to, made."""
+    if out is None or "path" not in out:
+        return
+    where = out["path"] if out["kind"] == "dir" else os.path.dirname(out["path"])
+    if where:
+        out["fs"].create_dir(where, recursive=True)
 
 
 def _check_inputs(paths: Sequence[str], out: Optional[dict]) -> None:
@@ -856,12 +861,18 @@ def dedup(
         raise ValueError("unit_bytes and cpus_per_task must be at least 1")
     if partitions is not None and int(partitions) < 1:
         raise ValueError("partitions must be at least 1")
+    dataset = _is_dataset(source)
+    paths: list = []
+    if not dataset:
+        paths = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source]
+    out_records = _output(deduplicated, "deduplicated")
+    out_clusters = _output(clusters, "clusters")
+    _check_inputs(paths, out_records)
+    _check_inputs(paths, out_clusters)
     if not ray.is_initialized():
         ray.init()
 
-    dataset = isinstance(source, ray.data.Dataset)
     if dataset:
-        paths: list = []
         ctx = source.context
         before = ctx.execution_options.preserve_order
         # Input order is the Dataset's order, block by block.
@@ -874,7 +885,6 @@ def dedup(
         total_bytes = sum(ray.get([_nbytes.remote(b) for b in blocks]))
         kind = "block"
     else:
-        paths = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source]
         units = _plan(paths, format, int(unit_bytes))
         blocks = [None] * len(units)
         total_bytes = sum(u.size for u in units)
@@ -883,10 +893,15 @@ def dedup(
             raise ValueError("give JSON Lines or Parquet inputs, not both")
     if len(units) >= 1 << (64 - _LOCAL_BITS):
         raise ValueError(f"{len(units)} units: make unit_bytes larger")
-    out_records = _output(deduplicated, "deduplicated", "jsonl" if kind == "jsonl" else "parquet")
-    out_clusters = _output(clusters, "clusters", "jsonl")
-    _check_inputs(paths, out_records)
-    _check_inputs(paths, out_clusters)
+    for out in (out_records, out_clusters):
+        if out is not None and out.get("format") is None:
+            # A directory of parts, or a Dataset: the input's own format.
+            out["format"] = "jsonl" if kind == "jsonl" else "parquet"
+        _prepare(out)
+    if not units:
+        return Result(clusters=[] if clusters is None else None,
+                      deduplicated=ray.data.from_items([]) if deduplicated is None else None,
+                      stats={"documents": 0, "clusters": 0, "kept": 0})
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
     parts = int(partitions) if partitions else max(cpus, math.ceil(total_bytes / (1 << 30)), 1)
@@ -898,12 +913,16 @@ def dedup(
         "fault": _fault,
     }
     cfg_ref = ray.put(cfg)
-    task = {"num_cpus": int(cpus_per_task)}
+    # Every task is retried when its worker or node dies: all are deterministic.
+    task = {"num_cpus": int(cpus_per_task), "max_retries": _RETRIES}
     U = len(units)
 
     # 1. Signatures, shuffled by text hash.
+    # Units read from files are spread over the nodes; blocks of a Dataset are read where
+    # they are.
+    reading = {**task, "scheduling_strategy": "DEFAULT" if dataset else "SPREAD"}
     signed = [
-        _sign_task.options(num_returns=1 + parts, **task).remote(unit, block, u, parts, cfg_ref)
+        _sign_task.options(num_returns=1 + parts, **reading).remote(unit, block, u, parts, cfg_ref)
         for u, (unit, block) in enumerate(zip(units, blocks))
     ]
     infos = _wait([s[0] for s in signed])
@@ -982,8 +1001,10 @@ def dedup(
     groups = min(parts, U)
     group_of_unit = (np.arange(U) * groups // U).astype(np.int64)
     units_of_group = [np.flatnonzero(group_of_unit == g).tolist() for g in range(groups)]
+    # Cluster rows go back to units by group, and to the clusters' assembly by the same
+    # contiguous ranges of units (so that ranges in order are clusters in order).
     ranges = groups
-    range_of_unit = group_of_unit
+    units_ref = ray.put(group_of_unit)
     link_rows = {"pos": graph[linked], "rep": graph[to[linked]], "similarity": sim[linked],
                  "distance": dist[linked]}
     by_part = _split(link_rows, part_of[linked].astype(np.int64), parts)
@@ -991,14 +1012,14 @@ def dedup(
     lead_parts = _split({"pos": leads}, part_of[np.searchsorted(graph, leads)].astype(np.int64), parts)
     expanded = [
         _expand_task.options(num_returns=groups, **task).remote(
-            p, cfg_ref, tables[p], by_part[p], lead_parts[p]["pos"], group_of_unit, groups)
+            p, cfg_ref, tables[p], by_part[p], lead_parts[p]["pos"], units_ref, groups)
         for p in range(parts)
     ]
     if groups == 1:
         expanded = [[e] for e in expanded]
     regrouped: list = [None] * U
     for g, members in enumerate(units_of_group):
-        refs = _regroup_task.options(num_returns=len(members)).remote(
+        refs = _regroup_task.options(num_returns=len(members), max_retries=_RETRIES).remote(
             members, *[e[g] for e in expanded])
         for u, ref in zip(members, [refs] if len(members) == 1 else refs):
             regrouped[u] = ref
@@ -1013,13 +1034,14 @@ def dedup(
         first_row.append(total_rows)
         total_rows += info["docs"]
     picked = [
-        _pick_task.options(num_returns=1 + ranges, **task).remote(
+        _pick_task.options(num_returns=1 + ranges, **reading).remote(
             unit, block, u, regrouped[u], cfg_ref, first_line[u], first_row[u],
-            range_of_unit, ranges)
+            units_ref, ranges)
         for u, (unit, block) in enumerate(zip(units, blocks))
     ]
     assembled = [
-        _assemble_task.remote(*[pk[1 + r] for pk in picked]) for r in range(ranges)
+        _assemble_task.options(max_retries=_RETRIES).remote(*[pk[1 + r] for pk in picked])
+        for r in range(ranges)
     ]
     result_records = None
     kept_refs = [pk[0] for pk in picked]
