@@ -32,7 +32,7 @@ How the job runs (docs/ray.md has the details and the figures):
    time to write the records kept and to find the ids clusters name, and clusters are
    written in the CLI's order and format.
 
-Memory per task is bounded by the unit size (``unit_bytes``) or by a partition of the
+Memory per task is bounded by the unit size (``unit_bytes``, at most 64 MiB by default) or by a partition of the
 compact records (about 600 bytes a document over ``partitions``); the driver holds the
 verified edges (about 40 bytes each) and one partition of clusters at a time.
 """
@@ -188,10 +188,15 @@ def _files(paths: Sequence[str]) -> list:
     return out
 
 
-def _plan(paths: Sequence[str], fmt: Optional[str], unit_bytes: int) -> list:
-    """The units of the input files."""
+def _plan(paths: Sequence[str], fmt: Optional[str], unit_bytes: Optional[int], cpus: int) -> list:
+    """The units of the input files: of `unit_bytes`, or by default four per CPU of the
+    cluster, from 1 MiB to 64 MiB each."""
+    files = _files(paths)
+    if unit_bytes is None:
+        total = sum(fs.get_file_info(path).size or 0 for fs, path, _ in files)
+        unit_bytes = min(max(total // (4 * cpus), 1 << 20), 64 << 20)
     units = []
-    for number, (fs, path, shown) in enumerate(_files(paths)):
+    for number, (fs, path, shown) in enumerate(files):
         kind, compression = _format_of(shown, fmt)
         if kind == "parquet":
             meta = pq.ParquetFile(fs.open_input_file(path)).metadata
@@ -811,7 +816,7 @@ def dedup(
     format: Optional[str] = None,
     fingerprinter: Optional["_own.Fingerprinter"] = None,
     partitions: Optional[int] = None,
-    unit_bytes: int = 64 << 20,
+    unit_bytes: Optional[int] = None,
     cpus_per_task: int = 1,
     _fault: Optional[Callable[[str, int], None]] = None,
 ) -> Result:
@@ -839,8 +844,9 @@ def dedup(
     others as ``{"id", "text"}`` lines in a ``.jsonl`` file.
 
     `partitions` (of the shuffles; default: at least the cluster's CPUs, and one per GiB
-    of input), `unit_bytes` (of a JSON Lines unit) and `cpus_per_task` (threads each
-    task's Rust code uses) tune the job, never its answer.
+    of input), `unit_bytes` (the bytes of a JSON Lines file or the row groups of a
+    Parquet file one task reads; default four units per CPU, 1 to 64 MiB each) and
+    `cpus_per_task` (threads each task's Rust code uses) tune the job, never its answer.
     """
     started = time.perf_counter()
     seconds: dict = {}
@@ -857,7 +863,7 @@ def dedup(
     _k.measure(b"", b"", b"", b"", float(threshold))
     if fingerprinter is not None and not isinstance(fingerprinter, _own.Fingerprinter):
         raise TypeError("fingerprinter must be a neardup.Fingerprinter")
-    if int(unit_bytes) < 1 or int(cpus_per_task) < 1:
+    if (unit_bytes is not None and int(unit_bytes) < 1) or int(cpus_per_task) < 1:
         raise ValueError("unit_bytes and cpus_per_task must be at least 1")
     if partitions is not None and int(partitions) < 1:
         raise ValueError("partitions must be at least 1")
@@ -885,7 +891,8 @@ def dedup(
         total_bytes = sum(ray.get([_nbytes.remote(b) for b in blocks]))
         kind = "block"
     else:
-        units = _plan(paths, format, int(unit_bytes))
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        units = _plan(paths, format, None if unit_bytes is None else int(unit_bytes), cpus)
         blocks = [None] * len(units)
         total_bytes = sum(u.size for u in units)
         kind = "jsonl" if all(u.kind == "jsonl" for u in units) else "tabular"
@@ -1151,3 +1158,67 @@ class _ClusterWriter:
         if self.parquet is not None:
             self.parquet.close()
         self.stream.close()
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m neardup.ray`: `neardup dedup`'s options, run as a Ray job (on the
+    cluster RAY_ADDRESS or --address names, else on a local Ray)."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(
+        prog="python -m neardup.ray",
+        description="neardup dedup as a Ray job: the same clusters and records, on a Ray cluster.")
+    ap.add_argument("inputs", nargs="+", help="JSON Lines or Parquet files or directories (local, s3://, gs://, ...)")
+    ap.add_argument("--clusters", help="write the clusters here (.jsonl or .parquet)")
+    ap.add_argument("--deduplicated", help="write the records kept here (.jsonl or .parquet file, or a directory of parts)")
+    ap.add_argument("-t", "--threshold", type=float, default=0.8)
+    ap.add_argument("--keep", choices=["first", "longest", "shortest"], default="first")
+    ap.add_argument("--closure", action="store_true")
+    ap.add_argument("--text-field", "--text-column", dest="text", default="text")
+    ap.add_argument("--id-field", "--id-column", dest="id", default="id")
+    ap.add_argument("--format", choices=["jsonl", "parquet"])
+    ap.add_argument("--partitions", type=int)
+    ap.add_argument("--unit-bytes", type=int)
+    ap.add_argument("--cpus-per-task", type=int, default=1)
+    ap.add_argument("--address", help="the Ray cluster (default: RAY_ADDRESS, else a local Ray)")
+    ap.add_argument("--stats-json", help="also write the summary as JSON to this file")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no summary on standard error")
+    args = ap.parse_args(argv)
+    ray.init(address=args.address, log_to_driver=False)
+    try:
+        result = dedup(
+            args.inputs, text_column=args.text, id_column=args.id, threshold=args.threshold,
+            keep=args.keep, closure=args.closure,
+            clusters=args.clusters if args.clusters else False,
+            deduplicated=args.deduplicated if args.deduplicated else False,
+            format=args.format, partitions=args.partitions, unit_bytes=args.unit_bytes,
+            cpus_per_task=args.cpus_per_task)
+    except (ValueError, TypeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        ray.shutdown()
+    if args.stats_json:
+        with open(args.stats_json, "w", encoding="utf-8") as f:
+            json.dump(result.stats, f, indent=2)
+    if not args.quiet:
+        s = result.stats
+        print(
+            f"neardup.ray: {s['documents']} documents, {s['bytes'] / 1e6:.1f} MB in "
+            f"{s['seconds']['total']:.2f} s on {s['units']} units, {s['partitions']} partitions\n"
+            f"  exact duplicates  {s['exact_duplicates']}\n"
+            f"  near-duplicates   {s['near_duplicates']}\n"
+            f"  clusters          {s['clusters']} (largest {s['largest_cluster']})\n"
+            f"  kept              {s['kept']}",
+            file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    # Run from the module proper (not this __main__ copy), whose tasks Ray pickles by name.
+    import sys
+
+    from neardup.ray import _main as main
+
+    sys.exit(main())
