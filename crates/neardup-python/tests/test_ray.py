@@ -158,3 +158,22 @@ def test_errors(tmp_path):
         nray.dedup(str(tmp_path), deduplicated=str(tmp_path / "out"))
     with pytest.raises(ValueError, match="clusters must be written to a .jsonl or .parquet file"):
         nray.dedup(str(PLANTED), clusters=str(tmp_path / "clusters"))
+
+
+def test_units_hold_every_line_once(tmp_path):
+    """However a file is cut into units and chunks, the units' chunks are whole lines and
+    together the file, each line once, in order (no Ray: the reading alone)."""
+    import random
+
+    rng = random.Random(7)
+    path = tmp_path / "lines.jsonl"
+    for _ in range(300):
+        lines = [b"x" * rng.randrange(0, 12) for _ in range(rng.randrange(0, 15))]
+        data = b"\n".join(lines) + (b"\n" if rng.random() < 0.5 else b"")
+        path.write_bytes(data)
+        for unit_bytes in (1, 2, 3, 7, 40):
+            chunk = rng.choice([1, 3, 64])
+            units = nray._plan([str(path)], "jsonl", unit_bytes, 1)
+            chunks = [c for u in units for c in nray._line_chunks(u, chunk)]
+            assert b"".join(chunks) == data, (data, unit_bytes, chunk)
+            assert all(c.endswith(b"\n") for c in chunks[:-1])

@@ -13,8 +13,9 @@ JSON lines. It needs Ray: ``pip install 'neardup[ray]'``.
 
 How the job runs (docs/ray.md has the details and the figures):
 
-1. **Signatures.** The input is cut into units (64 MiB byte ranges of JSON Lines files, at
-   line boundaries; a few row groups of a Parquet file; a block of a Dataset). A task per
+1. **Signatures.** The input is cut into units (byte ranges of JSON Lines files, at line
+   boundaries, four per CPU and at most 64 MiB; a few row groups of a Parquet file; a
+   block of a Dataset). A task per
    unit reads it and computes each document's signature in Rust with the GIL released:
    text hash and 256-bit fingerprint (which document is a copy of which), text length,
    128-byte Jaccard sketch and 20 band keys. Each document is numbered by its unit and
@@ -32,9 +33,10 @@ How the job runs (docs/ray.md has the details and the figures):
    time to write the records kept and to find the ids clusters name, and clusters are
    written in the CLI's order and format.
 
-Memory per task is bounded by the unit size (``unit_bytes``, at most 64 MiB by default) or by a partition of the
-compact records (about 600 bytes a document over ``partitions``); the driver holds the
-verified edges (about 40 bytes each) and one partition of clusters at a time.
+Memory per task is bounded by the unit size (``unit_bytes``, at most 64 MiB by default)
+or by a partition of the compact records (about 600 bytes a document over
+``partitions``); the driver holds the verified edges (about 40 bytes each) and one range
+of clusters at a time.
 """
 
 from __future__ import annotations
@@ -300,8 +302,8 @@ def _texts(table: "pa.Table", column: str, where: Callable[[int], str]) -> tuple
     if column not in table.column_names:
         raise ValueError(f"{where(None)}: no column \"{column}\" (columns: {', '.join(table.column_names)})")
     arr = table.column(column).combine_chunks()
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
-            or pa.types.is_string_view(arr.type)):
+    is_view = getattr(pa.types, "is_string_view", lambda t: False)
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or is_view(arr.type)):
         raise ValueError(f"{where(None)}: column \"{column}\" is not a string column but {arr.type}")
     if arr.null_count:
         first = int(np.flatnonzero(np.asarray(arr.is_null()))[0])
@@ -906,9 +908,17 @@ def dedup(
             out["format"] = "jsonl" if kind == "jsonl" else "parquet"
         _prepare(out)
     if not units:
+        # An empty Dataset: nothing to read, nothing to write but empty outputs.
+        if out_clusters is not None and out_clusters["kind"] == "file":
+            _ClusterWriter(out_clusters).close()
+        if out_records is not None and out_records["kind"] == "file":
+            _write_records(out_records, [])
+        counts = ("documents", "bytes", "exact_duplicates", "near_duplicates", "clusters",
+                  "largest_cluster", "candidates", "verified", "kept", "wordless", "invalid_utf8",
+                  "units")
         return Result(clusters=[] if clusters is None else None,
                       deduplicated=ray.data.from_items([]) if deduplicated is None else None,
-                      stats={"documents": 0, "clusters": 0, "kept": 0})
+                      stats={**dict.fromkeys(counts, 0), "seconds": {"total": 0.0}})
 
     cpus = int(ray.cluster_resources().get("CPU", 1))
     parts = int(partitions) if partitions else max(cpus, math.ceil(total_bytes / (1 << 30)), 1)
