@@ -53,7 +53,7 @@ def cli_args(threshold=0.8, keep="first", closure=False) -> list:
 def tricky_lines(n=600) -> bytes:
     """Planted documents, made hard: some without ids (their ids are `path:line`), ids
     that are numbers and objects, blank and white-space lines, CRLF endings, invalid UTF-8,
-    exact copies, and no newline at the end."""
+    exact copies, and no newline at the end, after a CR."""
     src = PLANTED.read_bytes().splitlines()
     out = []
     for i, line in enumerate(src[:n]):
@@ -76,6 +76,8 @@ def tricky_lines(n=600) -> bytes:
             out.append(b"   \t")
         if i % 31 == 0:
             out.append(line)
+    # At the very end a CR with no LF after it: it stays in the record (a kept one).
+    out.append(b'{"id": "last", "text": "a closing record that nothing else in the file repeats"}\r')
     return b"\n".join(out)
 
 
