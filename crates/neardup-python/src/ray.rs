@@ -160,31 +160,21 @@ fn sign(fp: &core::Fingerprinter, banding: Banding, text: &str) -> (Signature, u
     )
 }
 
-/// One line of JSON Lines as `neardup dedup` reads it: its bytes without the `\n` and,
-/// when it had one, one `\r` before it, decoded with invalid UTF-8 as U+FFFD (and whether
-/// there was any).
-fn decode_line((line, ended): (&[u8], bool)) -> (std::borrow::Cow<'_, str>, bool) {
-    let line = match line.strip_suffix(b"\r") {
-        Some(before) if ended => before,
-        _ => line,
-    };
+/// One line of JSON Lines as `neardup dedup` reads it: its bytes without the `\n` and one
+/// `\r` before it, decoded with invalid UTF-8 as U+FFFD (and whether there was any).
+fn decode_line(line: &[u8]) -> (std::borrow::Cow<'_, str>, bool) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     match std::str::from_utf8(line) {
         Ok(s) => (std::borrow::Cow::Borrowed(s), false),
         Err(_) => (String::from_utf8_lossy(line), true),
     }
 }
 
-/// The lines of `data`, each without its `\n` and whether it had one; a last line
-/// without one counts too.
-fn lines(data: &[u8]) -> Vec<(&[u8], bool)> {
-    let mut out: Vec<(&[u8], bool)> = data.split(|&b| b == b'\n').map(|l| (l, true)).collect();
-    match out.last_mut() {
-        // `data` ends with a newline (or is empty): the split's last piece is no line.
-        Some(([], _)) => {
-            out.pop();
-        }
-        Some((_, ended)) => *ended = false,
-        None => {}
+/// The lines of `data`, each without its `\n`; a last line without one counts too.
+fn lines(data: &[u8]) -> Vec<&[u8]> {
+    let mut out: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    if data.is_empty() || data.last() == Some(&b'\n') {
+        out.pop();
     }
     out
 }
@@ -240,7 +230,7 @@ pub fn sign_jsonl<'py>(
     type Parsed = Result<Option<(u32, Option<String>, Signature, u32, bool)>, (u32, String)>;
     let (all, parsed) = py.detach(|| {
         let all = lines(&data);
-        let numbered: Vec<(u32, (&[u8], bool))> = (0u32..).zip(all.iter().copied()).collect();
+        let numbered: Vec<(u32, &[u8])> = (0u32..).zip(all.iter().copied()).collect();
         let parsed: Vec<Parsed> = map_items(&numbered, threads, |&(i, line)| {
             let (text, bad) = decode_line(line);
             if text.trim().is_empty() {

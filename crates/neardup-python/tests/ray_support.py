@@ -76,7 +76,8 @@ def tricky_lines(n=600) -> bytes:
             out.append(b"   \t")
         if i % 31 == 0:
             out.append(line)
-    # At the very end a CR with no LF after it: it stays in the record (a kept one).
+    # At the very end a CR with no LF after it: a line end, dropped as from a CRLF (as
+    # neardup dedup reads it), in a record that is kept.
     out.append(b'{"id": "last", "text": "a closing record that nothing else in the file repeats"}\r')
     return b"\n".join(out)
 
