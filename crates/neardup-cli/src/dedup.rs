@@ -1,14 +1,15 @@
 //! `neardup dedup`: documents in; clusters of near-duplicates, pairs, and the corpus
 //! without its copies out.
 //!
-//! Two passes over the input, so memory holds 44 bytes per document and never the texts:
+//! Two passes over the input, so memory holds 124 bytes per document and never the texts:
 //!
 //! 1. read (one thread) → fingerprint (all threads): per document its 256-bit fingerprint,
-//!    a hash of its text and its length in memory, and its Jaccard sketch (128 bytes) in a
-//!    temporary file;
-//! 2. candidates from the fingerprints ([`neardup::batch::candidates`]); the sketches of the
-//!    documents in a candidate pair read back; verification and assignment
-//!    ([`neardup::batch::resolve`]) → clusters around kept documents;
+//!    a hash of its text, its length and its band keys (80 bytes) in memory, and its
+//!    Jaccard sketch (128 bytes) in a temporary file;
+//! 2. candidates from the band keys (or, with --distance, the fingerprints' lanes)
+//!    ([`neardup::batch::candidates`]); the sketches of the documents in a candidate pair
+//!    read back; verification and assignment ([`neardup::batch::resolve`]) → clusters
+//!    around kept documents;
 //! 3. read again: the ids of clustered documents, and the records to keep, streamed out;
 //!    then clusters and pairs are written.
 //!
@@ -19,9 +20,10 @@ use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::time::Instant;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Dedup, Keep, Options, Rule, WideMatcher};
-use neardup::fingerprint::{Fingerprinter, Wide, LANES};
-use neardup::jaccard::{self, Sketch, Threshold};
+use neardup::batch::{self, Dedup, Keep, Options, Rule, Source, WideMatcher};
+use neardup::decide::Signature;
+use neardup::fingerprint::{Fingerprinter, Wide, DEFAULT_LANE_DISTANCE, LANES};
+use neardup::jaccard::{self, BandKeys, Banding, Sketch, Threshold, BANDS};
 use neardup::tables::Blocks;
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -82,7 +84,9 @@ pub struct DedupCmd {
     #[arg(long, value_name = "FILE")]
     stats_json: Option<String>,
     /// Near-duplicates: documents whose word 5-shingle sets (lowercased \w+ words) have a
-    /// Jaccard similarity of at least this, estimated from 128-byte sketches.
+    /// Jaccard similarity of at least this, estimated from 128-byte sketches. Candidates
+    /// are the documents whose sketches' band keys agree in some band: at least 99.95% of
+    /// the pairs at the threshold.
     #[arg(short, long, default_value_t = Threshold::default(), value_parser = parse_threshold)]
     threshold: Threshold,
     /// Near-duplicates by bits instead of --threshold: 256-bit fingerprints at most this
@@ -93,13 +97,14 @@ pub struct DedupCmd {
     /// be removed for one that is not its near-duplicate (A ~ B ~ C removes C for A).
     #[arg(long)]
     closure: bool,
-    /// Candidates: pairs at most this many bits apart in at least one 64-bit lane
-    /// (default: 8 at --threshold 0.8, one more per 0.1 below it, one less per 0.1 above).
-    #[arg(long)]
+    /// With --distance, the candidates: pairs at most this many bits apart in at least one
+    /// 64-bit lane [default: 8].
+    #[arg(long, requires = "distance")]
     lane_distance: Option<u32>,
-    /// Blocks of the lanes' tables ('auto': the planner's choice for the corpus).
-    #[arg(short, long, default_value = "auto")]
-    blocks: Blocks,
+    /// With --distance, the blocks of the lanes' tables ('auto': the planner's choice for
+    /// the corpus) [default: auto].
+    #[arg(short, long, requires = "distance")]
+    blocks: Option<Blocks>,
     /// No summary on standard error.
     #[arg(short, long)]
     quiet: bool,
@@ -109,13 +114,50 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
     s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
-/// Per document, what the first pass keeps: fingerprints, text hashes and lengths in
-/// memory, sketches in a temporary file (read back only for the documents that need them).
+/// Per document, what the first pass keeps: fingerprints, text hashes, lengths and band
+/// keys (one list per banding asked for) in memory, sketches in a temporary file (read
+/// back only for the documents that need them).
 pub(crate) struct Fingerprints {
     pub(crate) fps: Vec<Wide>,
     pub(crate) text_hashes: Vec<u64>,
     pub(crate) lens: Vec<u32>,
+    pub(crate) bands: Vec<Vec<BandKeys>>,
     pub(crate) sketches: BufWriter<std::fs::File>,
+}
+
+/// Candidates where the rule finds them: band keys for a Jaccard threshold, lanes for a
+/// distance; and the settings that say so for the summary.
+pub(crate) fn find_candidates(
+    prints: &Fingerprints,
+    rule: Rule,
+    lanes: (Option<Blocks>, Option<u32>),
+    progress: &Progress,
+) -> Result<(batch::Candidates, Value), Failure> {
+    let n = prints.fps.len();
+    match rule {
+        Rule::Jaccard(_) => {
+            progress.phase("matching", None);
+            let keys = prints.bands.first().map(Vec::as_slice).unwrap_or_default();
+            let c = batch::candidates(&prints.fps, &prints.text_hashes, Source::Bands(keys))
+                .map_err(Failure::input)?;
+            let settings = json!({"bands": BANDS, "rows": rule.banding().rows()});
+            Ok((c, settings))
+        }
+        Rule::Distance(_) => {
+            let (blocks, k) = (
+                lanes.0.unwrap_or(Blocks::Auto),
+                lanes.1.unwrap_or(DEFAULT_LANE_DISTANCE),
+            );
+            let layout = batch::layout(blocks, n, k).map_err(Failure::input)?;
+            let settings = json!({"lane_distance": k, "blocks": layout.blocks()});
+            progress.phase("matching", Some((layout.tables().len() * LANES) as u64));
+            let bar = progress.clone();
+            let matcher = WideMatcher::new(layout, 0).on_progress(move |p| bar.set(p.done));
+            let c = batch::candidates(&prints.fps, &prints.text_hashes, Source::Lanes(&matcher))
+                .map_err(Failure::input)?;
+            Ok((c, settings))
+        }
+    }
 }
 
 /// Seconds per phase.
@@ -143,7 +185,6 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
         Some(d) => Rule::Distance(d),
         None => Rule::Jaccard(cmd.threshold),
     };
-    let lane_distance = cmd.lane_distance.unwrap_or_else(|| rule.lane_distance());
     let options = Options {
         rule,
         keep: cmd.keep.into(),
@@ -152,7 +193,14 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     };
     let fingerprinter = cmd.fingerprint.fingerprinter()?;
     // Refuse bad layouts before any work.
-    batch::layout(cmd.blocks, 1 << 20, lane_distance).map_err(Failure::input)?;
+    if let Rule::Distance(_) = rule {
+        let k = cmd.lane_distance.unwrap_or(DEFAULT_LANE_DISTANCE);
+        batch::layout(cmd.blocks.unwrap_or(Blocks::Auto), 1 << 20, k).map_err(Failure::input)?;
+    }
+    let bandings: Vec<Banding> = match rule {
+        Rule::Jaccard(_) => vec![rule.banding()],
+        Rule::Distance(_) => Vec::new(),
+    };
     let mut outputs = Outputs::create(cmd)?;
 
     let mut args = cmd.docs.clone();
@@ -161,19 +209,13 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     let mut timings = Timings::default();
 
     let t = Instant::now();
-    let (prints, stats) = fingerprint_all(&args, &fingerprinter, &progress)?;
+    let (prints, stats) = fingerprint_all(&args, &fingerprinter, &bandings, &progress)?;
     timings.fingerprint = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     let n = prints.fps.len();
-    let layout = batch::layout(cmd.blocks, n, lane_distance).map_err(Failure::input)?;
-    let blocks = layout.blocks();
-    let total = (layout.tables().len() * LANES) as u64;
-    progress.phase("matching", Some(total));
-    let bar = progress.clone();
-    let matcher = WideMatcher::new(layout, 0).on_progress(move |p| bar.set(p.done));
-    let candidates =
-        batch::candidates(&prints.fps, &prints.text_hashes, &matcher).map_err(Failure::input)?;
+    let (candidates, matching) =
+        find_candidates(&prints, rule, (cmd.blocks, cmd.lane_distance), &progress)?;
     let needed = candidates.needs();
     let sketches = read_sketches(prints.sketches, &needed)?;
     let sketch = |doc: u32| {
@@ -193,16 +235,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     outputs.finish()?;
     timings.write = t.elapsed().as_secs_f64();
 
-    let summary = summary(
-        cmd,
-        &options,
-        &stats,
-        &found,
-        n,
-        (blocks, lane_distance),
-        &timings,
-        start,
-    );
+    let summary = summary(cmd, &options, &stats, &found, n, matching, &timings, start);
     if !cmd.quiet {
         print_summary(&summary, &stats, &found);
     }
@@ -299,6 +332,7 @@ pub(crate) fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTe
 pub(crate) fn fingerprint_all(
     args: &DocArgs,
     fingerprinter: &Fingerprinter,
+    bandings: &[Banding],
     progress: &Progress,
 ) -> Result<(Fingerprints, ReadStats), Failure> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Doc>>(2);
@@ -311,6 +345,7 @@ pub(crate) fn fingerprint_all(
         fps: Vec::new(),
         text_hashes: Vec::new(),
         lens: Vec::new(),
+        bands: vec![Vec::new(); bandings.len()],
         sketches: BufWriter::with_capacity(1 << 20, spill),
     };
     std::thread::scope(|scope| {
@@ -322,24 +357,34 @@ pub(crate) fn fingerprint_all(
             })
         });
         for batch in rx {
-            let rows: Vec<(Wide, u64, u32, Sketch)> = batch
+            let (first, rest) = match bandings.split_first() {
+                Some((&first, rest)) => (first, rest),
+                None => (Banding::for_threshold(Threshold::default()), &[][..]),
+            };
+            let rows: Vec<(Signature, u32, Vec<BandKeys>)> = batch
                 .par_iter()
                 .map(|d| {
-                    (
-                        fingerprinter.fingerprint_wide(&d.text),
-                        xxhash_rust::xxh3::xxh3_64(d.text.as_bytes()),
-                        u32::try_from(d.text.len()).unwrap_or(u32::MAX),
-                        Sketch::of_text(&d.text),
-                    )
+                    let sig = Signature::of_text(fingerprinter, first, &d.text);
+                    let more = rest
+                        .iter()
+                        .map(|&b| Sketch::of_text_with_bands(&d.text, b).1);
+                    let keys = std::iter::once(sig.bands).chain(more);
+                    let len = u32::try_from(d.text.len()).unwrap_or(u32::MAX);
+                    (sig, len, keys.take(bandings.len()).collect())
                 })
                 .collect();
-            for (fp, hash, len, sketch) in rows {
-                out.fps.push(fp);
-                out.text_hashes.push(hash);
+            for (sig, len, keys) in rows {
+                out.fps.push(sig.fingerprint);
+                out.text_hashes.push(sig.text_hash);
                 out.lens.push(len);
-                out.sketches.write_all(&sketch.to_bytes()).map_err(|e| {
-                    Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
-                })?;
+                for (list, k) in out.bands.iter_mut().zip(keys) {
+                    list.push(k);
+                }
+                out.sketches
+                    .write_all(&sig.sketch.to_bytes())
+                    .map_err(|e| {
+                        Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
+                    })?;
             }
         }
         let stats = reader
@@ -349,6 +394,7 @@ pub(crate) fn fingerprint_all(
         out.fps.shrink_to_fit();
         out.text_hashes.shrink_to_fit();
         out.lens.shrink_to_fit();
+        out.bands.iter_mut().for_each(Vec::shrink_to_fit);
         Ok((out, stats))
     })
 }
@@ -520,13 +566,24 @@ fn summary(
     stats: &ReadStats,
     found: &Dedup,
     n: usize,
-    (blocks, lane_distance): (usize, u32),
+    matching: Value,
     timings: &Timings,
     start: Instant,
 ) -> Value {
     let removable = found.removable();
     let seconds = start.elapsed().as_secs_f64();
     let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    let mut settings = json!({
+        "threshold": match options.rule { Rule::Jaccard(t) => Some(t.get()), Rule::Distance(_) => None },
+        "distance": match options.rule { Rule::Distance(d) => Some(d), Rule::Jaccard(_) => None },
+        "closure": options.closure,
+        "keep": format!("{:?}", cmd.keep).to_lowercase(),
+        "fingerprint_version": neardup::fingerprint::VERSION,
+        "sketch_version": jaccard::SKETCH_VERSION,
+    });
+    if let (Some(to), Value::Object(from)) = (settings.as_object_mut(), matching) {
+        to.extend(from);
+    }
     json!({
         "documents": n,
         "bytes": stats.bytes,
@@ -549,16 +606,7 @@ fn summary(
         },
         "mb_per_s": round(stats.bytes as f64 / 1e6 / seconds.max(1e-9)),
         "docs_per_s": (n as f64 / seconds.max(1e-9)).round(),
-        "settings": {
-            "threshold": match options.rule { Rule::Jaccard(t) => Some(t.get()), Rule::Distance(_) => None },
-            "distance": match options.rule { Rule::Distance(d) => Some(d), Rule::Jaccard(_) => None },
-            "closure": options.closure,
-            "lane_distance": lane_distance,
-            "blocks": blocks,
-            "keep": format!("{:?}", cmd.keep).to_lowercase(),
-            "fingerprint_version": neardup::fingerprint::VERSION,
-            "sketch_version": jaccard::SKETCH_VERSION,
-        },
+        "settings": settings,
     })
 }
 

@@ -71,10 +71,6 @@ pub struct EvalCmd {
     /// With --truth: the thresholds to score at.
     #[arg(long, value_delimiter = ',', default_value = "0.6,0.7,0.8,0.9")]
     thresholds: Vec<f64>,
-    /// With --truth: the lane distance of the candidates (default: each threshold's, as
-    /// `neardup dedup` chooses it).
-    #[arg(long)]
-    lane_distance: Option<u32>,
     /// Where to write the results ('-' for standard output).
     #[arg(short, long, default_value = "-")]
     output: String,
@@ -284,14 +280,7 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     refuse_overwrite(&writes, &reads)?;
     let mut out = Output::create(&cmd.output)?;
     if let Some(truth) = &cmd.truth {
-        crate::truth::run(
-            &cmd.docs,
-            truth,
-            &cmd.thresholds,
-            cmd.lane_distance,
-            cmd.markdown,
-            &mut out,
-        )?;
+        crate::truth::run(&cmd.docs, truth, &cmd.thresholds, cmd.markdown, &mut out)?;
         return out.finish();
     }
     if cmd.levels.iter().any(|l| !(0.0..=1.0).contains(l)) {

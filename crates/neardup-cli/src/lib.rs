@@ -18,6 +18,7 @@ pub mod output;
 mod parquet_guard;
 pub mod progress;
 mod rng;
+pub mod serve;
 pub mod truth;
 
 pub use failure::Failure;

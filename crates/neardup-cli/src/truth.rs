@@ -11,18 +11,18 @@
 //!   is below `T − 0.1` (data lost that no one asked to lose);
 //! - **missed**: pairs with Jaccard at least `T + 0.05` whose documents are both kept.
 //!
-//! The documents are fingerprinted and their candidates found once; each threshold then
-//! verifies and assigns as `neardup dedup --threshold T` does.
+//! The documents are read and sketched once, with the band keys of every threshold; each
+//! threshold then finds its candidates, verifies and assigns as `neardup dedup
+//! --threshold T` does.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::time::Instant;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Options, Rule, WideMatcher};
+use neardup::batch::{self, Options, Rule};
 use neardup::fingerprint::Fingerprinter;
-use neardup::jaccard::{Sketch, Threshold};
-use neardup::tables::Blocks;
+use neardup::jaccard::{Banding, Sketch, Threshold};
 use serde_json::{json, Value};
 
 use crate::dedup;
@@ -47,7 +47,6 @@ pub fn run(
     args: &DocArgs,
     truth_path: &str,
     thresholds: &[f64],
-    lane_distance: Option<u32>,
     markdown: bool,
     out: &mut Output,
 ) -> Result<(), Failure> {
@@ -59,7 +58,12 @@ pub fn run(
     let mut args = args.clone();
     let _stdin_copy = dedup::spool_stdin(&mut args)?;
     let progress = Progress::for_stderr();
-    let (prints, _) = dedup::fingerprint_all(&args, &Fingerprinter::default(), &progress)?;
+    let bandings: Vec<Banding> = thresholds
+        .iter()
+        .map(|&t| Rule::Jaccard(t).banding())
+        .collect();
+    let (prints, _) =
+        dedup::fingerprint_all(&args, &Fingerprinter::default(), &bandings, &progress)?;
     let n = prints.fps.len();
     let mut ids: Vec<String> = Vec::with_capacity(n);
     docs::read_as(&args, &progress, "reading ids", |batch| {
@@ -77,18 +81,19 @@ pub fn run(
         )));
     }
     let truth = read_truth(truth_path, &ids)?;
-    // Each threshold's own lane distance, as `neardup dedup` would choose it: candidates
-    // are found once at the largest, and narrowed for the others.
-    let lanes = |t: Threshold| lane_distance.unwrap_or_else(|| Rule::Jaccard(t).lane_distance());
-    let widest = thresholds.iter().map(|&t| lanes(t)).max().unwrap_or(0);
-    let layout = batch::layout(Blocks::Auto, n, widest).map_err(Failure::input)?;
-    let candidates = batch::candidates(
-        &prints.fps,
-        &prints.text_hashes,
-        &WideMatcher::new(layout, 0),
-    )
-    .map_err(Failure::input)?;
-    let needed = candidates.needs();
+    let candidates: Vec<batch::Candidates> = (0..thresholds.len())
+        .map(|i| {
+            batch::candidates(
+                &prints.fps,
+                &prints.text_hashes,
+                batch::Source::Bands(&prints.bands[i]),
+            )
+            .map_err(Failure::input)
+        })
+        .collect::<Result<_, _>>()?;
+    let mut needed: Vec<u32> = candidates.iter().flat_map(|c| c.needs()).collect();
+    needed.sort_unstable();
+    needed.dedup();
     let sketches = dedup::read_sketches(prints.sketches, &needed)?;
     let sketch = |doc: u32| {
         needed
@@ -97,17 +102,16 @@ pub fn run(
     };
     let prepared = start.elapsed().as_secs_f64();
     let mut rows = Vec::new();
-    for t in thresholds {
+    for (&t, c) in thresholds.iter().zip(&candidates) {
         let started = Instant::now();
         let options = Options {
             rule: Rule::Jaccard(t),
             pairs: true,
             ..Options::default()
         };
-        let narrowed = candidates.within(&prints.fps, lanes(t));
-        let found = batch::resolve(&narrowed, &prints.fps, &prints.lens, sketch, &options);
+        let found = batch::resolve(c, &prints.fps, &prints.lens, sketch, &options);
         let mut row = score(&found, &truth, t.get());
-        row["lane_distance"] = json!(lanes(t));
+        row["rows"] = json!(Rule::Jaccard(t).banding().rows());
         row["seconds"] = json!(round(prepared + started.elapsed().as_secs_f64(), 3));
         rows.push(row);
     }

@@ -569,9 +569,18 @@ fn refuses_outputs_that_would_clobber_or_collide() {
         "256 bits",
     );
     fails(
-        &neardup(&["dedup", p, "--lane-distance", "64"], b""),
+        &neardup(
+            &["dedup", p, "--distance", "40", "--lane-distance", "64"],
+            b"",
+        ),
         2,
         "blocks",
+    );
+    // Lanes are the distance rule's candidates; a threshold's come from band keys.
+    fails(
+        &neardup(&["dedup", p, "--lane-distance", "6"], b""),
+        2,
+        "--distance",
     );
 }
 

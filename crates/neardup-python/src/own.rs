@@ -15,7 +15,8 @@ use neardup::fingerprint::{
     self as core, Config, Idf, Normalize, Weighting, DEFAULT_DISTANCE, LANES,
 };
 
-use neardup::jaccard::{Sketch, Threshold};
+use neardup::decide::Signature;
+use neardup::jaccard::{BandKeys, Sketch, Threshold};
 
 use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_name};
 use crate::text::Text;
@@ -550,10 +551,11 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// sets (lowercased `\w+` words) is at least `threshold` (default 0.8), as estimated from
 /// 128-byte sketches; or, with `distance`, when their 256-bit fingerprints
 /// (`Fingerprinter.fingerprint_wide`, with `fingerprinter`) are at most `distance` bits
-/// apart. Candidates are pairs at most `lane_distance` bits apart in some 64-bit lane
-/// (default: 8 at threshold 0.8, one more per 0.1 below it), found with `blocks` blocks
-/// per lane (`"auto"` or an int above `lane_distance`). A document is removed only for a kept document that is its own
-/// near-duplicate; `keep` (`"first"`, `"longest"`, `"shortest"`) chooses which is kept;
+/// apart. Candidates of a threshold are the documents whose sketches' band keys agree in
+/// some band (at least 99.95% of the pairs at the threshold); those of a distance are
+/// pairs at most `lane_distance` bits apart in some 64-bit lane (default 8), found with
+/// `blocks` blocks per lane (`"auto"` or an int above `lane_distance`). A document is
+/// removed only for a kept document that is its own near-duplicate; `keep` (`"first"`, `"longest"`, `"shortest"`) chooses which is kept;
 /// `closure=True` gives connected components instead (a document may then be removed for
 /// one it is not near). Documents without words match only identical texts. Fingerprinting
 /// and matching run in parallel with the GIL released.
@@ -593,9 +595,14 @@ pub fn dedup(
         closure,
         pairs: false,
     };
+    if matches!(rule, batch::Rule::Jaccard(_)) && (lane_distance.is_some() || blocks.is_some()) {
+        return Err(PyValueError::new_err(
+            "lane_distance and blocks apply to distance=; a threshold's candidates come from band keys",
+        ));
+    }
     let lane_distance = match lane_distance {
         Some(d) => distance_arg(d, 64)?,
-        None => rule.lane_distance(),
+        None => core::DEFAULT_LANE_DISTANCE,
     };
     let blocks = match blocks {
         Some(b) => blocks_arg(b)?,
@@ -622,31 +629,26 @@ pub fn dedup(
     let layout = batch::layout(blocks, docs.len(), lane_distance).map_err(core_error)?;
     let found = py
         .detach(move || {
-            // The text hash tells identical texts apart: the CLI's, so that results agree.
-            let rows: Vec<(core::Wide, u64, u32, Sketch)> = docs
+            let banding = rule.banding();
+            let sigs: Vec<Signature> = docs
                 .par_iter()
-                .map(|t| {
-                    (
-                        fp.fingerprint_wide(t),
-                        xxhash_rust::xxh3::xxh3_64(t.as_bytes()),
-                        u32::try_from(t.len()).unwrap_or(u32::MAX),
-                        Sketch::of_text(t),
-                    )
-                })
+                .map(|t| Signature::of_text(&fp, banding, t))
                 .collect();
-            let fps: Vec<core::Wide> = rows.iter().map(|r| r.0).collect();
-            let hashes: Vec<u64> = rows.iter().map(|r| r.1).collect();
-            let lens: Vec<u32> = rows.iter().map(|r| r.2).collect();
-            let sketches: Vec<Sketch> = rows.iter().map(|r| r.3).collect();
-            drop(rows);
-            batch::dedup(
-                &fps,
-                &hashes,
-                &lens,
-                &sketches,
-                &WideMatcher::new(layout, 0),
-                &options,
-            )
+            let fps: Vec<core::Wide> = sigs.iter().map(|s| s.fingerprint).collect();
+            let hashes: Vec<u64> = sigs.iter().map(|s| s.text_hash).collect();
+            let sketches: Vec<Sketch> = sigs.iter().map(|s| s.sketch).collect();
+            let keys: Vec<BandKeys> = sigs.iter().map(|s| s.bands).collect();
+            let lens: Vec<u32> = docs
+                .iter()
+                .map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX))
+                .collect();
+            drop(sigs);
+            let matcher = WideMatcher::new(layout, 0);
+            let source = match rule {
+                batch::Rule::Jaccard(_) => batch::Source::Bands(&keys),
+                batch::Rule::Distance(_) => batch::Source::Lanes(&matcher),
+            };
+            batch::dedup(&fps, &hashes, &lens, &sketches, source, &options)
         })
         .map_err(core_error)?;
     Ok(found

@@ -699,8 +699,13 @@ def test_dedup_planted_copies():
     assert neardup.dedup(records) == [["b", "b1", "b-copy"], ["empty", "empty2"]]
     expected = [["a", "a1", "a2"], ["b", "b1", "b-copy"], ["empty", "empty2"]]
     assert neardup.dedup(records, threshold=0.7) == expected
-    assert neardup.dedup(iter(records), threshold=0.7, lane_distance=8) == expected
-    assert neardup.dedup([list(r) for r in records], threshold=0.7, blocks=12) == expected
+    assert neardup.dedup(iter(records), threshold=0.7) == expected
+    assert neardup.dedup([list(r) for r in records], threshold=0.7) == expected
+    # Lanes and blocks are the distance rule's candidates, not a threshold's.
+    with pytest.raises(ValueError, match="distance="):
+        neardup.dedup(records, threshold=0.7, lane_distance=8)
+    assert neardup.dedup(records, distance=60, lane_distance=12, blocks=14) == \
+        neardup.dedup(records, distance=60, lane_distance=12)
     assert neardup.dedup(records, threshold=0.7, closure=True) == expected
     # The kept document comes first (clusters in its input order): the longest of the b
     # family is b1.

@@ -1,16 +1,17 @@
 //! The decision "is this document a near-duplicate of that one?", in one place, so that
 //! batch deduplication, the online corpus, the service, Python and Ray cannot disagree.
 //!
-//! A document is known by its [`Signature`]: its 256-bit fingerprint, which finds
-//! candidates in simhash tables, its Jaccard [`Sketch`], which decides, and a hash of its
-//! text, which tells exact copies. [`Rule::decide`] is the decision on one pair;
-//! [`Keep`] says which document of a group stays; [`crate::batch::dedup`] and the online
-//! corpus apply them.
+//! A document is known by its [`Signature`]: its Jaccard [`Sketch`], which decides, the
+//! sketch's band keys, which find candidates, its 256-bit simhash fingerprint (the
+//! distance rule's measure, and the distance reported beside every similarity), and a
+//! hash of its text, which tells exact copies. [`Rule::decide`] is the decision on one
+//! pair; [`Keep`] says which document of a group stays; [`crate::batch::dedup`] and the
+//! online corpus apply them.
 
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::fingerprint::{Fingerprinter, Wide, LANES};
-use crate::jaccard::{self, Sketch, Threshold};
+use crate::jaccard::{self, BandKeys, Banding, Sketch, Threshold, BANDS};
 
 /// Which document of a group of near-duplicates is kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -67,28 +68,54 @@ impl Rule {
     /// text is always a near-duplicate; a text without words is one only of the same text.
     pub fn decide(&self, a: &Signature, b: &Signature) -> Option<Match> {
         let m = a.compare(b);
-        if a.text_hash == b.text_hash && a.fingerprint == b.fingerprint {
+        if a.same_text(b) {
             return Some(m);
         }
-        if a.is_wordless() || b.is_wordless() {
+        if self.wordless(a) || self.wordless(b) {
             return None;
         }
         self.accepts(m).then_some(m)
     }
 
-    /// The lane distance at which candidates ([`crate::batch::candidates`]) find nearly
-    /// every pair the rule accepts: 8 at the default threshold 0.8, one more per 0.1
-    /// below it and one less per 0.1 above (between 6 and 12); 8 for a distance rule. On
-    /// the natural corpus, recall of the pairs with Jaccard at least `T + 0.05` was 0.9998
-    /// at 0.8 (lane distance 8), 0.9994 at 0.7 (9) and 0.9983 at 0.6 (10).
-    pub fn lane_distance(&self) -> u32 {
-        match *self {
-            Rule::Jaccard(t) => {
-                let steps = ((crate::jaccard::DEFAULT_THRESHOLD - t.get()) * 10.0 - 1e-9).ceil();
-                (8.0 + steps).clamp(6.0, 12.0) as u32
-            }
-            Rule::Distance(_) => crate::fingerprint::DEFAULT_LANE_DISTANCE,
+    /// Whether the rule sees no words in a document: its sketch is empty (Jaccard rule) or
+    /// its fingerprint is all zero (distance rule).
+    pub fn wordless(&self, s: &Signature) -> bool {
+        match self {
+            Rule::Jaccard(_) => s.sketch.is_empty(),
+            Rule::Distance(_) => s.fingerprint == [0; LANES],
         }
+    }
+
+    /// The banding whose band keys find the rule's candidates: for a Jaccard rule, the
+    /// one that makes nearly every pair at the threshold a candidate
+    /// ([`Banding::for_threshold`]); a distance rule finds its candidates in the
+    /// fingerprints' lanes instead, and keeps the default threshold's banding.
+    pub fn banding(&self) -> Banding {
+        match *self {
+            Rule::Jaccard(t) => Banding::for_threshold(t),
+            Rule::Distance(_) => Banding::for_threshold(Threshold::default()),
+        }
+    }
+
+    /// The near-duplicates of `query` among `candidates` (ids with their signatures, as an
+    /// online index finds them), most similar first, then by id: what the online corpus
+    /// and the service answer.
+    pub fn matches(
+        &self,
+        query: &Signature,
+        candidates: impl IntoIterator<Item = (u64, Signature)>,
+    ) -> Vec<(u64, Match)> {
+        let mut out: Vec<(u64, Match)> = candidates
+            .into_iter()
+            .filter_map(|(id, s)| self.decide(query, &s).map(|m| (id, m)))
+            .collect();
+        out.sort_by(|(i, a), (j, b)| {
+            b.similarity
+                .total_cmp(&a.similarity)
+                .then(a.distance.cmp(&b.distance))
+                .then(i.cmp(j))
+        });
+        out
     }
 
     /// Whether a pair this near (of different texts, both with words) is a near-duplicate.
@@ -101,40 +128,87 @@ impl Rule {
     }
 }
 
-/// What neardup keeps of a document to decide near-duplicates: 168 bytes.
+/// What neardup keeps of a document to decide near-duplicates: 248 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Signature {
-    /// The 256-bit fingerprint ([`Fingerprinter::fingerprint_wide`]): candidates.
+    /// The 256-bit fingerprint ([`Fingerprinter::fingerprint_wide`]): the distance.
     pub fingerprint: Wide,
     /// The Jaccard sketch of the word 5-shingle set ([`Sketch::of_text`]): the decision.
     pub sketch: Sketch,
+    /// The sketch's band keys ([`Sketch::of_text_with_bands`]): the candidates.
+    pub bands: BandKeys,
     /// xxh3-64 of the text's bytes: exact copies.
     pub text_hash: u64,
 }
 
 impl Signature {
     /// Bytes of [`Signature::to_bytes`].
-    pub const BYTES: usize = 8 * LANES + jaccard::BYTES + 8;
+    pub const BYTES: usize = 8 * LANES + jaccard::BYTES + 4 * BANDS + 8;
 
-    /// The signature of `text`, its fingerprint from `fingerprinter`.
-    pub fn of_text(fingerprinter: &Fingerprinter, text: &str) -> Signature {
+    /// The signature of `text`, its fingerprint from `fingerprinter`, its band keys under
+    /// `banding`.
+    pub fn of_text(fingerprinter: &Fingerprinter, banding: Banding, text: &str) -> Signature {
         Signature {
             fingerprint: fingerprinter.fingerprint_wide(text),
-            sketch: Sketch::of_text(text),
+            ..Signature::without_fingerprint(banding, text)
+        }
+    }
+
+    /// The signature of `text` but its simhash fingerprint, left all zero: enough to
+    /// find its candidates and decide by Jaccard; only the distance needs the fingerprint.
+    pub fn without_fingerprint(banding: Banding, text: &str) -> Signature {
+        let (sketch, bands) = Sketch::of_text_with_bands(text, banding);
+        Signature {
+            fingerprint: [0; LANES],
+            sketch,
+            bands,
             text_hash: xxh3_64(text.as_bytes()),
         }
     }
 
-    /// Whether the text had no words (fingerprint all zero).
-    pub fn is_wordless(&self) -> bool {
-        self.fingerprint == [0; LANES]
+    /// The paragraphs of `text` (as [`Fingerprinter::paragraphs`] splits them: blank
+    /// lines and HTML block tags, short ones merged), each with its byte span and its
+    /// signature.
+    pub fn paragraphs(
+        fingerprinter: &Fingerprinter,
+        banding: Banding,
+        text: &str,
+    ) -> Vec<(std::ops::Range<usize>, Signature)> {
+        fingerprinter
+            .paragraph_spans(text)
+            .into_iter()
+            .map(|span| {
+                let sig = Signature::of_text(fingerprinter, banding, &text[span.clone()]);
+                (span, sig)
+            })
+            .collect()
+    }
+
+    /// The keys an online index files the document under: its band keys, or for a text
+    /// without words (no band keys), a key from its text hash in the first band, so that
+    /// its copies are its candidates (and nothing else but by a 2^-32 chance, which the
+    /// decision then rejects).
+    pub fn index_keys(&self) -> BandKeys {
+        if self.bands != [0; BANDS] {
+            return self.bands;
+        }
+        let mut keys = [0; BANDS];
+        keys[0] = ((self.text_hash >> 32) as u32 ^ self.text_hash as u32).max(1);
+        keys
+    }
+
+    /// Whether the two are signatures of the same text (as far as 64-bit text hashes
+    /// and sketches tell).
+    pub fn same_text(&self, other: &Signature) -> bool {
+        self.text_hash == other.text_hash
+            && self.sketch == other.sketch
+            && self.fingerprint == other.fingerprint
     }
 
     /// The similarity of the sketches (1 for the same text) and the fingerprints' distance.
     pub fn compare(&self, other: &Signature) -> Match {
-        let same = self.text_hash == other.text_hash && self.fingerprint == other.fingerprint;
         Match {
-            similarity: if same {
+            similarity: if self.same_text(other) {
                 1.0
             } else {
                 self.sketch.similarity(&other.sketch) as f32
@@ -143,36 +217,41 @@ impl Signature {
         }
     }
 
-    /// The signature as bytes: the fingerprint's lanes, the sketch, the text hash, all
-    /// little-endian.
+    /// The signature as bytes: the fingerprint's lanes, the sketch, the band keys, the
+    /// text hash, all little-endian.
     pub fn to_bytes(&self) -> [u8; Signature::BYTES] {
         let mut out = [0u8; Signature::BYTES];
-        for (chunk, lane) in out.chunks_exact_mut(8).zip(&self.fingerprint) {
+        let (lanes, rest) = out.split_at_mut(8 * LANES);
+        for (chunk, lane) in lanes.chunks_exact_mut(8).zip(&self.fingerprint) {
             chunk.copy_from_slice(&lane.to_le_bytes());
         }
-        out[8 * LANES..8 * LANES + jaccard::BYTES].copy_from_slice(&self.sketch.to_bytes());
-        out[Signature::BYTES - 8..].copy_from_slice(&self.text_hash.to_le_bytes());
+        let (sketch, rest) = rest.split_at_mut(jaccard::BYTES);
+        sketch.copy_from_slice(&self.sketch.to_bytes());
+        let (bands, text_hash) = rest.split_at_mut(4 * BANDS);
+        for (chunk, key) in bands.chunks_exact_mut(4).zip(&self.bands) {
+            chunk.copy_from_slice(&key.to_le_bytes());
+        }
+        text_hash.copy_from_slice(&self.text_hash.to_le_bytes());
         out
     }
 
     /// The signature [`Signature::to_bytes`] wrote.
     pub fn from_bytes(bytes: &[u8; Signature::BYTES]) -> Signature {
-        let word = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&bytes[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
-        let mut fingerprint = [0u64; LANES];
-        for (lane, fp) in fingerprint.iter_mut().enumerate() {
-            *fp = word(8 * lane);
+        let (lanes, rest) = bytes.split_at(8 * LANES);
+        let (sketch, rest) = rest.split_at(jaccard::BYTES);
+        let (bands, text_hash) = rest.split_at(4 * BANDS);
+        let mut out = Signature::default();
+        for (fp, chunk) in out.fingerprint.iter_mut().zip(lanes.chunks_exact(8)) {
+            *fp = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
         }
-        let mut sketch = [0u8; jaccard::BYTES];
-        sketch.copy_from_slice(&bytes[8 * LANES..8 * LANES + jaccard::BYTES]);
-        Signature {
-            fingerprint,
-            sketch: Sketch::from_bytes(&sketch),
-            text_hash: word(Signature::BYTES - 8),
+        let mut s = [0u8; jaccard::BYTES];
+        s.copy_from_slice(sketch);
+        out.sketch = Sketch::from_bytes(&s);
+        for (key, chunk) in out.bands.iter_mut().zip(bands.chunks_exact(4)) {
+            *key = u32::from_le_bytes(chunk.try_into().unwrap_or_default());
         }
+        out.text_hash = u64::from_le_bytes(text_hash.try_into().unwrap_or_default());
+        out
     }
 }
 
@@ -185,9 +264,18 @@ mod tests {
         let fp = Fingerprinter::default();
         let a = "The committee met on Tuesday to review the budget for the coming year, and agreed to repair the roof of the reading room before the storms.";
         let b = a.replace("Tuesday", "Wednesday");
-        let (sa, sb) = (Signature::of_text(&fp, a), Signature::of_text(&fp, &b));
-        assert_eq!(Signature::from_bytes(&sa.to_bytes()), sa);
         let rule = Rule::Jaccard(Threshold::new(0.5).unwrap());
+        let of = |t: &str| Signature::of_text(&fp, rule.banding(), t);
+        let (sa, sb) = (of(a), of(&b));
+        assert_eq!(Signature::from_bytes(&sa.to_bytes()), sa);
+        // Band keys of the same banding agree where the bins do: these texts share most.
+        let agree = sa
+            .bands
+            .iter()
+            .zip(&sb.bands)
+            .filter(|(x, y)| x == y)
+            .count();
+        assert!(agree > 0 && agree < BANDS, "{agree}");
         let m = rule.decide(&sa, &sb).unwrap();
         assert!(m.similarity > 0.5 && m.similarity < 1.0 && m.distance > 0);
         assert_eq!(rule.decide(&sa, &sa).map(|m| m.similarity), Some(1.0));
@@ -197,34 +285,12 @@ mod tests {
         assert!(Rule::Distance(m.distance).decide(&sa, &sb).is_some());
         assert!(Rule::Distance(m.distance - 1).decide(&sa, &sb).is_none());
         // Texts without words match their own copies only.
-        let (x, y) = (
-            Signature::of_text(&fp, "!!!"),
-            Signature::of_text(&fp, "???"),
-        );
-        assert!(x.is_wordless() && y.is_wordless());
+        let (x, y) = (of("!!!"), of("???"));
+        assert!(rule.wordless(&x) && rule.wordless(&y) && !rule.wordless(&sa));
+        assert!(Rule::Distance(3).wordless(&x));
         assert!(rule.decide(&x, &y).is_none());
         assert!(rule.decide(&x, &x).is_some());
         assert!(rule.decide(&x, &sa).is_none());
-    }
-
-    #[test]
-    fn lane_distances_follow_the_threshold() {
-        let at = |t: f64| Rule::Jaccard(Threshold::new(t).unwrap()).lane_distance();
-        assert_eq!(
-            [
-                at(1.0),
-                at(0.9),
-                at(0.85),
-                at(0.8),
-                at(0.75),
-                at(0.7),
-                at(0.6),
-                at(0.5),
-                at(0.1)
-            ],
-            [6, 7, 8, 8, 9, 9, 10, 11, 12]
-        );
-        assert_eq!(Rule::Distance(40).lane_distance(), 8);
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub enum Error {
     /// A Jaccard threshold outside (0, 1].
     #[error("threshold must be a Jaccard similarity above 0 and at most 1, got {0}")]
     InvalidThreshold(f64),
+    /// Rows per band of a sketch's band keys outside 1 to 25.
+    #[error("rows per band must be 1 to 25, got {0}")]
+    InvalidRows(usize),
     /// Per-document inputs of different lengths.
     #[error("{fingerprints} fingerprints but {hashes} text hashes")]
     LengthMismatch {
@@ -83,6 +86,14 @@ pub enum Error {
         fingerprints: usize,
         /// Text hashes given.
         hashes: usize,
+    },
+    /// An edge of the near-duplicate graph names a node that is not there.
+    #[error("an edge names node {node}, but there are {nodes} nodes")]
+    UnknownNode {
+        /// The node named.
+        node: u32,
+        /// Nodes given.
+        nodes: usize,
     },
 }
 

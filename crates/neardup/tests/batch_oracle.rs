@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 use common::*;
 use neardup::batch::{
     self, Cluster, Dedup, Distinct, Indexed, IndexedPair, Keep, Matcher, Member, Options, Pair,
-    Rule, WideMatcher,
+    Rule, Source, WideMatcher,
 };
 use neardup::fingerprint::{Wide, LANES};
-use neardup::jaccard::{Sketch, Threshold};
+use neardup::jaccard::{BandKeys, Banding, Sketch, Threshold, BANDS};
 use neardup::tables::{num_tables, Layout};
 use proptest::prelude::*;
 
@@ -366,7 +366,43 @@ struct TestDoc {
     wide: Wide,
     text: u64,
     sketch: Sketch,
+    /// Band keys of the sketch's set at two rows per band.
+    bands: BandKeys,
     len: u32,
+}
+
+/// Where the oracle's candidates come from: lanes within `k` bits, or band keys.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    Lanes(u32),
+    Bands,
+}
+
+fn sources() -> impl Strategy<Value = Src> {
+    prop_oneof![(0u32..5).prop_map(Src::Lanes), Just(Src::Bands)]
+}
+
+/// The rows per band of the test documents' keys: few, so that similar sets agree often.
+fn test_banding() -> Banding {
+    Banding::new(2).unwrap()
+}
+
+/// `batch::dedup` over the test documents, with candidates from `src`.
+fn run_dedup(docs: &[TestDoc], src: Src, options: &Options) -> Dedup {
+    let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
+    let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
+    let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
+    let bands: Vec<BandKeys> = docs.iter().map(|d| d.bands).collect();
+    let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
+    let matcher;
+    let source = match src {
+        Src::Lanes(k) => {
+            matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
+            Source::Lanes(&matcher)
+        }
+        Src::Bands => Source::Bands(&bands),
+    };
+    batch::dedup(&wides, &texts, &lens, &sketches, source, options).unwrap()
 }
 
 /// Documents built to sit on both sides of every decision: fingerprints from
@@ -394,17 +430,19 @@ fn test_docs() -> impl Strategy<Value = Vec<TestDoc>> {
                     .wrapping_add(1442695040888963407);
                 *x = r;
             }
-            Sketch::from_hashes(v)
+            Sketch::with_bands(v, test_banding())
         };
         let mut docs: Vec<TestDoc> = fps
             .iter()
             .enumerate()
             .map(|(i, &wide)| {
                 let (base, replaced) = sketches[i % sketches.len()];
+                let (sketch, bands) = set(base, replaced);
                 TestDoc {
                     wide,
                     text: 100 + i as u64,
-                    sketch: set(base, replaced),
+                    sketch,
+                    bands,
                     len: lens[i % lens.len()],
                 }
             })
@@ -421,9 +459,11 @@ fn test_docs() -> impl Strategy<Value = Vec<TestDoc>> {
                     // Another text with the same fingerprint.
                     let d = docs[i % docs.len()];
                     let (base, replaced) = sketches[(i + 1) % sketches.len()];
+                    let (sketch, bands) = set(base, replaced);
                     docs.push(TestDoc {
                         text: 1000 + i as u64,
-                        sketch: set(base, replaced),
+                        sketch,
+                        bands,
                         len,
                         ..d
                     });
@@ -432,6 +472,7 @@ fn test_docs() -> impl Strategy<Value = Vec<TestDoc>> {
                     wide: [0; LANES],
                     text,
                     sketch: Sketch::EMPTY,
+                    bands: [0; BANDS],
                     len,
                 }),
             }
@@ -442,10 +483,13 @@ fn test_docs() -> impl Strategy<Value = Vec<TestDoc>> {
 
 /// The decision of `batch::dedup`, written the slow and obvious way: over documents, not
 /// nodes; every pair checked.
-fn oracle_dedup(docs: &[TestDoc], k: u32, options: &Options) -> Dedup {
+fn oracle_dedup(docs: &[TestDoc], src: Src, options: &Options) -> Dedup {
     let n = docs.len();
     let same = |a: usize, b: usize| docs[a].text == docs[b].text && docs[a].wide == docs[b].wide;
-    let wordless = |a: usize| docs[a].wide == [0; LANES];
+    let wordless = |a: usize| match src {
+        Src::Lanes(_) => docs[a].wide == [0; LANES],
+        Src::Bands => docs[a].bands == [0; BANDS],
+    };
     let sim = |a: usize, b: usize| {
         if same(a, b) {
             1.0
@@ -458,7 +502,12 @@ fn oracle_dedup(docs: &[TestDoc], k: u32, options: &Options) -> Dedup {
         !same(a, b)
             && !wordless(a)
             && !wordless(b)
-            && (0..LANES).any(|l| (docs[a].wide[l] ^ docs[b].wide[l]).count_ones() <= k)
+            && match src {
+                Src::Lanes(k) => {
+                    (0..LANES).any(|l| (docs[a].wide[l] ^ docs[b].wide[l]).count_ones() <= k)
+                }
+                Src::Bands => (0..BANDS).any(|j| docs[a].bands[j] == docs[b].bands[j]),
+            }
     };
     let near = |a: usize, b: usize| {
         same(a, b)
@@ -591,46 +640,21 @@ fn options() -> impl Strategy<Value = Options> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
-    /// Candidates, verification and assignment against the slow oracle, with every rule,
-    /// keep, closure and pairs setting.
+    /// Candidates, verification and assignment against the slow oracle, with either
+    /// source of candidates and every rule, keep, closure and pairs setting.
     #[test]
-    fn dedup_matches_oracle(docs in test_docs(), k in 0u32..5, options in options()) {
-        let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
-        let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
-        let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
-        let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
-        let matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
-        let got = batch::dedup(&wides, &texts, &lens, &sketches, &matcher, &options).unwrap();
-        prop_assert_eq!(&got, &oracle_dedup(&docs, k, &options));
-    }
-
-    /// Candidates of a larger lane distance, narrowed, decide as those of the smaller.
-    #[test]
-    fn narrowed_candidates_decide_alike(docs in test_docs(), k in 0u32..4, options in options()) {
-        let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
-        let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
-        let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
-        let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
-        let wide = WideMatcher::new(Layout::new(k as usize + 2, k + 1).unwrap(), 0);
-        let narrow = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
-        let got = batch::candidates(&wides, &texts, &wide).unwrap().within(&wides, k);
-        let got = batch::resolve(&got, &wides, &lens, |d| sketches[d as usize], &options);
-        let want = batch::dedup(&wides, &texts, &lens, &sketches, &narrow, &options).unwrap();
-        prop_assert_eq!(got, want);
+    fn dedup_matches_oracle(docs in test_docs(), src in sources(), options in options()) {
+        let got = run_dedup(&docs, src, &options);
+        prop_assert_eq!(&got, &oracle_dedup(&docs, src, &options));
     }
 
     /// Without chaining, a removed document is a near-duplicate of the document kept for
     /// it, and no two kept documents are near-duplicates of each other.
     #[test]
-    fn no_chaining(docs in test_docs(), k in 0u32..5, t in 0.3f64..0.95) {
-        let wides: Vec<Wide> = docs.iter().map(|d| d.wide).collect();
-        let texts: Vec<u64> = docs.iter().map(|d| d.text).collect();
-        let sketches: Vec<Sketch> = docs.iter().map(|d| d.sketch).collect();
-        let lens: Vec<u32> = docs.iter().map(|d| d.len).collect();
-        let matcher = WideMatcher::new(Layout::new(k as usize + 1, k).unwrap(), 0);
+    fn no_chaining(docs in test_docs(), src in sources(), t in 0.3f64..0.95) {
         let threshold = Threshold::new(t).unwrap();
         let options = Options { rule: Rule::Jaccard(threshold), pairs: true, ..Options::default() };
-        let got = batch::dedup(&wides, &texts, &lens, &sketches, &matcher, &options).unwrap();
+        let got = run_dedup(&docs, src, &options);
         let near: BTreeSet<(u32, u32)> = got.pairs.iter().map(|p| (p.a, p.b)).collect();
         let mut removed = BTreeSet::new();
         for c in &got.clusters {
@@ -653,7 +677,14 @@ proptest! {
 fn dedup_rejects_mismatched_lengths() {
     let matcher = WideMatcher::new(Layout::new(4, 3).unwrap(), 40);
     assert_eq!(
-        batch::candidates(&[[1; LANES]], &[], &matcher).map(|c| c.len()),
+        batch::candidates(&[[1; LANES]], &[], Source::Lanes(&matcher)).map(|c| c.len()),
+        Err(neardup::Error::LengthMismatch {
+            fingerprints: 1,
+            hashes: 0
+        })
+    );
+    assert_eq!(
+        batch::candidates(&[[1; LANES]], &[7], Source::Bands(&[])).map(|c| c.len()),
         Err(neardup::Error::LengthMismatch {
             fingerprints: 1,
             hashes: 0

@@ -12,6 +12,7 @@
 //! the distinct fingerprints, one permuted copy and one radix scratch buffer (24 bytes per
 //! fingerprint), whatever the number of tables or threads; pairs stream to a sink.
 
+mod bands;
 mod dedup;
 pub mod planner;
 pub(crate) mod radix;
@@ -23,7 +24,11 @@ use std::sync::Arc;
 pub use crate::decide::{Keep, Rule};
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, PermuteJob};
-pub use dedup::{candidates, dedup, resolve, Candidates, Cluster, Dedup, Member, Options, Pair};
+pub use bands::band_candidates;
+pub use dedup::{
+    assign, candidates, dedup, measure, resolve, verify, Candidates, Cluster, Dedup, Edge, Link,
+    Member, Options, Pair, Rank, Source,
+};
 use radix::Keyed;
 pub use union_find::UnionFind;
 pub use wide::{wide_distance, WideMatcher};

@@ -239,11 +239,13 @@ pub(super) struct Packed {
 }
 
 impl Packed {
-    pub(super) fn new(values: &[u64]) -> Packed {
-        let max = values.iter().copied().max().unwrap_or(0);
+    /// `len` values `value(i)`, none above `max`, without a vector of them first.
+    pub(super) fn from_fn(len: usize, max: u64, value: impl Fn(usize) -> u64) -> Packed {
         let bits = (u64::BITS - max.leading_zeros()).max(1);
-        let mut words = vec![0u64; (values.len() * bits as usize).div_ceil(64) + 1];
-        for (i, &v) in values.iter().enumerate() {
+        let mut words = vec![0u64; (len * bits as usize).div_ceil(64) + 1];
+        for i in 0..len {
+            let v = value(i);
+            debug_assert!(v <= max);
             let at = i * bits as usize;
             let (w, o) = (at / 64, (at % 64) as u32);
             words[w] |= v << o;
@@ -251,11 +253,12 @@ impl Packed {
                 words[w + 1] |= v >> (64 - o);
             }
         }
-        Packed {
-            bits,
-            len: values.len(),
-            words,
-        }
+        Packed { bits, len, words }
+    }
+
+    pub(super) fn new(values: &[u64]) -> Packed {
+        let max = values.iter().copied().max().unwrap_or(0);
+        Packed::from_fn(values.len(), max, |i| values[i])
     }
 
     #[inline]

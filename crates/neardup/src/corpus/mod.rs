@@ -32,11 +32,13 @@ use crate::batch::radix::{self, Keyed};
 use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, Table};
 
-mod lanes;
+mod bands;
+mod documents;
 mod level;
 mod main_part;
 
-pub use lanes::{Lanes, LanesReader};
+pub use bands::{BandIndex, BandIndexReader};
+pub use documents::Documents;
 
 use level::{level_dir, run_level, Level};
 use main_part::{prefetch, Index, Main, Packed, IMPLIED};

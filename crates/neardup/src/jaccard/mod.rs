@@ -24,7 +24,7 @@
 mod sketch;
 mod words;
 
-pub use sketch::{Sketch, BINS, BITS, BYTES};
+pub use sketch::{BandKeys, Banding, Sketch, BANDS, BINS, BITS, BYTES};
 pub use words::{is_word_char, shingle_hashes, shingle_set, word_hashes, SHINGLE};
 
 use crate::error::{Error, Result};

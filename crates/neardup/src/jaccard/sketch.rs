@@ -12,11 +12,29 @@
 //! On the natural corpus's candidate pairs, the estimate's error has a root mean square of
 //! 0.021 for pairs with J between 0.6 and 0.95 (docs/dedup.md), and two bits in 512 bins
 //! measured better than one bit in 1,024 or eight bits in 128 at the same size.
+//!
+//! The same bins, before they are cut to two bits, find candidates: [`BANDS`] bands of
+//! `r` consecutive bins each get a 32-bit key ([`BandKeys`]), and two sets whose keys
+//! agree in some band are candidates (locality-sensitive hashing, Indyk and Motwani 1998;
+//! the banding of Leskovec, Rajaraman and Ullman's *Mining of Massive Datasets*, ch. 3).
+//! A pair of similarity J agrees in a band with probability J^r, so in some band with
+//! probability `1 − (1 − J^r)^BANDS`: [`Banding::for_threshold`] picks the `r` that makes
+//! that at least 0.9995 at the threshold.
 
 use super::words::fmix64;
 
 /// Bins of a sketch.
 pub const BINS: usize = 512;
+/// Bands of bins that give a sketch's [`BandKeys`].
+pub const BANDS: usize = 20;
+/// The key of each band of a set's bins: sets whose keys agree in some band are
+/// candidates. All zero for the empty set.
+pub type BandKeys = [u32; BANDS];
+/// Most bins a band may hold.
+const MAX_ROWS: usize = 25;
+const _: () = assert!(BANDS * MAX_ROWS <= BINS, "bands must fit in the bins");
+/// The least probability of a pair at the threshold to agree in some band.
+const BAND_RECALL: f64 = 0.9995;
 /// Bits kept per bin.
 pub const BITS: usize = 2;
 /// Bytes of a sketch.
@@ -98,12 +116,12 @@ static WALKS: [Walk; BINS] = {
     walks
 };
 
-/// The code of a bin: [`BITS`] bits of a hash of the minimum it holds and of `tag`: 0 for
-/// its own minimum, one more than the step of the walk for a borrowed one, so a borrowed
-/// code is not a copy of its source's.
+/// The value of a bin: a hash of the minimum it holds and of `tag`: 0 for its own
+/// minimum, one more than the step of the walk for a borrowed one, so a borrowed value is
+/// not a copy of its source's. The sketch keeps its top [`BITS`] bits.
 #[inline]
-fn code(min: u64, tag: u64) -> u64 {
-    fmix64(min ^ tag.wrapping_mul(0xD6E8_FEB8_6659_FD93)) >> (64 - BITS)
+fn value(min: u64, tag: u64) -> u64 {
+    fmix64(min ^ tag.wrapping_mul(0xD6E8_FEB8_6659_FD93))
 }
 
 impl Sketch {
@@ -113,37 +131,28 @@ impl Sketch {
     /// The sketch of the set of `hashes` (repeats do not matter). The hashes must already
     /// be uniform 64-bit values, as [`super::shingle_hashes`] gives.
     pub fn from_hashes(hashes: impl IntoIterator<Item = u64>) -> Sketch {
-        let mut mins = [EMPTY; BINS];
-        let mut any = false;
-        for h in hashes {
-            let bin = (h >> (64 - BIN_BITS)) as usize;
-            let rank = h & RANK_MASK;
-            if rank < mins[bin] {
-                mins[bin] = rank;
-            }
-            any = true;
+        match Bins::of(hashes) {
+            Some(bins) => bins.sketch(),
+            None => Sketch::EMPTY,
         }
-        if !any {
-            return Sketch::EMPTY;
+    }
+
+    /// The sketch of the set of `hashes` and its band keys under `banding`.
+    pub fn with_bands(
+        hashes: impl IntoIterator<Item = u64>,
+        banding: Banding,
+    ) -> (Sketch, BandKeys) {
+        match Bins::of(hashes) {
+            Some(bins) => (bins.sketch(), bins.band_keys(banding)),
+            None => (Sketch::EMPTY, [0; BANDS]),
         }
-        let filled: Vec<u16> = (0..BINS as u16)
-            .filter(|&b| mins[b as usize] != EMPTY)
-            .collect();
-        let mut sketch = Sketch::EMPTY;
-        for (i, walk) in WALKS.iter().enumerate() {
-            let c = if mins[i] != EMPTY {
-                code(mins[i], 0)
-            } else {
-                let (bin, step) = borrow(walk, &mins, &filled);
-                code(mins[bin], step + 1)
-            };
-            sketch.codes[i / PER_WORD] |= c << (BITS * (i % PER_WORD));
-        }
-        if sketch == Sketch::EMPTY {
-            // All codes zero by chance (probability 4^-512): keep it apart from the empty set.
-            sketch.codes[0] = 1;
-        }
-        sketch
+    }
+
+    /// The sketch of `text`'s word 5-shingle set and its band keys under `banding`.
+    pub fn of_text_with_bands(text: &str, banding: Banding) -> (Sketch, BandKeys) {
+        let mut hashes = Vec::with_capacity(text.len() / 6 + 1);
+        super::shingle_hashes(text, |h| hashes.push(h));
+        Sketch::with_bands(hashes, banding)
     }
 
     /// The sketch of `text`'s word 5-shingle set ([`super::shingle_hashes`]).
@@ -205,6 +214,109 @@ impl Sketch {
             *w = u64::from_le_bytes(b);
         }
         Sketch { codes }
+    }
+}
+
+/// How many bins each band of [`BandKeys`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Banding {
+    rows: u8,
+}
+
+impl Banding {
+    /// `rows` bins per band; an error unless `1 ≤ rows ≤ 25`.
+    pub fn new(rows: usize) -> crate::Result<Banding> {
+        if (1..=MAX_ROWS).contains(&rows) {
+            Ok(Banding { rows: rows as u8 })
+        } else {
+            Err(crate::Error::InvalidRows(rows))
+        }
+    }
+
+    /// The most rows per band at which a pair of similarity `t` agrees in some band with
+    /// probability at least 0.9995 (one row when none does): 5 at 0.8, 3 at 0.7, 10 at
+    /// 0.9. More rows make fewer candidates of low similarity.
+    pub fn for_threshold(t: super::Threshold) -> Banding {
+        let rows = (1..=MAX_ROWS)
+            .rev()
+            .find(|&r| Banding { rows: r as u8 }.probability(t.get()) >= BAND_RECALL)
+            .unwrap_or(1);
+        Banding { rows: rows as u8 }
+    }
+
+    /// Bins per band.
+    pub fn rows(self) -> usize {
+        usize::from(self.rows)
+    }
+
+    /// The probability that two sets of Jaccard similarity `j` agree in some band (their
+    /// bins taken as independent): `1 − (1 − j^r)^BANDS`.
+    pub fn probability(self, j: f64) -> f64 {
+        1.0 - (1.0 - j.powi(i32::from(self.rows))).powi(BANDS as i32)
+    }
+}
+
+/// A set's bins after densification: per bin, a 64-bit hash of the minimum it holds (its
+/// own or borrowed) and of how it got it.
+struct Bins([u64; BINS]);
+
+impl Bins {
+    /// The bins of the set of `hashes`; `None` for the empty set.
+    fn of(hashes: impl IntoIterator<Item = u64>) -> Option<Bins> {
+        let mut mins = [EMPTY; BINS];
+        let mut any = false;
+        for h in hashes {
+            let bin = (h >> (64 - BIN_BITS)) as usize;
+            let rank = h & RANK_MASK;
+            if rank < mins[bin] {
+                mins[bin] = rank;
+            }
+            any = true;
+        }
+        if !any {
+            return None;
+        }
+        let filled: Vec<u16> = (0..BINS as u16)
+            .filter(|&b| mins[b as usize] != EMPTY)
+            .collect();
+        let mut values = [0u64; BINS];
+        for (i, (walk, v)) in WALKS.iter().zip(&mut values).enumerate() {
+            *v = if mins[i] != EMPTY {
+                value(mins[i], 0)
+            } else {
+                let (bin, step) = borrow(walk, &mins, &filled);
+                value(mins[bin], step + 1)
+            };
+        }
+        Some(Bins(values))
+    }
+
+    /// The sketch: the top [`BITS`] bits of each bin.
+    fn sketch(&self) -> Sketch {
+        let mut sketch = Sketch::EMPTY;
+        for (i, v) in self.0.iter().enumerate() {
+            sketch.codes[i / PER_WORD] |= (v >> (64 - BITS)) << (BITS * (i % PER_WORD));
+        }
+        if sketch == Sketch::EMPTY {
+            // All codes zero by chance (probability 4^-512): keep it apart from the empty set.
+            sketch.codes[0] = 1;
+        }
+        sketch
+    }
+
+    /// Band `j`'s key is a hash of bins `j·r .. (j+1)·r`, all 64 bits of each.
+    fn band_keys(&self, banding: Banding) -> BandKeys {
+        let r = banding.rows();
+        let mut keys = [0u32; BANDS];
+        for (j, key) in keys.iter_mut().enumerate() {
+            let mut h = (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            for &v in &self.0[j * r..(j + 1) * r] {
+                h = fmix64(h.rotate_left(29) ^ v);
+            }
+            // Zero is the empty set's key.
+            *key = ((h >> 32) as u32).max(1);
+        }
+        keys
     }
 }
 
@@ -323,6 +435,83 @@ mod tests {
             }
             let bias = total / trials as f64;
             assert!(bias.abs() < 0.01 + sd / 2.0, "J {j:.3}: bias {bias:.4}");
+        }
+    }
+
+    #[test]
+    fn banding_follows_the_threshold() {
+        let rows = |t: f64| Banding::for_threshold(super::super::Threshold::new(t).unwrap()).rows();
+        assert_eq!(
+            [
+                rows(0.5),
+                rows(0.6),
+                rows(0.7),
+                rows(0.8),
+                rows(0.9),
+                rows(1.0)
+            ],
+            [1, 2, 3, 5, 10, MAX_ROWS]
+        );
+        // The rows chosen are the most that keep the recall at the threshold.
+        for t in [0.55, 0.65, 0.75, 0.8, 0.85, 0.95] {
+            let r = rows(t);
+            assert!(
+                Banding::new(r).unwrap().probability(t) >= BAND_RECALL,
+                "{t}"
+            );
+            assert!(
+                Banding::new(r + 1).unwrap().probability(t) < BAND_RECALL,
+                "{t}"
+            );
+        }
+        assert!(Banding::new(0).is_err() && Banding::new(MAX_ROWS + 1).is_err());
+    }
+
+    #[test]
+    fn band_keys_of_equal_and_empty_sets() {
+        let banding = Banding::new(5).unwrap();
+        let (a, _) = pair(3, 200, 0);
+        let (s, keys) = Sketch::with_bands(a.iter().copied(), banding);
+        assert_eq!(s, Sketch::from_hashes(a.iter().copied()));
+        let mut rev = a.clone();
+        rev.reverse();
+        assert_eq!(Sketch::with_bands(rev, banding).1, keys);
+        assert!(keys.iter().all(|&k| k != 0));
+        assert_eq!(Sketch::with_bands([], banding), (Sketch::EMPTY, [0; BANDS]));
+        // Bands are keyed apart: equal bins in two bands do not make equal keys.
+        let mut distinct = keys.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), BANDS);
+    }
+
+    /// A band's keys agree with probability J^r: over many pairs of each similarity, the
+    /// share of agreeing bands stays within five standard deviations of it.
+    #[test]
+    fn bands_agree_with_probability_j_to_the_rows() {
+        let mut seed = 11;
+        for (rows, shared, only) in [(5, 800, 50), (5, 600, 100), (3, 300, 100), (10, 900, 25)] {
+            let banding = Banding::new(rows).unwrap();
+            let j = shared as f64 / (shared + 2 * only) as f64;
+            let p = j.powi(rows as i32);
+            let trials = 200;
+            let mut agree = 0;
+            for _ in 0..trials {
+                seed += 1;
+                let (a, b) = pair(seed * 104_729, shared, only);
+                let (ka, kb) = (
+                    Sketch::with_bands(a, banding).1,
+                    Sketch::with_bands(b, banding).1,
+                );
+                agree += ka.iter().zip(&kb).filter(|(x, y)| x == y).count();
+            }
+            let n = (trials * BANDS) as f64;
+            let share = agree as f64 / n;
+            let sd = (p * (1.0 - p) / n).sqrt();
+            assert!(
+                (share - p).abs() <= 5.0 * sd,
+                "r {rows}, J {j:.3}: bands agree {share:.4}, expected {p:.4} ± {sd:.4}"
+            );
         }
     }
 

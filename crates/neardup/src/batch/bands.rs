@@ -1,0 +1,120 @@
+//! Candidate pairs from band keys ([`crate::jaccard::BandKeys`]): documents whose keys
+//! agree in at least one band.
+//!
+//! Per band, the (key, document) pairs are radix-sorted and each run of equal keys gives
+//! its pairs. A pair agreeing in several bands is reported from the first of them only,
+//! which a look at the two documents' earlier keys tells, so no set of seen pairs is kept.
+//! Memory: 16 bytes a document for the band being sorted, plus the pairs.
+
+use super::radix;
+use crate::error::Error;
+use crate::jaccard::{BandKeys, BANDS};
+
+/// Calls `sink(a, b)`, `a < b`, once for every pair of documents `0..n` whose
+/// [`BandKeys`] agree in some band, band by band, each band's pairs in a fixed order.
+/// A key of zero (the empty set's) agrees with nothing. Stops at the first error of
+/// `sink`.
+pub fn band_candidates<'a, E: From<Error>>(
+    n: usize,
+    keys: impl Fn(usize) -> &'a BandKeys + Sync,
+    mut sink: impl FnMut(usize, usize) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    if n >= u32::MAX as usize {
+        return Err(Error::TooManyFingerprints {
+            got: n,
+            max: u32::MAX as usize - 1,
+        }
+        .into());
+    }
+    let mut entries: Vec<u64> = Vec::with_capacity(n);
+    let mut scratch: Vec<u64> = Vec::with_capacity(n);
+    for band in 0..BANDS {
+        entries.clear();
+        entries.extend(
+            (0..n)
+                .filter(|&i| keys(i)[band] != 0)
+                .map(|i| u64::from(keys(i)[band]) << 32 | i as u64),
+        );
+        scratch.clear();
+        scratch.resize(entries.len(), 0);
+        // Stable: a run lists its documents in increasing order.
+        radix::sort(&mut entries, &mut scratch);
+        let mut start = 0;
+        while start < entries.len() {
+            let key = entries[start] >> 32;
+            let end = start
+                + entries[start..]
+                    .iter()
+                    .position(|&e| e >> 32 != key)
+                    .unwrap_or(entries.len() - start);
+            let run = &entries[start..end];
+            for (i, &x) in run.iter().enumerate() {
+                let a = (x & u64::from(u32::MAX)) as usize;
+                let ka = keys(a);
+                for &y in &run[i + 1..] {
+                    let b = (y & u64::from(u32::MAX)) as usize;
+                    let kb = keys(b);
+                    // An earlier band reported this pair already.
+                    if (0..band).any(|j| ka[j] == kb[j] && ka[j] != 0) {
+                        continue;
+                    }
+                    sink(a, b)?;
+                }
+            }
+            start = end;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Result;
+    use proptest::prelude::*;
+
+    /// Every pair agreeing in some nonzero band, by brute force.
+    fn oracle(keys: &[BandKeys]) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for a in 0..keys.len() {
+            for b in a + 1..keys.len() {
+                if (0..BANDS).any(|j| keys[a][j] == keys[b][j] && keys[a][j] != 0) {
+                    out.push((a, b));
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// The pairs, each once, are the oracle's; keys from a small alphabet make many
+        /// agree in several bands.
+        #[test]
+        fn band_pairs_match_brute_force(
+            keys in proptest::collection::vec(
+                proptest::collection::vec(0u32..4, BANDS),
+                0..60,
+            )
+        ) {
+            let keys: Vec<BandKeys> = keys
+                .into_iter()
+                .map(|k| {
+                    let mut out = [0; BANDS];
+                    out.copy_from_slice(&k);
+                    out
+                })
+                .collect();
+            let mut got = Vec::new();
+            band_candidates(keys.len(), |i| &keys[i], |a, b| -> Result<()> {
+                got.push((a, b));
+                Ok(())
+            })
+            .unwrap();
+            let reported = got.len();
+            got.sort_unstable();
+            got.dedup();
+            prop_assert_eq!(reported, got.len(), "a pair reported twice");
+            prop_assert_eq!(got, oracle(&keys));
+        }
+    }
+}

@@ -1,0 +1,784 @@
+//! [`BandIndex`]: the online candidates of the Jaccard rule. Documents come and go with
+//! their band keys ([`BandKeys`]); a query gets every stored document whose keys agree
+//! with its own in some band, which are exactly the candidates batch deduplication would
+//! pair it with ([`crate::batch::band_candidates`]). The decision on each is then
+//! [`crate::decide::Rule`]'s, as in batch.
+//!
+//! The layout follows [`super::Corpus`]: a compact main part, rebuilt now and then (on
+//! another thread by default), under three small sorted levels (frozen, middle, top), so
+//! a write costs O(top) and readers never wait. Per band, the main part keeps a bucket
+//! directory on the top bits of the keys, the low 16 bits of each key, and each entry's
+//! slot packed at the bits it needs: with `n` documents, about `20 · (2 + ⌈log₂ n⌉/8)`
+//! bytes a document (118 at 100 million), plus 12 for its id and the id index.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::main_part::Packed;
+use super::{mid_cap, top_cap, IdMap, SlotSet};
+use crate::error::{Error, Result};
+use crate::jaccard::{BandKeys, BANDS};
+
+/// Key bits a main part's directory covers at most, and at least when its keys keep only
+/// their low 16 bits.
+const MAX_DIR_BITS: u32 = 24;
+const LOW_BITS: u32 = 16;
+
+/// Documents added since the main part was built, and slots removed: per band the
+/// `(key, slot)` entries, sorted; the keys and ids of the level's slots (which follow
+/// those of the levels below); the slots removed while this level was on top.
+#[derive(Clone, Debug, Default)]
+struct Level {
+    bands: Vec<Vec<(u32, u32)>>,
+    keys: Vec<BandKeys>,
+    ids: Vec<u64>,
+    removed: SlotSet,
+}
+
+impl Level {
+    fn empty() -> Level {
+        Level {
+            bands: vec![Vec::new(); BANDS],
+            ..Level::default()
+        }
+    }
+
+    fn weight(&self) -> usize {
+        self.keys.len() + self.removed.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.bands.iter().map(|b| b.capacity() * 8).sum::<usize>()
+            + self.keys.capacity() * 4 * BANDS
+            + self.ids.capacity() * 8
+            + self.removed.capacity() * 8
+    }
+
+    /// Calls `f(slot)` for every entry of band `band` with `key`.
+    fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32)) {
+        let entries = &self.bands[band];
+        let from = entries.partition_point(|e| e.0 < key);
+        for &(k, slot) in &entries[from..] {
+            if k != key {
+                break;
+            }
+            f(slot);
+        }
+    }
+}
+
+/// The low bits of a band's keys below its directory: all 32 for a small main part, the
+/// low 16 once the directory covers the top 16 or more.
+#[derive(Debug)]
+enum Low {
+    Full(Vec<u32>),
+    Half(Vec<u16>),
+}
+
+/// One band of the main part: keys sorted, with a directory on their top bits.
+#[derive(Debug)]
+struct MainBand {
+    /// `dir[b]..dir[b + 1]` is the run of entries whose keys' top `dir_bits` bits are `b`.
+    dir: Vec<u32>,
+    low: Low,
+    slots: Packed,
+}
+
+impl MainBand {
+    fn heap_bytes(&self) -> usize {
+        self.dir.capacity() * 4
+            + match &self.low {
+                Low::Full(v) => v.capacity() * 4,
+                Low::Half(v) => v.capacity() * 2,
+            }
+            + self.slots.heap_bytes()
+    }
+}
+
+/// The merged part: per band its entries; the ids by slot, and the slots in id order.
+#[derive(Debug)]
+struct Main {
+    dir_bits: u32,
+    bands: Vec<MainBand>,
+    ids: Vec<u64>,
+    by_id: Packed,
+}
+
+impl Main {
+    fn empty() -> Main {
+        build(Vec::new(), &[])
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.bands.iter().map(MainBand::heap_bytes).sum::<usize>()
+            + self.ids.capacity() * 8
+            + self.by_id.heap_bytes()
+    }
+
+    /// The slot of `id`, if it was merged (it may since have been removed).
+    fn position(&self, id: u64) -> Option<u32> {
+        let id_at = |i: usize| self.ids[self.by_id.get(i) as usize];
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if id_at(mid) < id {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < self.len() && id_at(lo) == id).then(|| self.by_id.get(lo) as u32)
+    }
+
+    /// Calls `f(slot)` for every entry of band `band` with `key`.
+    fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32)) {
+        let b = &self.bands[band];
+        let bucket = (u64::from(key) >> (32 - self.dir_bits)) as usize;
+        let (from, to) = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
+        match &b.low {
+            Low::Full(keys) => {
+                for (i, &k) in keys[from..to].iter().enumerate() {
+                    if k == key {
+                        f(b.slots.get(from + i) as u32);
+                    }
+                }
+            }
+            Low::Half(lows) => {
+                let low = key as u16;
+                for (i, &l) in lows[from..to].iter().enumerate() {
+                    if l == low {
+                        f(b.slots.get(from + i) as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Band `band`'s entries in key order, as `(key, slot)`.
+    fn entries(&self, band: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let b = &self.bands[band];
+        let shift = 32 - self.dir_bits;
+        (0..b.dir.len() - 1).flat_map(move |bucket| {
+            let high = if shift == 32 {
+                0
+            } else {
+                (bucket as u32) << shift
+            };
+            (b.dir[bucket] as usize..b.dir[bucket + 1] as usize).map(move |i| {
+                let key = match &b.low {
+                    Low::Full(keys) => keys[i],
+                    Low::Half(lows) => high | u32::from(lows[i]),
+                };
+                (key, b.slots.get(i) as u32)
+            })
+        })
+    }
+}
+
+/// The directory bits of a main part of `n` documents: about one entry a bucket, at
+/// least 4 bits and at most [`MAX_DIR_BITS`].
+fn dir_bits(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).clamp(4, MAX_DIR_BITS)
+}
+
+/// A main part of `ids` (by slot) whose bands hold `bands` (each sorted by key, then
+/// slot).
+fn build(ids: Vec<u64>, bands: &[Vec<(u32, u32)>]) -> Main {
+    let n = ids.len();
+    let dir_bits = dir_bits(n);
+    let built = crate::par::map((0..BANDS).collect(), |band| {
+        let entries = bands.get(band).map_or(&[][..], Vec::as_slice);
+        let mut dir = vec![0u32; (1 << dir_bits) + 1];
+        for &(key, _) in entries {
+            dir[(u64::from(key) >> (32 - dir_bits)) as usize + 1] += 1;
+        }
+        for b in 1..dir.len() {
+            dir[b] += dir[b - 1];
+        }
+        let low = if dir_bits >= LOW_BITS {
+            Low::Half(entries.iter().map(|&(k, _)| k as u16).collect())
+        } else {
+            Low::Full(entries.iter().map(|&(k, _)| k).collect())
+        };
+        let slots = Packed::from_fn(entries.len(), n as u64, |i| u64::from(entries[i].1));
+        MainBand { dir, low, slots }
+    });
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by_key(|&s| ids[s as usize]);
+    let by_id = Packed::from_fn(n, n as u64, |i| u64::from(order[i]));
+    Main {
+        dir_bits,
+        bands: built,
+        ids,
+        by_id,
+    }
+}
+
+/// One consistent state; queries run on it, never on anything mutable.
+#[derive(Debug)]
+struct Snap {
+    main: Arc<Main>,
+    frozen: Arc<Level>,
+    mid: Arc<Level>,
+    top: Arc<Level>,
+}
+
+impl Snap {
+    fn empty() -> Snap {
+        Snap {
+            main: Arc::new(Main::empty()),
+            frozen: Arc::new(Level::empty()),
+            mid: Arc::new(Level::empty()),
+            top: Arc::new(Level::empty()),
+        }
+    }
+
+    fn levels(&self) -> [&Level; 3] {
+        [&self.frozen, &self.mid, &self.top]
+    }
+
+    fn slots(&self) -> usize {
+        self.main.len() + self.levels().iter().map(|l| l.keys.len()).sum::<usize>()
+    }
+
+    fn len(&self) -> usize {
+        self.slots() - self.levels().iter().map(|l| l.removed.len()).sum::<usize>()
+    }
+
+    fn removed(&self, slot: u32) -> bool {
+        removed_in(self.levels(), slot)
+    }
+
+    /// The level holding `slot` and its index there; `None` for the main part.
+    fn level_of(&self, slot: u32) -> Option<(&Level, usize)> {
+        let mut s = (slot as usize).checked_sub(self.main.len())?;
+        for level in self.levels() {
+            if s < level.keys.len() {
+                return Some((level, s));
+            }
+            s -= level.keys.len();
+        }
+        None
+    }
+
+    fn id(&self, slot: u32) -> u64 {
+        match self.level_of(slot) {
+            Some((level, i)) => level.ids[i],
+            None => self.main.ids[slot as usize],
+        }
+    }
+
+    /// The live documents whose keys agree with `keys` in some band: ids, increasing.
+    fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
+        let mut slots = Vec::new();
+        for (band, &key) in keys.iter().enumerate() {
+            if key == 0 {
+                continue;
+            }
+            self.main.find(band, key, |s| slots.push(s));
+            for level in self.levels() {
+                level.find(band, key, |s| slots.push(s));
+            }
+        }
+        slots.sort_unstable();
+        slots.dedup();
+        let mut ids: Vec<u64> = slots
+            .into_iter()
+            .filter(|&s| !self.removed(s))
+            .map(|s| self.id(s))
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// Whether `slot` was removed in any of `levels`.
+fn removed_in(levels: [&Level; 3], slot: u32) -> bool {
+    levels
+        .iter()
+        .any(|l| !l.removed.is_empty() && l.removed.contains(&slot))
+}
+
+/// Documents by id with the band keys of their signatures, and the candidates of a query.
+///
+/// Ids are the caller's `u64` document ids; inserting an id that is present replaces its
+/// keys. The `BandIndex` is the writer; [`BandIndex::reader`] gives query handles for
+/// other threads, which see each write as soon as it returns and never wait.
+pub struct BandIndex {
+    snap: Arc<Snap>,
+    published: Arc<ArcSwap<Snap>>,
+    /// Slots of the live documents of the levels (the rest are found through `Main`).
+    recent: IdMap,
+    /// A main part being built on another thread, from this snapshot.
+    pending: Option<(std::thread::JoinHandle<Main>, Arc<Snap>)>,
+    background: bool,
+}
+
+impl std::fmt::Debug for BandIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BandIndex")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for BandIndex {
+    fn default() -> BandIndex {
+        BandIndex::new()
+    }
+}
+
+/// A query handle on a [`BandIndex`] for another thread: cheap to clone.
+#[derive(Clone)]
+pub struct BandIndexReader {
+    published: Arc<ArcSwap<Snap>>,
+}
+
+impl std::fmt::Debug for BandIndexReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BandIndexReader").finish_non_exhaustive()
+    }
+}
+
+impl BandIndexReader {
+    /// As [`BandIndex::candidates`], as of now.
+    pub fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
+        self.published.load().candidates(keys)
+    }
+
+    /// Documents stored, as of now.
+    pub fn len(&self) -> usize {
+        self.published.load().len()
+    }
+
+    /// Whether no document is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl BandIndex {
+    /// An empty index.
+    pub fn new() -> BandIndex {
+        let snap = Arc::new(Snap::empty());
+        BandIndex {
+            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
+            snap,
+            recent: IdMap::default(),
+            pending: None,
+            background: true,
+        }
+    }
+
+    /// An index of `docs` (distinct ids) built in one pass: what opening a store does,
+    /// without the folds and rebuilds of inserting them.
+    pub fn from_docs(docs: Vec<(u64, BandKeys)>) -> Result<BandIndex> {
+        if docs.len() >= u32::MAX as usize {
+            return Err(Error::TooManyFingerprints {
+                got: docs.len(),
+                max: u32::MAX as usize - 1,
+            });
+        }
+        let docs = &docs;
+        let bands = crate::par::map((0..BANDS).collect(), |band| {
+            let mut entries: Vec<(u32, u32)> = docs
+                .iter()
+                .enumerate()
+                .map(|(slot, (_, keys))| (keys[band], slot as u32))
+                .collect();
+            entries.sort_unstable();
+            entries
+        });
+        let ids = docs.iter().map(|&(id, _)| id).collect();
+        let main = build(ids, &bands);
+        drop(bands);
+        let snap = Arc::new(Snap {
+            main: Arc::new(main),
+            ..Snap::empty()
+        });
+        Ok(BandIndex {
+            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
+            snap,
+            recent: IdMap::default(),
+            pending: None,
+            background: true,
+        })
+    }
+
+    /// Whether rebuilds of the main part run on another thread (the default), as
+    /// [`super::Corpus::background_rebuilds`].
+    pub fn background_rebuilds(mut self, on: bool) -> BandIndex {
+        self.background = on;
+        self
+    }
+
+    /// Waits for a rebuild running in the background, if any, and installs it.
+    pub fn finish_rebuild(&mut self) {
+        if let Some((handle, base)) = self.pending.take() {
+            self.install(handle, &base);
+        }
+    }
+
+    /// A query handle for other threads.
+    pub fn reader(&self) -> BandIndexReader {
+        BandIndexReader {
+            published: Arc::clone(&self.published),
+        }
+    }
+
+    /// Documents stored.
+    pub fn len(&self) -> usize {
+        self.snap.len()
+    }
+
+    /// Whether no document is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `id` is stored.
+    pub fn contains(&self, id: u64) -> bool {
+        self.slot_of(&self.snap.top, id).is_some()
+    }
+
+    /// Bytes of memory held for the bands, ids and recent changes.
+    pub fn heap_bytes(&self) -> usize {
+        self.snap.main.heap_bytes()
+            + self
+                .snap
+                .levels()
+                .iter()
+                .map(|l| l.heap_bytes())
+                .sum::<usize>()
+            + self.recent.capacity() * 16
+    }
+
+    /// Every stored document whose keys agree with `keys` in some band (a zero key
+    /// agrees with nothing), by id.
+    pub fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
+        self.snap.candidates(keys)
+    }
+
+    /// Stores `id` with `keys`; whether it replaced a stored document.
+    pub fn insert(&mut self, id: u64, keys: &BandKeys) -> Result<bool> {
+        let mut replaced = false;
+        self.write(|ix, top| {
+            replaced = ix.remove_in(top, id);
+            ix.add_in(top, id, keys, true)
+        })?;
+        Ok(replaced)
+    }
+
+    /// Stores every `(id, keys)`, in order (a later copy of an id wins): a few through
+    /// the top level, more sorted straight into the middle level.
+    pub fn insert_bulk(&mut self, docs: &[(u64, BandKeys)]) -> Result<()> {
+        self.poll();
+        if docs.len() <= top_cap(self.snap.main.len()) / 4 {
+            return self.write(|ix, top| {
+                for (id, keys) in docs {
+                    ix.remove_in(top, *id);
+                    ix.add_in(top, *id, keys, true)?;
+                }
+                Ok(())
+            });
+        }
+        let mut top = (*self.snap.top).clone();
+        for (id, keys) in docs {
+            self.remove_in(&mut top, *id);
+            if let Err(e) = self.add_in(&mut top, *id, keys, false) {
+                self.recent = recent_of(&self.snap);
+                return Err(e);
+            }
+        }
+        self.fold(top);
+        Ok(())
+    }
+
+    /// Removes `id`; whether it was stored.
+    pub fn remove(&mut self, id: u64) -> bool {
+        let mut was = false;
+        // Removal cannot fail.
+        let _ = self.write(|ix, top| {
+            was = ix.remove_in(top, id);
+            Ok(())
+        });
+        was
+    }
+
+    /// Removes every id in `ids`; how many were stored.
+    pub fn remove_bulk(&mut self, ids: &[u64]) -> usize {
+        let mut n = 0;
+        let _ = self.write(|ix, top| {
+            n = ids.iter().filter(|&&id| ix.remove_in(top, id)).count();
+            Ok(())
+        });
+        n
+    }
+
+    /// Runs `f` on a copy of the top level, then publishes it (folding it when full).
+    fn write(&mut self, f: impl FnOnce(&mut BandIndex, &mut Level) -> Result<()>) -> Result<()> {
+        self.poll();
+        let mut top = (*self.snap.top).clone();
+        if let Err(e) = f(self, &mut top) {
+            self.recent = recent_of(&self.snap);
+            return Err(e);
+        }
+        if top.weight() > top_cap(self.snap.main.len()) {
+            self.fold(top);
+        } else {
+            self.publish(Snap {
+                main: Arc::clone(&self.snap.main),
+                frozen: Arc::clone(&self.snap.frozen),
+                mid: Arc::clone(&self.snap.mid),
+                top: Arc::new(top),
+            });
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, snap: Snap) {
+        self.snap = Arc::new(snap);
+        self.published.store(Arc::clone(&self.snap));
+    }
+
+    /// The live slot of `id`, with `top` as the top level so far.
+    fn slot_of(&self, top: &Level, id: u64) -> Option<u32> {
+        match self.recent.get(&id) {
+            Some(&slot) => Some(slot),
+            None => self
+                .snap
+                .main
+                .position(id)
+                .filter(|&p| !removed_in([&self.snap.frozen, &self.snap.mid, top], p)),
+        }
+    }
+
+    /// Removes `id` in `top`; whether it was stored.
+    fn remove_in(&mut self, top: &mut Level, id: u64) -> bool {
+        let Some(slot) = self.slot_of(top, id) else {
+            return false;
+        };
+        self.recent.remove(&id);
+        top.removed.insert(slot);
+        true
+    }
+
+    /// Adds `id` with `keys` in a new slot of `top` (and its bands, with `index`).
+    fn add_in(&mut self, top: &mut Level, id: u64, keys: &BandKeys, index: bool) -> Result<()> {
+        let next = self.snap.slots() - self.snap.top.keys.len() + top.keys.len();
+        let slot = u32::try_from(next).ok().filter(|&s| s < u32::MAX).ok_or(
+            Error::TooManyFingerprints {
+                got: next + 1,
+                max: u32::MAX as usize - 1,
+            },
+        )?;
+        top.keys.push(*keys);
+        top.ids.push(id);
+        if index {
+            for (entries, &key) in top.bands.iter_mut().zip(keys) {
+                let at = entries.partition_point(|e| *e < (key, slot));
+                entries.insert(at, (key, slot));
+            }
+        }
+        self.recent.insert(id, slot);
+        Ok(())
+    }
+
+    /// Folds `top` into the middle level, or starts a rebuild of the main part when the
+    /// middle level outgrows its share (as [`super::Corpus`] does).
+    fn fold(&mut self, top: Level) {
+        let snap = Arc::clone(&self.snap);
+        let due = snap.mid.weight() + top.weight() > mid_cap(snap.main.len());
+        if due && self.pending.is_none() {
+            if !(self.background && snap.main.len() > 0 && snap.frozen.keys.is_empty()) {
+                let all = Snap {
+                    main: Arc::clone(&snap.main),
+                    frozen: Arc::clone(&snap.frozen),
+                    mid: Arc::clone(&snap.mid),
+                    top: Arc::new(top),
+                };
+                let main = build_main(&all);
+                self.publish(Snap {
+                    main: Arc::new(main),
+                    frozen: Arc::new(Level::empty()),
+                    mid: Arc::new(Level::empty()),
+                    top: Arc::new(Level::empty()),
+                });
+                self.recent = IdMap::default();
+                return;
+            }
+            let frozen = folded(&snap, &top);
+            self.publish(Snap {
+                main: Arc::clone(&snap.main),
+                frozen: Arc::new(frozen),
+                mid: Arc::new(Level::empty()),
+                top: Arc::new(Level::empty()),
+            });
+            let base = Arc::clone(&self.snap);
+            let job = Arc::clone(&base);
+            let handle = std::thread::spawn(move || build_main(&job));
+            self.pending = Some((handle, base));
+            return;
+        }
+        let level = folded(&snap, &top);
+        self.publish(Snap {
+            main: Arc::clone(&snap.main),
+            frozen: Arc::clone(&snap.frozen),
+            mid: Arc::new(level),
+            top: Arc::new(Level::empty()),
+        });
+    }
+
+    /// Installs the background rebuild if it is done.
+    fn poll(&mut self) {
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|(handle, _)| handle.is_finished())
+        {
+            self.finish_rebuild();
+        }
+    }
+
+    /// Installs the main part built by `handle` from `base`: the levels written since are
+    /// renumbered after it, and their tombstones of older documents moved to those
+    /// documents' new slots.
+    fn install(&mut self, handle: std::thread::JoinHandle<Main>, base: &Snap) {
+        let main = match handle.join() {
+            Ok(main) => main,
+            Err(_) => build_main(&self.snap),
+        };
+        let snap = Arc::clone(&self.snap);
+        let old = snap.main.len() + snap.frozen.keys.len();
+        let new = main.len();
+        let shift = |slot: u32| (slot as usize - old + new) as u32;
+        let moved = |slot: u32| -> Option<u32> {
+            if (slot as usize) < old {
+                main.position(base.id(slot))
+            } else {
+                Some(shift(slot))
+            }
+        };
+        let renumber = |level: &Level| Level {
+            bands: level
+                .bands
+                .iter()
+                .map(|b| b.iter().map(|&(key, slot)| (key, shift(slot))).collect())
+                .collect(),
+            keys: level.keys.clone(),
+            ids: level.ids.clone(),
+            removed: level.removed.iter().filter_map(|&s| moved(s)).collect(),
+        };
+        let (mid, top) = (renumber(&snap.mid), renumber(&snap.top));
+        self.recent = self
+            .recent
+            .iter()
+            .filter(|&(_, &slot)| slot as usize >= old)
+            .map(|(&id, &slot)| (id, shift(slot)))
+            .collect();
+        self.publish(Snap {
+            main: Arc::new(main),
+            frozen: Arc::new(Level::empty()),
+            mid: Arc::new(mid),
+            top: Arc::new(top),
+        });
+    }
+}
+
+/// The middle level of `snap` with `top` (whose bands need not be filled) folded in:
+/// entries of removed documents dropped, tombstones kept.
+fn folded(snap: &Snap, top: &Level) -> Level {
+    let mid = &*snap.mid;
+    let base = (snap.slots() - snap.top.keys.len()) as u32;
+    let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
+    let bands = crate::par::map((0..BANDS).collect(), |band| {
+        let mut new: Vec<(u32, u32)> = top
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, keys)| (keys[band], base + i as u32))
+            .filter(|&(_, slot)| !removed(slot))
+            .collect();
+        new.sort_unstable();
+        merge(
+            mid.bands[band]
+                .iter()
+                .copied()
+                .filter(|&(_, slot)| !removed(slot)),
+            new,
+        )
+    });
+    let mut level = Level {
+        bands,
+        keys: mid.keys.clone(),
+        ids: mid.ids.clone(),
+        removed: mid.removed.clone(),
+    };
+    level.keys.extend(&top.keys);
+    level.ids.extend(&top.ids);
+    level.removed.extend(&top.removed);
+    level
+}
+
+/// Two sorted runs of entries merged.
+fn merge(old: impl Iterator<Item = (u32, u32)>, new: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    let mut out = Vec::with_capacity(new.len());
+    let mut old = old.peekable();
+    for e in new {
+        while let Some(o) = old.next_if(|o| *o < e) {
+            out.push(o);
+        }
+        out.push(e);
+    }
+    out.extend(old);
+    out
+}
+
+/// A main part of every live document of `snap`, renumbered in slot order. Each band
+/// merges the old main part's sorted entries with the levels' (no sort of the whole).
+fn build_main(snap: &Snap) -> Main {
+    let total = snap.slots();
+    let mut renumbered = vec![u32::MAX; total];
+    let mut ids = Vec::with_capacity(snap.len());
+    for (slot, new) in renumbered.iter_mut().enumerate() {
+        if !snap.removed(slot as u32) {
+            *new = ids.len() as u32;
+            ids.push(snap.id(slot as u32));
+        }
+    }
+    let renumbered = &renumbered;
+    let bands = crate::par::map((0..BANDS).collect(), |band| {
+        let mut recent: Vec<(u32, u32)> = Vec::new();
+        let mut base = snap.main.len();
+        for level in snap.levels() {
+            recent.extend(level.keys.iter().enumerate().filter_map(|(i, keys)| {
+                let new = renumbered[base + i];
+                (new != u32::MAX).then_some((keys[band], new))
+            }));
+            base += level.keys.len();
+        }
+        recent.sort_unstable();
+        merge(
+            snap.main.entries(band).filter_map(|(key, slot)| {
+                let new = renumbered[slot as usize];
+                (new != u32::MAX).then_some((key, new))
+            }),
+            recent,
+        )
+    });
+    build(ids, &bands)
+}
+
+/// The id → slot map of a snapshot's live documents in its levels.
+fn recent_of(snap: &Snap) -> IdMap {
+    (snap.main.len()..snap.slots())
+        .map(|s| s as u32)
+        .filter(|&s| !snap.removed(s))
+        .map(|s| (snap.id(s), s))
+        .collect()
+}

@@ -1,0 +1,167 @@
+//! The online band index against a brute-force model: random inserts (replacements
+//! included), bulk inserts, removals and queries, on keys drawn from a small alphabet so
+//! that documents agree in many bands; and long runs that go through rebuilds of the main
+//! part, in the background and not.
+
+use std::collections::BTreeMap;
+
+use neardup::corpus::BandIndex;
+use neardup::jaccard::{BandKeys, BANDS};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u64, BandKeys),
+    InsertBulk(Vec<(u64, BandKeys)>),
+    Remove(u64),
+    RemoveBulk(Vec<u64>),
+    Query(BandKeys),
+}
+
+fn keys() -> impl Strategy<Value = BandKeys> {
+    prop::collection::vec(0u32..4, BANDS).prop_map(|v| {
+        let mut k = [0; BANDS];
+        k.copy_from_slice(&v);
+        k
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let id = 0u64..40;
+    prop_oneof![
+        4 => (id.clone(), keys()).prop_map(|(i, k)| Op::Insert(i, k)),
+        1 => prop::collection::vec((id.clone(), keys()), 0..30).prop_map(Op::InsertBulk),
+        2 => id.clone().prop_map(Op::Remove),
+        1 => prop::collection::vec(id, 0..10).prop_map(Op::RemoveBulk),
+        4 => keys().prop_map(Op::Query),
+    ]
+}
+
+/// The stored ids whose keys agree with `q` in some band with a nonzero key.
+fn model_candidates(model: &BTreeMap<u64, BandKeys>, q: &BandKeys) -> Vec<u64> {
+    model
+        .iter()
+        .filter(|(_, k)| (0..BANDS).any(|j| q[j] != 0 && k[j] == q[j]))
+        .map(|(&id, _)| id)
+        .collect()
+}
+
+fn check(ix: &BandIndex, model: &BTreeMap<u64, BandKeys>, q: &BandKeys) {
+    let want = model_candidates(model, q);
+    assert_eq!(ix.candidates(q), want);
+    assert_eq!(ix.reader().candidates(q), want);
+    assert_eq!(ix.len(), model.len());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn matches_the_model(
+        first in prop::collection::btree_map(0u64..40, keys(), 0..40),
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        // Some runs start from documents built in one pass, as a store's open does.
+        let mut model: BTreeMap<u64, BandKeys> = first;
+        let mut ix = if model.len() % 2 == 0 {
+            BandIndex::from_docs(model.iter().map(|(&id, &k)| (id, k)).collect()).unwrap()
+        } else {
+            model.clear();
+            BandIndex::new()
+        };
+        for op in ops {
+            match op {
+                Op::Insert(id, k) => {
+                    prop_assert_eq!(ix.insert(id, &k).unwrap(), model.insert(id, k).is_some());
+                }
+                Op::InsertBulk(docs) => {
+                    ix.insert_bulk(&docs).unwrap();
+                    model.extend(docs);
+                }
+                Op::Remove(id) => prop_assert_eq!(ix.remove(id), model.remove(&id).is_some()),
+                Op::RemoveBulk(ids) => {
+                    let want = ids.iter().filter(|id| model.remove(id).is_some()).count();
+                    prop_assert_eq!(ix.remove_bulk(&ids), want);
+                }
+                Op::Query(q) => check(&ix, &model, &q),
+            }
+            prop_assert_eq!(ix.len(), model.len());
+        }
+        for (&id, _) in model.iter().take(5) {
+            prop_assert!(ix.contains(id));
+        }
+    }
+}
+
+/// A splitmix64 stream.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Keys over a larger alphabet: most bands of two documents differ.
+    fn keys(&mut self, alphabet: u64) -> BandKeys {
+        let mut k = [0; BANDS];
+        for x in &mut k {
+            *x = (self.next() % alphabet) as u32;
+        }
+        k
+    }
+}
+
+/// Tens of thousands of writes: folds, rebuilds (waited for, or in the background while
+/// writes go on) and the renumbering after them, checked against the model throughout.
+#[test]
+fn long_runs_through_rebuilds() {
+    for background in [false, true] {
+        let mut rng = Rng(u64::from(background) + 7);
+        let mut ix = BandIndex::new().background_rebuilds(background);
+        let mut model: BTreeMap<u64, BandKeys> = BTreeMap::new();
+        for round in 0..60u64 {
+            let bulk: Vec<(u64, BandKeys)> = (0..1500)
+                .map(|_| (rng.next() % 60_000, rng.keys(50_000)))
+                .collect();
+            ix.insert_bulk(&bulk).unwrap();
+            model.extend(bulk);
+            for _ in 0..300 {
+                let id = rng.next() % 60_000;
+                match rng.next() % 3 {
+                    0 => assert_eq!(ix.remove(id), model.remove(&id).is_some()),
+                    _ => {
+                        let k = rng.keys(50_000);
+                        assert_eq!(ix.insert(id, &k).unwrap(), model.insert(id, k).is_some());
+                    }
+                }
+            }
+            let removed: Vec<u64> = (0..100).map(|_| rng.next() % 60_000).collect();
+            let want = removed
+                .iter()
+                .filter(|id| model.remove(id).is_some())
+                .count();
+            assert_eq!(ix.remove_bulk(&removed), want);
+            // Queries: stored documents' own keys, and keys that share a band with one.
+            for (i, (_, k)) in model
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 997 == round as usize % 997)
+            {
+                check(&ix, &model, k);
+                let mut q = rng.keys(1 << 30);
+                q[i % BANDS] = k[i % BANDS];
+                check(&ix, &model, &q);
+            }
+        }
+        ix.finish_rebuild();
+        for (_, k) in model.iter().step_by(613) {
+            check(&ix, &model, k);
+        }
+        assert_eq!(ix.len(), model.len());
+        assert!(ix.heap_bytes() > 0);
+    }
+}
