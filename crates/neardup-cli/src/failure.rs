@@ -67,6 +67,15 @@ pub fn note(message: fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr().lock(), "{message}");
 }
 
+/// [`note`] with `format!`'s arguments: `eprintln!` for messages a full standard error
+/// must not turn into a panic.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::failure::note(format_args!($($arg)*))
+    };
+}
+
 /// The command line, parsed; or the exit status after clap's own output (help, version, a
 /// usage error), which is checked too: a help text that cannot be written is an error
 /// (exit 1), not a silent success.

@@ -97,19 +97,19 @@ fn render(
 /// Warnings about what reading found, on standard error.
 fn warn(stats: &ReadStats, empty: u64) {
     if stats.invalid_utf8 > 0 {
-        eprintln!(
+        crate::note!(
             "neardup: warning: {} documents held invalid UTF-8, read as U+FFFD",
             stats.invalid_utf8
         );
     }
     if stats.skipped > 0 {
-        eprintln!(
+        crate::note!(
             "neardup: warning: skipped {} invalid JSON lines (--skip-invalid)",
             stats.skipped
         );
     }
     if empty > 0 {
-        eprintln!("neardup: warning: {empty} empty documents (fingerprint 0)");
+        crate::note!("neardup: warning: {empty} empty documents (fingerprint 0)");
     }
 }
 
@@ -214,7 +214,7 @@ pub fn idf(cmd: &IdfCmd) -> Result<(), Failure> {
     std::fs::write(&cmd.output, table.to_bytes())
         .map_err(|e| Failure::io(anyhow!("cannot write {}: {e}", cmd.output)))?;
     warn(&stats, 0);
-    eprintln!(
+    crate::note!(
         "neardup: idf of {} features over {} documents written to {}",
         table.len(),
         table.docs(),

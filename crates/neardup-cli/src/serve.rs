@@ -8,6 +8,7 @@ use neardup_server::ServerConfig;
 use neardup_store::{DocConfig, DocStore, StoreError};
 
 use crate::failure::Failure;
+use crate::output::refuse_overwrite;
 
 /// Settings of `neardup serve`.
 #[derive(clap::Args, Clone, Debug)]
@@ -58,6 +59,13 @@ fn store_failure(e: StoreError) -> Failure {
 pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
     let token = match &cmd.token_file {
         Some(path) => {
+            // The store is written for as long as the service runs: a token read from
+            // its own file would be written over (and change under a restart).
+            let store = std::path::Path::new(&cmd.data).join(neardup_store::FILE);
+            refuse_overwrite(
+                &[("the store", &store.to_string_lossy())],
+                &[("the token file", path)],
+            )?;
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Failure::input(anyhow!("cannot read the token file '{path}': {e}")))?;
             let token = text.trim_end_matches(['\n', '\r']).to_string();
@@ -103,7 +111,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             .local_addr()
             .map_err(|e| Failure::io(anyhow!("{e}")))?;
         let settings = store.config();
-        eprintln!(
+        crate::note!(
             "neardup serve: {} documents in {} (threshold {}, paragraphs {}), listening on http://{addr}",
             store.len(),
             cmd.data,
@@ -113,7 +121,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
         let store = neardup_server::serve(listener, store, config, stop_signal())
             .await
             .map_err(|e| Failure::io(anyhow!("{e}")))?;
-        eprintln!("neardup serve: stopped; {} documents", store.len());
+        crate::note!("neardup serve: stopped; {} documents", store.len());
         Ok(())
     })
 }

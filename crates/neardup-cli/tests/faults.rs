@@ -316,6 +316,28 @@ fn no_command_writes_over_its_inputs_or_store() {
         Stdio::from(append),
     );
     fails(&o, 2, "is an input");
+    // The benchmarks print to standard output too.
+    for (args, needle) in [
+        (
+            &["bench", "fingerprint", "--input", "docs.jsonl"][..],
+            "is an input",
+        ),
+        (
+            &["bench", "fingerprint", "--input", "fps.txt,./docs.jsonl"][..],
+            "is an input",
+        ),
+        (
+            &["bench", "find-all", "--input", "docs.jsonl"][..],
+            "is the input",
+        ),
+    ] {
+        let append = File::options()
+            .append(true)
+            .open(p.join("docs.jsonl"))
+            .unwrap();
+        let o = run_in(NEARDUP, p, args, Stdio::from(append));
+        fails(&o, 2, needle);
+    }
     // And standard input read from the output.
     let o = Command::new(NEARDUP)
         .args(["find-all", "-o", "fps.txt"])
