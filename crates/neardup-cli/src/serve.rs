@@ -5,20 +5,25 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{DocConfig, DocStore, StoreError};
+use neardup_store::{Backend, DocConfig, DocStore, StoreError};
 
 use crate::failure::Failure;
+use crate::redis::RedisArgs;
 
 /// Settings of `neardup serve`.
 #[derive(clap::Args, Clone, Debug)]
+#[command(group(clap::ArgGroup::new("store").required(true).args(["data", "redis"])))]
 pub struct ServeCmd {
-    /// The store's data directory.
+    /// The store's data directory (the embedded store, on this machine).
     #[arg(long, value_name = "DIR")]
-    data: String,
+    data: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
-    /// Make a new store in --data first (with --threshold and --paragraphs).
+    /// Make a new store in --data (or a new corpus under --redis-namespace) first, with
+    /// --threshold and --paragraphs.
     #[arg(long)]
     create: bool,
     /// With --create: documents at or above this estimated Jaccard similarity of their word
@@ -28,6 +33,15 @@ pub struct ServeCmd {
     /// With --create: index paragraphs too, for `"paragraphs": true` checks.
     #[arg(long, requires = "create")]
     paragraphs: bool,
+    /// With --redis and --create: documents expected, which fixes how finely each band is
+    /// split into buckets in Redis.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "redis"
+    )]
+    expected: u64,
     /// Require `Authorization: Bearer <token>` on every /v1 request, the token being this
     /// file's content (without its trailing newline).
     #[arg(long, value_name = "FILE")]
@@ -47,9 +61,12 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
     s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
-fn store_failure(e: StoreError) -> Failure {
+/// A store error at the edge: an unreadable disk or an unreachable cluster is a failure
+/// while working, anything else (a directory that is not a store, settings that differ)
+/// an input error.
+pub(crate) fn store_failure(e: StoreError) -> Failure {
     match e {
-        StoreError::Io { .. } | StoreError::Db { .. } => Failure::io(e),
+        StoreError::Io { .. } | StoreError::Db { .. } | StoreError::Remote { .. } => Failure::io(e),
         _ => Failure::input(e),
     }
 }
@@ -73,20 +90,39 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             "--sweep-every must be at least 1 second"
         )));
     }
-    let store = if cmd.create {
-        let config = DocConfig {
-            threshold: cmd.threshold.unwrap_or_default(),
-            paragraphs: cmd.paragraphs,
-        };
-        DocStore::create(&cmd.data, config).map_err(store_failure)?
-    } else {
-        DocStore::open(&cmd.data, None).map_err(store_failure)?
-    };
     let config = ServerConfig {
         token,
         body_limit: cmd.body_limit,
         sweep_every: Duration::from_secs(cmd.sweep_every),
     };
+    let create = cmd.create.then(|| DocConfig {
+        threshold: cmd.threshold.unwrap_or_default(),
+        paragraphs: cmd.paragraphs,
+    });
+    match &cmd.data {
+        Some(dir) => {
+            let store = match create {
+                Some(c) => DocStore::create(dir, c),
+                None => DocStore::open(dir, None),
+            }
+            .map_err(store_failure)?;
+            run_on(cmd, store, dir, config)
+        }
+        None => {
+            let store = cmd.redis.open(create, cmd.expected)?;
+            let place = cmd.redis.describe();
+            run_on(cmd, store, &place, config)
+        }
+    }
+}
+
+/// Serves `store` (found at `place`, for messages) until SIGTERM or SIGINT.
+fn run_on<B: Backend>(
+    cmd: &ServeCmd,
+    store: B,
+    place: &str,
+    config: ServerConfig,
+) -> Result<(), Failure> {
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = cmd.threads {
         runtime.worker_threads(n.max(1));
@@ -106,7 +142,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
         eprintln!(
             "neardup serve: {} documents in {} (threshold {}, paragraphs {}), listening on http://{addr}",
             store.len(),
-            cmd.data,
+            place,
             settings.threshold,
             if settings.paragraphs { "on" } else { "off" },
         );

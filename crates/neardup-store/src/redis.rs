@@ -646,7 +646,7 @@ impl RedisStore {
         let foreign = |detail: String| shared.error("opening the corpus", detail);
         if meta.is_empty() {
             return Err(foreign(format!(
-                "no corpus under namespace {:?} (make one with --create)",
+                "no corpus under namespace {:?} (create one first)",
                 store.options.namespace
             )));
         }
