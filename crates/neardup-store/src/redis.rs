@@ -970,7 +970,13 @@ impl RedisStore {
                             }
                         }
                     }
-                    for (n, s, name) in pending.iter().filter(|p| Some(p.0) != own) {
+                    // The batch's earlier puts, found by their band keys as stored
+                    // documents are (as the embedded store finds them).
+                    let keys = sig.index_keys();
+                    for (n, s, name) in pending
+                        .iter()
+                        .filter(|p| Some(p.0) != own && share_a_band(&keys, &p.1.index_keys()))
+                    {
                         if let std::collections::hash_map::Entry::Vacant(slot) = names.entry(*n) {
                             candidates.push((*n, *s));
                             slot.insert(name.clone());
@@ -1339,6 +1345,11 @@ fn cleanup(shared: &Shared, con: &mut ClusterConnection, displaced: Vec<Value>) 
     }
     run(con, &pipe).map_err(|e| shared.error("removing the replaced documents' entries", e))?;
     Ok(removed_docs)
+}
+
+/// Whether two documents' index keys agree in some band (a key of 0 is no key).
+fn share_a_band(a: &neardup::jaccard::BandKeys, b: &neardup::jaccard::BandKeys) -> bool {
+    a.iter().zip(b).any(|(&x, &y)| x != 0 && x == y)
 }
 
 fn hit(id: String, m: Match) -> Hit {
