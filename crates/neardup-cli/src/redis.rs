@@ -1,8 +1,6 @@
 //! `--redis`: the document corpus in a Redis Cluster (`neardup_store::RedisStore`) instead
 //! of a data directory, for `neardup serve` and `neardup index`.
 
-use std::time::Duration;
-
 use anyhow::anyhow;
 use neardup_store::DocConfig;
 
@@ -48,6 +46,7 @@ impl RedisArgs {
         expected: u64,
     ) -> Result<neardup_store::RedisStore, Failure> {
         use neardup_store::{RedisOptions, RedisStore};
+        use std::time::Duration;
         let urls = self
             .redis
             .as_deref()
@@ -65,16 +64,16 @@ impl RedisArgs {
         .map_err(crate::serve::store_failure)
     }
 
-    /// Without the `redis` feature there is no Redis backend: a clear error.
+    /// Without the `redis` feature there is no Redis backend: a clear error (the store
+    /// type only fills the signature; none is ever made).
     #[cfg(not(feature = "redis"))]
-    pub fn open(&self, _create: Option<DocConfig>, _expected: u64) -> Result<NoRedis, Failure> {
-        let _ = Duration::ZERO;
+    pub fn open(
+        &self,
+        _create: Option<DocConfig>,
+        _expected: u64,
+    ) -> Result<neardup_store::DocStore, Failure> {
         Err(Failure::input(anyhow!(
             "--redis: this neardup was built without the 'redis' feature"
         )))
     }
 }
-
-/// The store of a build without the `redis` feature: never made.
-#[cfg(not(feature = "redis"))]
-pub type NoRedis = neardup_store::DocStore;

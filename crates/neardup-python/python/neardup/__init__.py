@@ -12,6 +12,8 @@ neardup's own API:
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
   ``Store`` the same, durable in a data directory, with str ids and expiry, and
   ``Store.reader()`` a ``StoreReader`` to query it from other threads;
+- ``Store.connect(urls)`` opens the document corpus of ``neardup serve --redis`` in a Redis
+  Cluster, a ``DocumentStore``: texts in, near-duplicates by Jaccard similarity out;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records (word 5-shingle Jaccard
   at least ``threshold``, default 0.8), as ``neardup dedup``; ``neardup.ray.dedup(paths or
   a Ray Dataset)`` does the same as a Ray job on many machines (``pip install
@@ -49,11 +51,13 @@ Corpus = _own.Corpus
 Layout = _own.Layout
 Table = _own.Table
 Store = _own.Store
+DocumentStore = _own.DocumentStore
 StoreReader = _own.StoreReader
 dedup = _own.dedup
 
 __all__ = [
     "Corpus",
+    "DocumentStore",
     "Fingerprinter",
     "ForeignStoreError",
     "Idf",

@@ -164,6 +164,16 @@ class Table:
 
 class Store:
     @staticmethod
+    def connect(
+        urls: str,
+        namespace: str = "neardup",
+        create: bool = False,
+        threshold: float = 0.8,
+        paragraphs: bool = False,
+        expected: Optional[int] = None,
+        replicas: int = 1,
+    ) -> DocumentStore: ...
+    @staticmethod
     def create(
         path: StrPath,
         distance: int = 3,
@@ -204,6 +214,31 @@ class Store:
     @property
     def fingerprint_version(self) -> int: ...
     def __len__(self) -> int: ...
+
+class DocumentStore:
+    @staticmethod
+    def connect(
+        urls: str,
+        namespace: str = "neardup",
+        create: bool = False,
+        threshold: float = 0.8,
+        paragraphs: bool = False,
+        expected: Optional[int] = None,
+        replicas: int = 1,
+    ) -> DocumentStore: ...
+    def put(
+        self, id: str, text: str, ttl: Optional[float] = None, only_if_unique: bool = False
+    ) -> dict: ...
+    def put_many(self, docs: Iterable[Tuple[str, str]], ttl: Optional[float] = None) -> int: ...
+    def check(self, text: str) -> List[Tuple[str, float]]: ...
+    def delete(self, id: str) -> bool: ...
+    def sweep(self) -> int: ...
+    def __contains__(self, id: str) -> bool: ...
+    def __len__(self) -> int: ...
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def namespace(self) -> str: ...
 
 class StoreReader:
     def find_first(self, fp: int) -> Optional[Tuple[str, int]]: ...
