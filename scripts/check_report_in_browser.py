@@ -22,7 +22,8 @@ Every page must load without a console message, an exception or a refused load (
 page's Content Security Policy would report a script or a network load), hold no
 <script>, and lay its plots out at a visible size. The browser is driven over the
 DevTools protocol on a pipe (--remote-debugging-pipe), with the standard library only.
-With --screenshot, the first page is captured full length as a PNG.
+With --screenshot, the first page is captured as a PNG (1280 pixels wide; from the element
+--screenshot-top names, --screenshot-height pixels down).
 
 Exit status 0 when every page passes; 1 with the failures listed otherwise.
 """
@@ -210,13 +211,22 @@ def check(browser, path, kind, screenshot):
             if needle not in page["text"]:
                 failures.append(f"{needle!r} is not shown as text")
     if screenshot:
+        path, top, height = screenshot
+        y = 0
+        if top:
+            found = browser.send("Runtime.evaluate", {"returnByValue": True, "expression":
+                f"(() => {{ const e = document.querySelector({json.dumps(top)});"
+                " return e ? e.getBoundingClientRect().top + window.scrollY - 12 : 0; })()"},
+                session=session)
+            y = max(0, found["result"]["value"])
+        height = min(height or 6000, page["height"] - y)
         shot = browser.send(
             "Page.captureScreenshot",
             {"format": "png", "captureBeyondViewport": True,
-             "clip": {"x": 0, "y": 0, "width": 1280, "height": min(page["height"], 6000), "scale": 1}},
+             "clip": {"x": 0, "y": y, "width": 1280, "height": height, "scale": 1}},
             session=session,
         )
-        with open(screenshot, "wb") as f:
+        with open(path, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
     browser.send("Target.closeTarget", {"targetId": target["targetId"]})
     return failures, page
@@ -298,7 +308,9 @@ def main():
     ap.add_argument("--neardup", help="make the standard pages with this binary first")
     ap.add_argument("--workdir", default="target/report-check", help="where --neardup puts them")
     ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
-    ap.add_argument("--screenshot", help="write the first page's full-length PNG here")
+    ap.add_argument("--screenshot", help="write a PNG of the first page here")
+    ap.add_argument("--screenshot-top", metavar="SELECTOR", help="from this element down")
+    ap.add_argument("--screenshot-height", type=int, help="this many pixels (default: all)")
     ap.add_argument("--self-test", action="store_true",
                     help="first check that spoiled copies of the first page fail")
     args = ap.parse_args()
@@ -326,7 +338,9 @@ def main():
                     spoiled_missed += not caught
             for i, spec in enumerate(args.pages):
                 path, _, kind = spec.rpartition(":")
-                shot = args.screenshot if i == 0 else None
+                shot = None
+                if i == 0 and args.screenshot:
+                    shot = (args.screenshot, args.screenshot_top, args.screenshot_height)
                 failures, page = check(browser, path, kind, shot)
                 status = "ok" if not failures else "FAILED"
                 print(f"{status:6} {path} ({kind}): {len(page['svgs'])} plots, "

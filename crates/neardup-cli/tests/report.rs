@@ -477,7 +477,11 @@ fn sources_are_counted_from_path_like_ids() {
             .select(&sel("tr"))
             .skip(1)
             .map(|r| {
-                let c: Vec<String> = r.select(&sel("td")).map(text).collect();
+                let c: Vec<String> = r
+                    .select(&sel("td"))
+                    .map(text)
+                    .map(|t| t.replace(',', ""))
+                    .collect();
                 let (docs, kept, rem): (u64, u64, u64) = (
                     c[1].parse().unwrap(),
                     c[2].parse().unwrap(),
@@ -734,4 +738,47 @@ fn plain_eval_report_plots_against_the_distance() {
         let points = all(&doc, &format!("{chart} circle"));
         assert_eq!(points.len(), 7, "k = 0 to 6");
     }
+}
+
+#[test]
+fn closure_longest_and_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("planted.jsonl");
+    let texts = corpus(&input);
+    let (doc, stats, clusters) = run(
+        dir.path(),
+        &input,
+        &["--closure", "--keep", "longest", "--threshold", "0.6"],
+    );
+    assert_eq!(figure(&doc, "settings", "closure"), "true");
+    assert_eq!(figure(&doc, "settings", "keep"), "longest");
+    // Every removed document is in the similarity plot or identical to its kept one.
+    let mut identical = 0u64;
+    for c in &clusters {
+        let rep = id(&c["representative"]);
+        for m in c["members"].as_array().unwrap() {
+            let mid = id(&m["id"]);
+            identical += u64::from(mid != rep && texts[&mid] == texts[&rep]);
+        }
+    }
+    let plotted: u64 = all(&doc, "#similarity rect.bar")
+        .iter()
+        .map(|b| attr(*b, "data-count").parse::<u64>().unwrap())
+        .sum();
+    let removed =
+        stats["exact_duplicates"].as_u64().unwrap() + stats["near_duplicates"].as_u64().unwrap();
+    assert_eq!(plotted + identical, removed);
+    let marker = all(&doc, "#similarity .marker-label");
+    assert!(text(marker[0]).contains("threshold 0.6"));
+
+    // From standard input: the page says so, and counts the same.
+    let page = dir.path().join("stdin.html");
+    let o = neardup(
+        &["dedup", "--report", page.to_str().unwrap(), "--quiet"],
+        &std::fs::read(&input).unwrap(),
+    );
+    ok(&o);
+    let doc = Html::parse_document(&std::fs::read_to_string(&page).unwrap());
+    assert!(text(all(&doc, "header")[0]).contains("standard input"));
+    assert_eq!(figure(&doc, "counts", "documents"), "1500");
 }

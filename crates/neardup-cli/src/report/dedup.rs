@@ -366,7 +366,10 @@ impl Collector {
                     Scale::Linear,
                 )
             }),
-            identical: self.identical,
+            identical: match self.identical {
+                0 => String::new(),
+                n => grouped(n),
+            },
             threshold,
             sources: self.sources.tables(),
             clusters,
@@ -667,8 +670,9 @@ struct Page {
     sizes: Option<BarChart>,
     similarity: Option<BarChart>,
     distance: Option<BarChart>,
-    /// Removed documents identical to their kept one (left out of the similarity plot).
-    identical: u64,
+    /// Removed documents identical to their kept one (left out of the similarity plot),
+    /// thousands grouped; empty for none.
+    identical: String,
     threshold: Option<String>,
     sources: Vec<Table>,
     clusters: Vec<ClusterView>,

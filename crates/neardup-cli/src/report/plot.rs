@@ -39,6 +39,8 @@ pub struct Bar {
     /// The bin's label and count, for the tooltip and the count shown above the bar.
     pub label: String,
     pub count: u64,
+    /// The count as written above the bar: 63022 → "63k".
+    pub shown: String,
 }
 
 /// A vertical line across the plotting area, such as the threshold.
@@ -165,6 +167,7 @@ impl BarChart {
                     height: round2(h),
                     label: b.label.clone(),
                     count: b.count,
+                    shown: compact(b.count),
                 }
             })
             .collect();
@@ -340,6 +343,15 @@ fn log_ticks(max: u64) -> (f64, Vec<f64>) {
     (top, ticks)
 }
 
+/// A count above a bar, in at most four characters or so: 999, 9999, 12k, 1.2M.
+fn compact(n: u64) -> String {
+    match n {
+        n if n < 10_000 => n.to_string(),
+        n if n < 1_000_000 => format!("{}k", (n as f64 / 1e3).round()),
+        n => format!("{}M", fmt4((n as f64 / 1e5).round() / 10.0)),
+    }
+}
+
 /// A count on an axis: 1200 → "1.2k", 3000000 → "3M".
 fn count_label(v: f64) -> String {
     match v {
@@ -444,6 +456,9 @@ mod tests {
         assert_eq!(fmt4(0.12345), "0.1235");
         assert_eq!(count_label(20000.0), "20k");
         assert_eq!(count_label(3e6), "3M");
+        assert_eq!(compact(9999), "9999");
+        assert_eq!(compact(63_022), "63k");
+        assert_eq!(compact(1_250_000), "1.3M");
         assert_eq!(nice_step(0.17), 0.2);
         assert_eq!(nice_step(3.0), 5.0);
     }

@@ -155,6 +155,8 @@ pub struct Row {
     pub documents: u64,
     pub removed: u64,
     pub kept: u64,
+    /// The counts as shown (thousands grouped).
+    pub shown: [String; 3],
     /// Removed of documents, in percent with one decimal.
     pub removed_percent: String,
     /// A row summing several sources (or ids without any), not one source.
@@ -168,6 +170,7 @@ impl Row {
             documents: c.documents,
             removed: c.removed,
             kept: c.documents - c.removed,
+            shown: [c.documents, c.documents - c.removed, c.removed].map(super::grouped),
             removed_percent: format!(
                 "{:.1}",
                 100.0 * c.removed as f64 / c.documents.max(1) as f64
