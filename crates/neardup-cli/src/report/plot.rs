@@ -48,6 +48,9 @@ pub struct Bar {
 pub struct Marker {
     pub x: f64,
     pub label: String,
+    /// How the label above the plot aligns to the line: "middle", or "end" / "start"
+    /// near an edge, so that it stays inside the drawing.
+    pub anchor: &'static str,
 }
 
 /// The frame every plot shares.
@@ -190,7 +193,17 @@ impl BarChart {
                 .collect(),
             x_label: x.label,
             y_label: y_label.into(),
-            marker: x.marker.map(|(p, label)| Marker { x: at(p), label }),
+            marker: x.marker.map(|(p, label)| {
+                let x = at(p);
+                // Half a label's width ("threshold 0.85" is about 80 units at 11px) from
+                // an edge, a centred label would be cut off by the drawing's border.
+                let anchor = match x {
+                    x if x > frame.right - 60.0 => "end",
+                    x if x < frame.left + 60.0 => "start",
+                    _ => "middle",
+                };
+                Marker { x, label, anchor }
+            }),
             counts_shown: bins.len() <= 24,
             frame,
         }
@@ -435,6 +448,24 @@ mod tests {
         assert!((c.x_ticks[1].at - f.right).abs() < 0.01);
         let m = c.marker.unwrap();
         assert!((m.x - (f.left + f.right) / 2.0).abs() < 0.01);
+        assert_eq!(m.anchor, "middle");
+    }
+
+    #[test]
+    fn marker_labels_near_an_edge_grow_inwards() {
+        // The threshold is often the first bin edge (bins start at it) and the distance
+        // marker the last: their labels must start, or end, at the line to stay drawn.
+        let anchor = |at: f64| {
+            let x = XAxis {
+                marker: Some((at, "threshold 0.8".into())),
+                ..XAxis::default()
+            };
+            let c = BarChart::new("c", "t", &bins(&[1; 20]), x, "n", Scale::Linear);
+            c.marker.map(|m| m.anchor)
+        };
+        assert_eq!(anchor(0.0), Some("start"));
+        assert_eq!(anchor(10.0), Some("middle"));
+        assert_eq!(anchor(20.0), Some("end"));
     }
 
     #[test]
