@@ -271,9 +271,12 @@ fn report(
 #[derive(clap::Args, Clone, Debug)]
 pub struct FingerprintBench {
     /// Documents to fingerprint (JSON Lines with a "text" field, like the peers'
-    /// corpus.jsonl, or any input `neardup fingerprint` reads).
-    #[arg(long)]
-    pub input: String,
+    /// corpus.jsonl, or any input `neardup fingerprint` reads). Several corpora, given as
+    /// several --input or comma-separated, are timed one after the other, two lines each:
+    /// e.g. the peers' English corpus, a natural one and a Chinese one
+    /// (scripts/cjk_corpus.py).
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub input: Vec<String>,
     /// Passes over the corpus; the fastest is reported, as the peers' harness does.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: u32,
@@ -281,13 +284,26 @@ pub struct FingerprintBench {
     pub fingerprint: FingerprintArgs,
 }
 
-/// Runs the benchmark: one JSON line for one thread, one for all threads.
+/// Runs the benchmark: per corpus, one JSON line for one thread, one for all threads.
 pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
+    let mut out = Output::create("-")?;
+    for input in &args.input {
+        fingerprint_corpus(args, input, &mut out)?;
+    }
+    out.finish()
+}
+
+/// The two lines of one corpus.
+fn fingerprint_corpus(
+    args: &FingerprintBench,
+    input: &str,
+    out: &mut Output,
+) -> Result<(), Failure> {
     use rayon::prelude::*;
 
     let load = loadavg();
     let pipeline = args.fingerprint.pipeline()?;
-    let doc_args = DocArgs::paths(vec![args.input.clone()]);
+    let doc_args = DocArgs::paths(vec![input.to_string()]);
     let mut texts: Vec<String> = Vec::new();
     docs::read(&doc_args, &Progress::hidden(), |batch| {
         texts.extend(batch.into_iter().map(|d| d.text));
@@ -306,7 +322,6 @@ pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
         std::hint::black_box(pipeline.fingerprint(t));
     }
     let threads = rayon::current_num_threads();
-    let mut out = Output::create("-")?;
     for (variant, n_threads) in [("serial", 1), ("par", threads)] {
         let mut best: Option<(f64, f64)> = None;
         for _ in 0..args.repeats {
@@ -344,10 +359,11 @@ pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
             "wrong": null,
             "max_rss_mb": usage().max_rss_mb.round(),
             "loadavg": load,
+            "corpus": input,
         });
         out.line(line.to_string().as_bytes())?;
     }
-    out.finish()
+    Ok(())
 }
 
 #[cfg(test)]

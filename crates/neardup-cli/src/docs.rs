@@ -4,6 +4,7 @@
 //! Documents come out in input order, in batches, so a caller can work on a batch in
 //! parallel and write results in order while memory stays bounded.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,9 +109,12 @@ pub struct ReadStats {
     pub skipped: u64,
 }
 
-/// Documents per batch, and bytes of text: whichever comes first.
+/// Documents per batch, and bytes of text: whichever comes first. A megabyte is a few
+/// milliseconds of fingerprinting: small enough that a caller working on one batch while
+/// the next is read keeps both busy from the start, large enough that handing batches over
+/// costs nothing.
 const BATCH_DOCS: usize = 4096;
-const BATCH_BYTES: usize = 16 << 20;
+const BATCH_BYTES: usize = 1 << 20;
 
 enum Source {
     Stdin,
@@ -325,50 +329,48 @@ pub fn read_as(
                 )?;
             }
             Format::Lines | Format::Jsonl => {
-                let mut line = Vec::new();
                 let mut line_no = 0u64;
-                loop {
-                    line.clear();
-                    if reader.read_until(b'\n', &mut line).map_err(io_err)? == 0 {
-                        break;
-                    }
+                let mut one = |line: &[u8], stats: &mut ReadStats| -> Result<(), Failure> {
                     line_no += 1;
-                    if line.last() == Some(&b'\n') {
-                        line.pop();
-                        if line.last() == Some(&b'\r') {
-                            line.pop();
-                        }
-                    }
-                    let (text, bad) = decode(std::mem::take(&mut line));
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    let (text, bad) = decode_line(line);
                     stats.invalid_utf8 += u64::from(bad);
                     let doc = if format == Format::Lines {
                         Doc {
                             id: Value::String(format!("{name}:{line_no}")),
-                            record: args.keep_records.then(|| text.clone()),
-                            text,
+                            record: args.keep_records.then(|| text.clone().into_owned()),
+                            text: text.into_owned(),
                         }
                     } else {
                         if text.trim().is_empty() {
-                            continue;
+                            return Ok(());
                         }
-                        match record(&text, args) {
+                        let parsed = match fast_record(&text, args) {
+                            Some((id, body)) => Ok((id, body.into_owned())),
+                            None => record(&text, args),
+                        };
+                        match parsed {
                             Ok((id, body)) => Doc {
                                 id: id
                                     .unwrap_or_else(|| Value::String(format!("{name}:{line_no}"))),
                                 text: body,
-                                record: args.keep_records.then_some(text),
+                                record: args.keep_records.then(|| text.into_owned()),
                             },
                             Err(_) if args.skip_invalid => {
                                 stats.skipped += 1;
-                                continue;
+                                return Ok(());
                             }
                             Err(why) => {
                                 return Err(Failure::input(anyhow!("{name}:{line_no}: {why}")));
                             }
                         }
                     };
-                    push(doc, &mut stats)?;
-                }
+                    push(doc, stats)
+                };
+                for_each_line(&mut reader, |line| one(line, &mut stats)).map_err(|e| match e {
+                    LineFailure::Io(e) => io_err(e),
+                    LineFailure::Line(f) => f,
+                })?;
             }
         }
     }
@@ -482,6 +484,280 @@ fn parquet_docs(
     )))
 }
 
+/// Why reading lines stopped: the input, or what a line's handler said.
+enum LineFailure {
+    Io(io::Error),
+    Line(Failure),
+}
+
+/// Calls `line` with every line of `reader` (without its `\n`; the last one too when it
+/// lacks one), in order. Lines are cut in the reader's own buffer, a buffer at a time; only
+/// a line that runs past the buffer's end is copied, to join its pieces.
+fn for_each_line(
+    reader: &mut impl BufRead,
+    mut line: impl FnMut(&[u8]) -> Result<(), Failure>,
+) -> Result<(), LineFailure> {
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(LineFailure::Io(e)),
+        };
+        if buf.is_empty() {
+            if !carry.is_empty() {
+                line(&carry).map_err(LineFailure::Line)?;
+            }
+            return Ok(());
+        }
+        let mut rest = buf;
+        if !carry.is_empty() {
+            // The end of a line begun in an earlier buffer.
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => {
+                    carry.extend_from_slice(&rest[..i]);
+                    line(&carry).map_err(LineFailure::Line)?;
+                    carry.clear();
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    carry.extend_from_slice(rest);
+                    rest = &[];
+                }
+            }
+        }
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', rest) {
+            line(&rest[start..end]).map_err(LineFailure::Line)?;
+            start = end + 1;
+        }
+        carry.extend_from_slice(&rest[start..]);
+        let used = buf.len();
+        reader.consume(used);
+    }
+}
+
+/// UTF-8 text of a line, borrowed when it is valid, else with invalid sequences as U+FFFD;
+/// and whether there were any.
+fn decode_line(line: &[u8]) -> (Cow<'_, str>, bool) {
+    match std::str::from_utf8(line) {
+        Ok(s) => (Cow::Borrowed(s), false),
+        Err(_) => (String::from_utf8_lossy(line), true),
+    }
+}
+
+/// The id (if the record has one) and text of a JSON line, read without building the line
+/// as a `Value`: the top-level object's other values are parsed and dropped as they go, the
+/// text is borrowed from the line when it has no escapes, and only the id becomes a `Value`.
+/// Every value is still parsed as `serde_json::Value` parses it (numbers in range, escapes
+/// and surrogate pairs checked), so a line is accepted exactly when [`record`] accepts it,
+/// with the same id and text. `None` for a line it does not accept; [`record`] then says
+/// why.
+pub fn fast_record<'a>(line: &'a str, args: &DocArgs) -> Option<(Option<Value>, Cow<'a, str>)> {
+    use serde::de::DeserializeSeed;
+
+    let mut de = serde_json::Deserializer::from_str(line);
+    let seed = RecordSeed {
+        text_field: &args.text_field,
+        id_field: &args.id_field,
+    };
+    let (id, text) = seed.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some((id, text??))
+}
+
+/// The top-level object of a JSON line, keeping the id and text fields (the last of each,
+/// as a `Value` map keeps them).
+struct RecordSeed<'f> {
+    text_field: &'f str,
+    id_field: &'f str,
+}
+
+/// A record's id and text, when it has them (the text `Some(None)` when it is not a
+/// string).
+type Fields<'de> = (Option<Value>, Option<Option<Cow<'de, str>>>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for RecordSeed<'_> {
+    type Value = Fields<'de>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Fields<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for RecordSeed<'_> {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+        let (mut id, mut text) = (None, None);
+        while let Some(key) = map.next_key_seed(KeySeed(&self))? {
+            match key {
+                Key::Text => text = Some(map.next_value_seed(TextSeed)?),
+                Key::Id => id = Some(map.next_value::<Value>()?),
+                Key::Other => {
+                    map.next_value::<Skip>()?;
+                }
+            }
+        }
+        Ok((id, text))
+    }
+}
+
+/// Which field a key names (a key may equal both names; the text wins, as it does in
+/// [`record`], which takes the text out of the map first).
+enum Key {
+    Text,
+    Id,
+    Other,
+}
+
+struct KeySeed<'s, 'f>(&'s RecordSeed<'f>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for KeySeed<'_, '_> {
+    type Value = Key;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for KeySeed<'_, '_> {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Key, E> {
+        Ok(if key == self.0.text_field {
+            Key::Text
+        } else if key == self.0.id_field {
+            Key::Id
+        } else {
+            Key::Other
+        })
+    }
+}
+
+/// A string value, borrowed from the line when it has no escapes; `None` for a value of
+/// another kind (parsed and dropped: a later field of the same name may still be the text,
+/// as in a `Value` map the last one wins).
+struct TextSeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for TextSeed {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TextSeed {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(s)))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(s.to_owned())))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(s)))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Skip.visit_seq(seq).map(|_| None)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Skip.visit_map(map).map(|_| None)
+    }
+}
+
+/// Any JSON value, parsed as `Value` parses it (through `deserialize_any`, so numbers are
+/// range-checked and string escapes decoded), then dropped: nothing is allocated for it.
+/// `serde::de::IgnoredAny` would skip faster but accepts what `Value` rejects (`1e400`,
+/// lone surrogates).
+struct Skip;
+
+impl<'de> serde::Deserialize<'de> for Skip {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Skip, D::Error> {
+        d.deserialize_any(Skip)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Skip {
+    type Value = Skip;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_unit<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+}
+
 /// UTF-8 text of `bytes`, invalid sequences as U+FFFD, and whether there were any.
 fn decode(bytes: Vec<u8>) -> (String, bool) {
     match String::from_utf8(bytes) {
@@ -490,8 +766,10 @@ fn decode(bytes: Vec<u8>) -> (String, bool) {
     }
 }
 
-/// The id (if the record has one) and text of a JSON line, or why it has none.
-fn record(line: &str, args: &DocArgs) -> Result<(Option<Value>, String), String> {
+/// The id (if the record has one) and text of a JSON line, or why it has none: the line
+/// parsed whole as a `Value` (the definition [`fast_record`] is tested against, and the
+/// source of every error message).
+pub fn record(line: &str, args: &DocArgs) -> Result<(Option<Value>, String), String> {
     let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
     let Value::Object(mut fields) = value else {
         return Err("not a JSON object".into());
@@ -524,6 +802,7 @@ fn kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn names_imply_formats() {
@@ -568,5 +847,119 @@ mod tests {
     fn decodes_lossily() {
         assert_eq!(decode(b"ok".to_vec()), ("ok".to_string(), false));
         assert_eq!(decode(b"a\xffb".to_vec()), ("a\u{fffd}b".to_string(), true));
+        assert_eq!(decode_line(b"ok"), (Cow::Borrowed("ok"), false));
+        assert_eq!(decode_line(b"a\xffb"), (Cow::Borrowed("a\u{fffd}b"), true));
+    }
+
+    /// The DOM-free reading where the DOM accepts the line, and nothing where it does not.
+    fn agrees(line: &str, args: &DocArgs) -> Result<(), TestCaseError> {
+        let fast = fast_record(line, args).map(|(id, text)| (id, text.into_owned()));
+        match record(line, args) {
+            Ok(dom) => prop_assert_eq!(fast, Some(dom), "{}", line),
+            Err(_) => prop_assert_eq!(fast, None, "{}", line),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn fast_records_examples() {
+        let args = DocArgs::paths(vec![]);
+        for line in [
+            r#"{"id": 7, "text": "hi"}"#,
+            r#"{"text": "a\"b\\c\nd\u00e9\ud83d\ude00"}"#,
+            r#"{"text": "lone \ud800"}"#,
+            r#"{"text": "x", "n": 1e400}"#,
+            r#"{"text": "x", "n": 18446744073709551616}"#,
+            r#"{"meta": {"a": [1, {"b": null}], "text": "inner"}, "text": "outer", "id": null}"#,
+            r#"{"text": "first", "text": "second", "id": 1, "id": "two"}"#,
+            r#"{"te\u0078t": "escaped key"}"#,
+            r#"{"id": 3}"#,
+            r#"{"text": 3}"#,
+            r#"{"text": "x"} trailing"#,
+            r#"[{"text": "x"}]"#,
+            r#"{"text": "x",}"#,
+            r#"{"text": "tab	inside"}"#,
+            "{\"text\": \"caf\u{e9} \u{1f600}\"}",
+        ] {
+            agrees(line, &args).unwrap();
+        }
+    }
+
+    /// JSON values of every kind: strings with escapes (surrogate pairs, lone surrogates),
+    /// numbers in and out of range, literals, nested arrays and objects.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            prop::sample::select(vec![
+                r#""plain""#,
+                r#""é ünï""#,
+                r#""q\"q""#,
+                r#""b\\s""#,
+                r#""\n\t\r\b\f\/""#,
+                r#""\u00e9""#,
+                r#""\ud83d\ude00""#,
+                r#""\ud800""#,
+                r#""\udc00x""#,
+                r#""""#,
+                "0",
+                "-1",
+                "1.5",
+                "-0",
+                "1e2",
+                "1e400",
+                "-1e400",
+                "18446744073709551616",
+                "true",
+                "false",
+                "null",
+                r#""text""#,
+                r#""id""#,
+            ])
+            .prop_map(String::from),
+            "\"[a-z ]{0,12}\"",
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec((key(), inner), 0..4).prop_map(|kv| {
+                    let fields: Vec<String> = kv.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                    format!("{{{}}}", fields.join(","))
+                }),
+            ]
+        })
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            r#""text""#,
+            r#""id""#,
+            r#""te\u0078t""#,
+            r#""other""#,
+            r#""x""#,
+            r#""""#,
+        ])
+        .prop_map(String::from)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn fast_records_agree_with_the_dom(
+            fields in prop::collection::vec((key(), value()), 0..6),
+            garbage in prop::sample::select(vec!["", "", "", " ", "x", ",", "}"]),
+            text_field in prop::sample::select(vec!["text", "id", "other"]),
+        ) {
+            let body: Vec<String> = fields.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            let line = format!("{{{}}}{garbage}", body.join(", "));
+            let mut args = DocArgs::paths(vec![]);
+            args.text_field = text_field.to_string();
+            agrees(&line, &args)?;
+        }
+
+        #[test]
+        fn fast_records_agree_on_any_line(line in "\\PC{0,40}") {
+            agrees(&line, &DocArgs::paths(vec![]))?;
+        }
     }
 }

@@ -4,7 +4,7 @@
 use anyhow::anyhow;
 use neardup::fingerprint::{paragraph_spans, IdfBuilder};
 use rayon::prelude::*;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use crate::docs::{self, Doc, DocArgs, ReadStats};
 use crate::failure::Failure;
@@ -32,33 +32,66 @@ pub struct FingerprintCmd {
     numbers: bool,
 }
 
-fn fp_value(fp: u64, numbers: bool) -> Value {
+/// Appends a fingerprint as JSON: a decimal string, or a number with `--numbers`.
+fn push_fp(out: &mut Vec<u8>, fp: u64, numbers: bool) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(fp).as_bytes();
     if numbers {
-        Value::from(fp)
+        out.extend_from_slice(digits);
     } else {
-        Value::String(fp.to_string())
+        out.push(b'"');
+        out.extend_from_slice(digits);
+        out.push(b'"');
     }
 }
 
-/// The JSON line of one document.
-fn render(doc: &Doc, pipeline: &Pipeline, cmd: &FingerprintCmd, min_paragraph: usize) -> String {
-    let mut line = Map::new();
-    line.insert("id".into(), doc.id.clone());
-    line.insert(
-        "fingerprint".into(),
-        fp_value(pipeline.fingerprint(&doc.text), cmd.numbers),
-    );
-    if cmd.paragraphs {
-        let paragraphs: Vec<Value> = paragraph_spans(&doc.text, min_paragraph)
-            .into_iter()
-            .map(|span| {
-                let fp = pipeline.fingerprint(&doc.text[span.clone()]);
-                json!({"start": span.start, "end": span.end, "fingerprint": fp_value(fp, cmd.numbers)})
-            })
-            .collect();
-        line.insert("paragraphs".into(), Value::Array(paragraphs));
+/// Appends the JSON line of one document (without its newline): the bytes
+/// `serde_json` writes for `{"id", "fingerprint", "paragraphs"}`, written directly rather
+/// than through a `Value` per document.
+fn render(
+    doc: &Doc,
+    pipeline: &Pipeline,
+    cmd: &FingerprintCmd,
+    min_paragraph: usize,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(b"{\"id\":");
+    match &doc.id {
+        // The usual ids, as serde_json writes them: a string without characters to
+        // escape, as is; an integer, as its digits.
+        Value::String(s) if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) => {
+            out.push(b'"');
+            out.extend_from_slice(s.as_bytes());
+            out.push(b'"');
+        }
+        id => {
+            // Writing a `Value` to a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut *out, id);
+        }
     }
-    Value::Object(line).to_string()
+    out.extend_from_slice(b",\"fingerprint\":");
+    push_fp(out, pipeline.fingerprint(&doc.text), cmd.numbers);
+    if cmd.paragraphs {
+        out.extend_from_slice(b",\"paragraphs\":[");
+        for (i, span) in paragraph_spans(&doc.text, min_paragraph)
+            .into_iter()
+            .enumerate()
+        {
+            if i > 0 {
+                out.push(b',');
+            }
+            let mut num = itoa::Buffer::new();
+            out.extend_from_slice(b"{\"start\":");
+            out.extend_from_slice(num.format(span.start).as_bytes());
+            out.extend_from_slice(b",\"end\":");
+            out.extend_from_slice(num.format(span.end).as_bytes());
+            out.extend_from_slice(b",\"fingerprint\":");
+            push_fp(out, pipeline.fingerprint(&doc.text[span]), cmd.numbers);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+    out.push(b'}');
 }
 
 /// Warnings about what reading found, on standard error.
@@ -90,16 +123,44 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
     let mut out = Output::create(&cmd.output)?;
     let progress = Progress::for_stderr();
     let mut empty = 0u64;
-    let stats = docs::read(&cmd.docs, &progress, |batch| {
-        empty += batch.iter().filter(|d| d.text.trim().is_empty()).count() as u64;
-        let lines: Vec<String> = batch
-            .par_iter()
-            .map(|doc| render(doc, &pipeline, cmd, min_paragraph))
-            .collect();
-        for line in lines {
-            out.line(line.as_bytes())?;
+    // Reading and parsing run on a thread of their own, a couple of batches ahead of the
+    // fingerprinting, so a process spends its time as the kernel does.
+    let stats = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Doc>>(2);
+        let progress = &progress;
+        let reader = scope.spawn(move || {
+            docs::read(&cmd.docs, progress, |batch| {
+                // The receiver only hangs up after an error of its own, reported below.
+                tx.send(batch)
+                    .map_err(|_| Failure::io(anyhow!("fingerprinting stopped")))
+            })
+        });
+        for batch in rx {
+            empty += batch.iter().filter(|d| d.text.trim().is_empty()).count() as u64;
+            // Each chunk of documents renders into one buffer: (bytes, line ends).
+            let chunks: Vec<(Vec<u8>, Vec<usize>)> = batch
+                .par_chunks(4)
+                .map(|docs| {
+                    let mut bytes = Vec::with_capacity(64 * docs.len());
+                    let mut ends = Vec::with_capacity(docs.len());
+                    for doc in docs {
+                        render(doc, &pipeline, cmd, min_paragraph, &mut bytes);
+                        ends.push(bytes.len());
+                    }
+                    (bytes, ends)
+                })
+                .collect();
+            for (bytes, ends) in chunks {
+                let mut start = 0;
+                for end in ends {
+                    out.line(&bytes[start..end])?;
+                    start = end;
+                }
+            }
         }
-        Ok(())
+        reader
+            .join()
+            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread failed"))))
     })?;
     progress.finish();
     out.finish()?;

@@ -17,6 +17,7 @@ pub mod output;
 pub mod progress;
 pub mod report;
 mod rng;
+pub mod serve;
 pub mod truth;
 
 pub use failure::Failure;

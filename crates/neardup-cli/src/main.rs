@@ -10,6 +10,7 @@ use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
 use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
 use neardup_cli::index::{self, IndexCmd};
+use neardup_cli::serve::{self, ServeCmd};
 
 /// Near-duplicate detection with 64-bit simhash fingerprints.
 #[derive(Parser)]
@@ -56,6 +57,14 @@ enum Command {
     /// A durable corpus in a data directory: create, insert, remove, query, sweep, stats.
     #[command(subcommand)]
     Index(IndexCmd),
+    /// The HTTP service: near-duplicate checks of documents and paragraphs over a durable
+    /// store, with the decision of `neardup dedup`.
+    ///
+    /// Serves the store in --data (made first with --create) on --listen until SIGTERM or
+    /// SIGINT; then finishes the requests in flight and their writes. API: PUT/GET/DELETE
+    /// /v1/documents/{id}, POST /v1/check, POST /v1/bulk/documents, POST /v1/bulk/check,
+    /// GET /healthz, /metrics, /v1/openapi.json.
+    Serve(ServeCmd),
     /// Measures precision and recall of fingerprint settings on edited copies of real
     /// documents, at k = 0 to --max-k.
     Eval(EvalCmd),
@@ -91,6 +100,7 @@ fn main() -> ExitCode {
         Command::Idf(cmd) => fingerprint::idf(&cmd),
         Command::Index(cmd) => index::run(&cmd),
         Command::Eval(cmd) => eval::run(&cmd),
+        Command::Serve(cmd) => serve::run(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
         Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
         Command::Bench(BenchCommand::Index(args)) => bench::index(&args),

@@ -355,3 +355,103 @@ fn eval_scores_and_exports() {
         50
     );
 }
+
+#[test]
+fn json_lines_edge_cases_read_as_a_json_parser_reads_them() {
+    let f = Fingerprinter::default();
+    // Escapes of every kind, a surrogate pair, ids as numbers, null, missing and strings
+    // with escapes, duplicate keys (the last wins), nested objects before the text, a key
+    // spelled with an escape, a text field inside a nested object that is not the text.
+    let input = concat!(
+        "{\"id\": 1, \"text\": \"tab\\there \\\"quoted\\\" back\\\\slash \\u00e9t\\u00e9 \\ud83d\\ude00 end\"}\n",
+        "{\"id\": null, \"text\": \"null id\"}\n",
+        "{\"text\": \"missing id\"}\n",
+        "{\"id\": \"a\\\"b\", \"text\": \"escaped id\"}\n",
+        "{\"id\": 2.5, \"text\": \"first\", \"text\": \"second\", \"id\": 3}\n",
+        "{\"meta\": {\"text\": \"inner\", \"list\": [1, {\"x\": null}]}, \"text\": \"outer\", \"id\": 4}\n",
+        "{\"te\\u0078t\": \"escaped key\", \"id\": 5}\n",
+        "{\"text\": [1], \"text\": \"string wins\", \"id\": 6}\n",
+    );
+    let out = lines(&neardup(&["fingerprint"], input.as_bytes()));
+    let want = [
+        (
+            Value::from(1),
+            "tab\there \"quoted\" back\\slash été \u{1f600} end",
+        ),
+        (Value::Null, "null id"),
+        (Value::from("<stdin>:3"), "missing id"),
+        (Value::from("a\"b"), "escaped id"),
+        (Value::from(3), "second"),
+        (Value::from(4), "outer"),
+        (Value::from(5), "escaped key"),
+        (Value::from(6), "string wins"),
+    ];
+    assert_eq!(out.len(), want.len());
+    for (line, (id, text)) in out.iter().zip(want) {
+        assert_eq!(line["id"], id);
+        assert_eq!(fp(line), f.fingerprint(text), "{text}");
+    }
+
+    // Invalid UTF-8 inside a JSON string reads as U+FFFD and is counted.
+    let o = neardup(&["fingerprint"], b"{\"text\": \"caf\xe9 au lait\"}\n");
+    assert_eq!(fp(&lines(&o)[0]), f.fingerprint("caf\u{fffd} au lait"));
+    assert!(stderr(&o).contains("1 documents held invalid UTF-8"));
+
+    // What a JSON parser rejects is still an error naming the line: a lone surrogate, a
+    // number out of range, trailing characters, a text that is not a string in the end.
+    for (bad, why) in [
+        (
+            "{\"text\": \"lone \\ud800\"}",
+            "not valid JSON: unexpected end of hex escape",
+        ),
+        (
+            "{\"text\": \"x\", \"n\": 1e400}",
+            "not valid JSON: number out of range",
+        ),
+        ("{\"text\": \"x\"} y", "not valid JSON: trailing characters"),
+        (
+            "{\"text\": \"x\", \"text\": null}",
+            "field \"text\" is not a string but null",
+        ),
+        ("[{\"text\": \"x\"}]", "not a JSON object"),
+    ] {
+        let input = format!("{{\"text\": \"fine\"}}\n{bad}\n");
+        let o = neardup(&["fingerprint"], input.as_bytes());
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&o).contains(&format!("<stdin>:2: {why}")),
+            "{bad}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn output_is_what_serde_json_writes() {
+    // Ids of every kind, with and without --numbers and --paragraphs: the bytes of the
+    // JSON line are those of the `Value` the line used to be built as.
+    let input = concat!(
+        "{\"id\": \"plain\", \"text\": \"one two three\"}\n",
+        "{\"id\": \"tab\\tand \\\"quote\\\" and \\u0001\", \"text\": \"four five\"}\n",
+        "{\"id\": -7, \"text\": \"six\"}\n",
+        "{\"id\": 1.50, \"text\": \"seven\"}\n",
+        "{\"id\": [1, {\"b\": true}], \"text\": \"eight\\n\\nnine ten\"}\n",
+        "{\"id\": null, \"text\": \"\"}\n",
+    );
+    for flags in [
+        &[][..],
+        &["--numbers"],
+        &["--paragraphs", "--numbers"],
+        &["--paragraphs"],
+    ] {
+        let mut args = vec!["fingerprint"];
+        args.extend_from_slice(flags);
+        let o = neardup(&args, input.as_bytes());
+        assert!(o.status.success());
+        let text = String::from_utf8(o.stdout.clone()).unwrap();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(line, v.to_string(), "{flags:?}");
+        }
+    }
+}

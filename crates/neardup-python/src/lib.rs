@@ -12,6 +12,7 @@ mod idf;
 mod layout;
 mod legacy;
 mod own;
+mod ray;
 mod simhash;
 mod store;
 mod text;
@@ -45,5 +46,14 @@ mod native {
         use crate::own::{clusters, dedup, find_all, fingerprint, fingerprint_many, Fingerprinter};
         #[pymodule_export]
         use crate::store::{Reader, Store};
+    }
+
+    /// The Rust half of `neardup.ray` (batch dedup as a Ray job); import `neardup.ray`.
+    #[pymodule]
+    mod ray {
+        #[pymodule_export]
+        use crate::ray::{
+            assign, bucket_pairs, cluster_lines, measure, pick_jsonl, sign_jsonl, sign_texts,
+        };
     }
 }

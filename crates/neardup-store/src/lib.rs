@@ -230,8 +230,16 @@ macro_rules! db {
     };
 }
 
+mod backend;
+mod documents;
 mod file;
 mod repair;
+
+pub use backend::{Backend, BackendReader};
+pub use documents::{
+    DocConfig, DocStore, DocStoreReader, Hit, Outcome, ParagraphHit, Prepared, Preparer, SpanMatch,
+    StoredDoc, Write, DOC_FORMAT, MAX_PARAGRAPHS,
+};
 
 use file::{guard, Kind};
 pub use repair::{check, export, repair, Check, Export, Repair};
@@ -416,6 +424,14 @@ impl Store {
             upgrade_from_1(&db, &path)?;
             drop(db);
             return Store::open_file(dir, &path, expect);
+        }
+        if format == DOC_FORMAT {
+            return Err(StoreError::Foreign {
+                path: path.clone(),
+                detail:
+                    "a document store, made by `neardup serve --create`: serve it, or export it"
+                        .into(),
+            });
         }
         if format != FORMAT {
             return Err(StoreError::Foreign {

@@ -148,13 +148,40 @@ impl Signature {
     /// The signature of `text`, its fingerprint from `fingerprinter`, its band keys under
     /// `banding`.
     pub fn of_text(fingerprinter: &Fingerprinter, banding: Banding, text: &str) -> Signature {
-        let (sketch, bands) = Sketch::of_text_with_bands(text, banding);
         Signature {
             fingerprint: fingerprinter.fingerprint_wide(text),
+            ..Signature::without_fingerprint(banding, text)
+        }
+    }
+
+    /// The signature of `text` but its simhash fingerprint, left all zero: enough to
+    /// find its candidates and decide by Jaccard; only the distance needs the fingerprint.
+    pub fn without_fingerprint(banding: Banding, text: &str) -> Signature {
+        let (sketch, bands) = Sketch::of_text_with_bands(text, banding);
+        Signature {
+            fingerprint: [0; LANES],
             sketch,
             bands,
             text_hash: xxh3_64(text.as_bytes()),
         }
+    }
+
+    /// The paragraphs of `text` (as [`Fingerprinter::paragraphs`] splits them: blank
+    /// lines and HTML block tags, short ones merged), each with its byte span and its
+    /// signature.
+    pub fn paragraphs(
+        fingerprinter: &Fingerprinter,
+        banding: Banding,
+        text: &str,
+    ) -> Vec<(std::ops::Range<usize>, Signature)> {
+        fingerprinter
+            .paragraph_spans(text)
+            .into_iter()
+            .map(|span| {
+                let sig = Signature::of_text(fingerprinter, banding, &text[span.clone()]);
+                (span, sig)
+            })
+            .collect()
     }
 
     /// The keys an online index files the document under: its band keys, or for a text

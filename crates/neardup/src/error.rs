@@ -87,6 +87,14 @@ pub enum Error {
         /// Text hashes given.
         hashes: usize,
     },
+    /// An edge of the near-duplicate graph names a node that is not there.
+    #[error("an edge names node {node}, but there are {nodes} nodes")]
+    UnknownNode {
+        /// The node named.
+        node: u32,
+        /// Nodes given.
+        nodes: usize,
+    },
 }
 
 /// `Result` with the core's [`Error`].

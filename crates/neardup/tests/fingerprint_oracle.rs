@@ -117,22 +117,114 @@ fn oracle_wide(text: &str, norm: Normalize, tokenizer: Tokenizer, window: usize,
     lanes
 }
 
+/// Pieces of mixed text: ASCII words and punctuation, Latin-1 and extended Latin,
+/// typographic quotes and dashes, combining marks, CJK, kana, Hangul, Cyrillic, Greek with
+/// its sigmas, Hebrew, emoji and ZWJ sequences, odd spaces, full-width forms, ligatures,
+/// digits, and white space of every kind, so that word boundaries fall everywhere.
+const POOL: &[&str] = &[
+    "a",
+    "B",
+    "z",
+    "0",
+    "7",
+    "42",
+    "the",
+    "The",
+    "don't",
+    "3.14",
+    "e.g",
+    "a_b",
+    "_",
+    " ",
+    "  ",
+    "\n",
+    "\r\n",
+    "\t",
+    ".",
+    "'",
+    ",",
+    ";",
+    ":",
+    "\"",
+    "-",
+    "#",
+    "é",
+    "e\u{301}",
+    "\u{301}",
+    "Ä",
+    "ß",
+    "ẞ",
+    "İ",
+    "ﬁ",
+    "Ｆ",
+    "１",
+    "，",
+    "。",
+    "’",
+    "‘",
+    "“",
+    "”",
+    "′",
+    "″",
+    "ʼ",
+    "—",
+    "–",
+    "…",
+    "©",
+    "·",
+    "\u{a0}",
+    "\u{3000}",
+    "\u{200d}",
+    "漢",
+    "字",
+    "テスト",
+    "ー",
+    "の",
+    "한",
+    "ㄱ",
+    "ㅏ",
+    "Ж",
+    "Привет",
+    "Σ",
+    "σ",
+    "ς",
+    "ΟΔΟΣ",
+    "ά",
+    "א",
+    "ש\"ל",
+    "😀",
+    "👨\u{200d}👩",
+    "🇫🇷",
+    "Å",
+    "Ω",
+    "K",
+    "ǅ",
+    "½",
+    "٣",
+    "कि",
+    "─",
+];
+
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         // Mostly ASCII prose, the fast path.
         "[A-Za-z0-9 ,.;:'_\\n!?-]{0,120}",
-        // Anything from a mixed pool: accents composed and decomposed, ligatures,
-        // full-width forms, Greek final sigma, CJK, emoji, odd spaces.
-        prop::collection::vec(
-            prop::sample::select(vec![
-                "a", "B", "z", "0", "7", " ", "  ", "\n", "\t", ".", "'", ",", ":", "_", "é",
-                "e\u{301}", "Ä", "ß", "ẞ", "ﬁ", "Ｆ", "１", "Σ", "σ", "ς", "İ", "漢", "字", "テ",
-                "ス", "ト", "한", "😀", "\u{a0}", "\u{3000}", "—", "’", "‘", "“", "”", "ʼ",
-            ]),
-            0..60,
-        )
-        .prop_map(|v| v.concat()),
+        // Anything from the mixed pool.
+        prop::collection::vec(prop::sample::select(POOL), 0..60).prop_map(|v| v.concat()),
     ]
+}
+
+/// Long texts, mostly ASCII words with the pool mixed in: many blocks of the word scanner,
+/// many cuts around hard characters.
+fn long_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            4 => "[A-Za-z]{1,9}[ ,.\\n]{1,2}",
+            1 => prop::sample::select(POOL).prop_map(String::from),
+        ],
+        50..300,
+    )
+    .prop_map(|v| v.concat())
 }
 
 fn tokenizer() -> impl Strategy<Value = Tokenizer> {
@@ -167,6 +259,25 @@ proptest! {
             .unwrap();
         prop_assert_eq!(fp.fingerprint(&text), oracle(&text, norm, tokenizer, window, tf));
         prop_assert_eq!(fp.fingerprint_wide(&text), oracle_wide(&text, norm, tokenizer, window, tf));
+    }
+
+    #[test]
+    fn long_texts_match_the_plain_pipeline(
+        text in long_text(),
+        tokenizer in tokenizer(),
+        window in 1usize..4,
+        tf in any::<bool>(),
+    ) {
+        let fp = Fingerprinter::builder()
+            .tokenizer(tokenizer)
+            .window(window)
+            .weighting(if tf { Weighting::Tf } else { Weighting::None })
+            .build()
+            .unwrap();
+        prop_assert_eq!(
+            fp.fingerprint(&text),
+            oracle(&text, Normalize::default(), tokenizer, window, tf)
+        );
     }
 
     #[test]

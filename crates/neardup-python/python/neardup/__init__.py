@@ -13,7 +13,9 @@ neardup's own API:
   ``Store`` the same, durable in a data directory, with str ids and expiry, and
   ``Store.reader()`` a ``StoreReader`` to query it from other threads;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records (word 5-shingle Jaccard
-  at least ``threshold``, default 0.8), as ``neardup dedup``;
+  at least ``threshold``, default 0.8), as ``neardup dedup``; ``neardup.ray.dedup(paths or
+  a Ray Dataset)`` does the same as a Ray job on many machines (``pip install
+  'neardup[ray]'``);
 - ``Layout(blocks, distance)`` shows the block layout and its ``Table`` permutations.
 
 Fingerprints are ints in 0..2**64-1; functions that take many accept any iterable of ints

@@ -43,3 +43,5 @@ class Corpus:
 
 # neardup's own API; typed where the package re-exports it (neardup/__init__.pyi).
 own: ModuleType
+# The native half of neardup.ray (private; neardup/ray.py is its typed face).
+ray: ModuleType

@@ -9,10 +9,13 @@
 //!    99.95% of them, by the banding's choice), few far below it. For the distance rule,
 //!    nodes whose 256-bit fingerprints ([`Wide`]) are within the lane distance in some
 //!    64-bit lane are ([`WideMatcher::candidates_by`]).
-//! 2. **Verification.** A candidate is a near-duplicate when its [`Rule`] holds
-//!    ([`crate::decide`]): by default the estimated Jaccard similarity of the two
+//! 2. **Verification** ([`verify`]). A candidate is a near-duplicate when its [`Rule`]
+//!    holds ([`crate::decide`]): by default the estimated Jaccard similarity of the two
 //!    documents' word 5-shingle sets ([`crate::jaccard`]) is at least the threshold.
-//! 3. **Assignment, without chaining.** Documents are visited in the order [`Keep`] gives.
+//! 3. **Assignment, without chaining** ([`assign`], on nodes and verified edges alone, so
+//!    that a caller who found and verified the edges elsewhere, as `neardup.ray` does on
+//!    a cluster of machines, decides as batch does). Documents are visited in the order
+//!    [`Keep`] gives.
 //!    Each one not yet removed is kept, and removes its near-duplicates not yet removed; a
 //!    removed document then belongs to the kept near-duplicate it is most similar to. So a
 //!    document is removed only for a document that is itself its near-duplicate, and no
@@ -233,10 +236,10 @@ pub fn candidates(fps: &[Wide], text_hashes: &[u64], source: Source<'_>) -> Resu
     Ok(out)
 }
 
-/// Steps 2 and 3: verify the candidates with `options.rule` and assign documents to the
-/// documents kept for them. `sketch(doc)` is called for the documents of
-/// [`Candidates::needs`] only (from several threads); `lens` are the texts' lengths, for
-/// [`Keep::Longest`] and [`Keep::Shortest`].
+/// Steps 2 and 3: verify the candidates with `options.rule` ([`verify`]) and assign
+/// documents to the documents kept for them ([`assign`]). `sketch(doc)` is called for the
+/// documents of [`Candidates::needs`] only (from several threads); `lens` are the texts'
+/// lengths, for [`Keep::Longest`] and [`Keep::Shortest`].
 pub fn resolve(
     c: &Candidates,
     fps: &[Wide],
@@ -246,51 +249,81 @@ pub fn resolve(
 ) -> Dedup {
     let nodes = c.nodes();
     let first = |node: u32| c.node(node)[0];
-    // 2. Verification, in parallel: (a, b, similarity, distance) per near-duplicate pair.
-    let verify = |&(a, b): &(u32, u32)| {
-        let (x, y) = (first(a), first(b));
-        let m = Match {
-            similarity: sketch(x).similarity(&sketch(y)) as f32,
-            distance: super::wide_distance(&fps[x as usize], &fps[y as usize]),
-        };
-        // Nodes are distinct texts with words: the rule alone decides.
-        options.rule.accepts(m).then_some(Edge {
-            a,
-            b,
-            similarity: m.similarity,
-            distance: m.distance,
-        })
-    };
-    #[cfg(feature = "rayon")]
-    let edges: Vec<Edge> = c.pairs.par_iter().filter_map(verify).collect();
-    #[cfg(not(feature = "rayon"))]
-    let edges: Vec<Edge> = c.pairs.iter().filter_map(verify).collect();
+    let edges = verify(
+        &c.pairs,
+        |n| sketch(first(n)),
+        |n| fps[first(n) as usize],
+        options.rule,
+    );
 
-    // Each node's representative (its member that `keep` prefers) and the order in which
-    // nodes are visited: by that member's rank.
-    let rank = |doc: u32| -> (i64, u32) {
-        let len = i64::from(lens.get(doc as usize).copied().unwrap_or(0));
-        match options.keep {
-            Keep::First => (0, doc),
-            Keep::Longest => (-len, doc),
-            Keep::Shortest => (len, doc),
-        }
+    // Each node ranks as its member that `keep` prefers (copies have equal lengths, so
+    // that is its first document but for a collision of text hashes).
+    let rank_of = |doc: u32| Rank {
+        len: lens.get(doc as usize).copied().unwrap_or(0),
+        position: u64::from(doc),
     };
     let best: Vec<u32> = (0..nodes as u32)
         .map(|node| {
             c.node(node)
                 .iter()
                 .copied()
-                .min_by_key(|&d| rank(d))
+                .min_by_key(|&d| rank_of(d).key(options.keep))
                 .unwrap_or(0)
         })
         .collect();
+    let ranks: Vec<Rank> = best.iter().map(|&d| rank_of(d)).collect();
+    // Nodes and edges come from `c`, so every edge names a node.
+    let links = assign(&ranks, &edges, options.keep, options.closure).unwrap_or_default();
 
-    let mut clusters = if options.closure {
-        components(c, &edges, &best, &rank, fps, &sketch)
-    } else {
-        stars(c, &edges, &best, &rank, fps)
-    };
+    // A kept node's cluster: its documents, then those of the nodes linked to it.
+    let mut linked: Vec<(u32, u32)> = links
+        .iter()
+        .enumerate()
+        .filter(|&(n, l)| l.to != n as u32)
+        .map(|(n, l)| (l.to, n as u32))
+        .collect();
+    sort(&mut linked, |x| x);
+    let mut clusters = Vec::new();
+    let mut at = 0;
+    for kept in 0..nodes as u32 {
+        let from = at;
+        while at < linked.len() && linked[at].0 == kept {
+            at += 1;
+        }
+        let own = c.node(kept);
+        if links[kept as usize].to != kept || (at == from && own.len() < 2) {
+            continue;
+        }
+        let rep = best[kept as usize];
+        let mut members: Vec<Member> = own
+            .iter()
+            .map(|&doc| Member {
+                doc,
+                similarity: 1.0,
+                distance: super::wide_distance(&fps[doc as usize], &fps[rep as usize]),
+            })
+            .collect();
+        for &(_, n) in &linked[from..at] {
+            // With closure, assignment does not know how near a member is to the
+            // component's top: measure it.
+            let near = links[n as usize].near.unwrap_or_else(|| {
+                let (a, b) = (first(kept), first(n));
+                measure(&sketch(a), &sketch(b), &fps[a as usize], &fps[b as usize])
+            });
+            for &doc in c.node(n) {
+                members.push(Member {
+                    doc,
+                    similarity: near.similarity,
+                    distance: super::wide_distance(&fps[doc as usize], &fps[rep as usize]),
+                });
+            }
+        }
+        members.sort_unstable_by_key(|m| m.doc);
+        clusters.push(Cluster {
+            representative: rep,
+            members,
+        });
+    }
     clusters.sort_by_key(|cl| cl.representative);
 
     let mut out = Dedup {
@@ -327,25 +360,139 @@ pub fn dedup(
     Ok(resolve(&c, fps, lens, |d| sketches[d as usize], options))
 }
 
-/// A verified pair of nodes.
-#[derive(Clone, Copy, Debug)]
-struct Edge {
-    a: u32,
-    b: u32,
-    similarity: f32,
-    distance: u32,
+/// How near two nodes (distinct texts) are: the similarity of their sketches and the
+/// distance of their fingerprints. What verification judges, and what clusters report.
+pub fn measure(a: &Sketch, b: &Sketch, fa: &Wide, fb: &Wide) -> Match {
+    Match {
+        similarity: a.similarity(b) as f32,
+        distance: super::wide_distance(fa, fb),
+    }
 }
 
-/// Clusters around kept documents (the default): greedy in rank order, then each removed
-/// node to its most similar kept neighbour.
-fn stars(
-    c: &Candidates,
-    edges: &[Edge],
-    best: &[u32],
-    rank: &(impl Fn(u32) -> (i64, u32) + Sync),
-    fps: &[Wide],
-) -> Vec<Cluster> {
-    let nodes = c.nodes();
+/// A verified pair of nodes: an edge of the near-duplicate graph that [`assign`] reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Edge {
+    /// One node.
+    pub a: u32,
+    /// The other.
+    pub b: u32,
+    /// Estimated Jaccard similarity ([`measure`]).
+    pub similarity: f32,
+    /// 256-bit Hamming distance of the fingerprints.
+    pub distance: u32,
+}
+
+/// Step 2: the pairs of nodes among `pairs` that are near-duplicates under `rule`, in the
+/// order of `pairs`, with how near they are ([`measure`]). `sketch(n)` and
+/// `fingerprint(n)` are node `n`'s (called from several threads); nodes are distinct
+/// texts with words, so the rule alone decides.
+pub fn verify(
+    pairs: &[(u32, u32)],
+    sketch: impl Fn(u32) -> Sketch + Sync,
+    fingerprint: impl Fn(u32) -> Wide + Sync,
+    rule: Rule,
+) -> Vec<Edge> {
+    let check = |&(a, b): &(u32, u32)| {
+        let m = measure(&sketch(a), &sketch(b), &fingerprint(a), &fingerprint(b));
+        rule.accepts(m).then_some(Edge {
+            a,
+            b,
+            similarity: m.similarity,
+            distance: m.distance,
+        })
+    };
+    #[cfg(feature = "rayon")]
+    return pairs.par_iter().filter_map(check).collect();
+    #[cfg(not(feature = "rayon"))]
+    return pairs.iter().filter_map(check).collect();
+}
+
+/// How [`Keep`] ranks a node: by the length of its text (for [`Keep::Longest`] and
+/// [`Keep::Shortest`]), then by its position in the input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rank {
+    /// Bytes of its text.
+    pub len: u32,
+    /// Its position in the input (its first document's): any numbering in input order.
+    pub position: u64,
+}
+
+impl Rank {
+    /// The sort key: the node `keep` visits first is the least.
+    pub fn key(self, keep: Keep) -> (i64, u64) {
+        let len = i64::from(self.len);
+        match keep {
+            Keep::First => (0, self.position),
+            Keep::Longest => (-len, self.position),
+            Keep::Shortest => (len, self.position),
+        }
+    }
+}
+
+/// Where [`assign`] put a node.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Link {
+    /// The node it goes with: itself when it is kept; the kept near-duplicate it is most
+    /// similar to when it is removed; with closure, the best ranked node of its component.
+    pub to: u32,
+    /// How near it is to `to`: from their edge; `None` with closure, where `to` need not
+    /// be a neighbour (measure the two, [`measure`]).
+    pub near: Option<Match>,
+}
+
+/// Step 3, without chaining: `ranks[n]` ranks node `n` ([`Rank::key`]), `edges` are the
+/// verified pairs of nodes. Nodes are visited in rank order; each one not yet removed is
+/// kept and removes its neighbours not yet removed; a removed node then goes to its most
+/// similar kept neighbour (the better ranked of equals). With `closure`, every node goes
+/// to the best ranked node of its connected component instead. A node without edges is
+/// kept. An error if an edge names a node outside `ranks`.
+pub fn assign(ranks: &[Rank], edges: &[Edge], keep: Keep, closure: bool) -> Result<Vec<Link>> {
+    let nodes = ranks.len();
+    if nodes >= u32::MAX as usize {
+        return Err(Error::TooManyFingerprints {
+            got: nodes,
+            max: u32::MAX as usize - 1,
+        });
+    }
+    if let Some(e) = edges
+        .iter()
+        .find(|e| e.a as usize >= nodes || e.b as usize >= nodes)
+    {
+        return Err(Error::UnknownNode {
+            node: e.a.max(e.b),
+            nodes,
+        });
+    }
+    let rank = |n: u32| ranks[n as usize].key(keep);
+    let itself = |n: u32| Link {
+        to: n,
+        near: Some(Match {
+            similarity: 1.0,
+            distance: 0,
+        }),
+    };
+    let mut links: Vec<Link> = (0..nodes as u32).map(itself).collect();
+    if closure {
+        let mut uf = UnionFind::new(nodes);
+        for e in edges {
+            uf.union(e.a, e.b);
+        }
+        for set in uf.sets(|size, _| size >= 2) {
+            let top = set
+                .iter()
+                .copied()
+                .min_by_key(|&n| rank(n))
+                .unwrap_or(set[0]);
+            for n in set.into_iter().filter(|&n| n != top) {
+                links[n as usize] = Link {
+                    to: top,
+                    near: None,
+                };
+            }
+        }
+        return Ok(links);
+    }
+
     // Adjacency of nodes, both directions (compressed rows).
     let mut degree = vec![0u32; nodes + 1];
     for e in edges {
@@ -359,6 +506,7 @@ fn stars(
         total += d;
     }
     offsets.push(total);
+    drop(degree);
     let mut fill = offsets.clone();
     let mut adjacent = vec![(0u32, 0u32); total as usize]; // (neighbour, edge)
     for (i, e) in edges.iter().enumerate() {
@@ -371,11 +519,11 @@ fn stars(
     let neighbours =
         |n: u32| &adjacent[offsets[n as usize] as usize..offsets[n as usize + 1] as usize];
 
-    // Only nodes with a neighbour or a copy can be in a cluster.
+    // Only nodes with a neighbour take part.
     let mut visit: Vec<u32> = (0..nodes as u32)
-        .filter(|&n| offsets[n as usize] != offsets[n as usize + 1] || c.node(n).len() > 1)
+        .filter(|&n| offsets[n as usize] != offsets[n as usize + 1])
         .collect();
-    sort(&mut visit, |n| rank(best[n as usize]));
+    sort(&mut visit, rank);
 
     const FREE: u32 = u32::MAX;
     const KEPT: u32 = u32::MAX - 1;
@@ -393,7 +541,6 @@ fn stars(
         }
     }
     // A removed node goes to its most similar kept neighbour (the better ranked of equals).
-    let mut assigned: Vec<(u32, u32, Edge)> = Vec::new(); // (kept node, removed node, edge)
     for &n in &visit {
         if state[n as usize] >= KEPT {
             continue;
@@ -405,99 +552,19 @@ fn stars(
             .min_by(|(m1, e1), (m2, e2)| {
                 e2.similarity
                     .total_cmp(&e1.similarity)
-                    .then_with(|| rank(best[*m1 as usize]).cmp(&rank(best[*m2 as usize])))
+                    .then_with(|| rank(*m1).cmp(&rank(*m2)))
             });
         if let Some((m, e)) = chosen {
-            assigned.push((m, n, e));
-        }
-    }
-    sort(&mut assigned, |(k, r, _)| (k, r));
-
-    let mut clusters = Vec::new();
-    for &n in &visit {
-        if state[n as usize] != KEPT {
-            continue;
-        }
-        let rep = best[n as usize];
-        let mut members: Vec<Member> = c
-            .node(n)
-            .iter()
-            .map(|&doc| Member {
-                doc,
-                similarity: 1.0,
-                distance: 0,
-            })
-            .collect();
-        // `assigned` is sorted by kept node; `visit` is not, so search.
-        let from = assigned.partition_point(|a| a.0 < n);
-        let to = assigned.partition_point(|a| a.0 <= n);
-        for &(_, removed, e) in &assigned[from..to] {
-            for &doc in c.node(removed) {
-                members.push(Member {
-                    doc,
+            links[n as usize] = Link {
+                to: m,
+                near: Some(Match {
                     similarity: e.similarity,
-                    distance: super::wide_distance(&fps[doc as usize], &fps[rep as usize]),
-                });
-            }
+                    distance: e.distance,
+                }),
+            };
         }
-        if members.len() < 2 {
-            continue;
-        }
-        members.sort_unstable_by_key(|m| m.doc);
-        clusters.push(Cluster {
-            representative: rep,
-            members,
-        });
     }
-    clusters
-}
-
-/// Connected components of the verified pairs (`closure`): the best ranked document of
-/// each represents it, and members carry their own similarity to it.
-fn components(
-    c: &Candidates,
-    edges: &[Edge],
-    best: &[u32],
-    rank: &(impl Fn(u32) -> (i64, u32) + Sync),
-    fps: &[Wide],
-    sketch: &(impl Fn(u32) -> Sketch + Sync),
-) -> Vec<Cluster> {
-    let nodes = c.nodes();
-    let mut uf = UnionFind::new(nodes);
-    for e in edges {
-        uf.union(e.a, e.b);
-    }
-    uf.sets(|size, node| size >= 2 || c.node(node).len() > 1)
-        .into_iter()
-        .map(|set| {
-            let top = set
-                .iter()
-                .copied()
-                .min_by_key(|&n| rank(best[n as usize]))
-                .unwrap_or(set[0]);
-            let rep = best[top as usize];
-            let rep_sketch = (set.len() > 1).then(|| sketch(c.node(top)[0]));
-            let mut members: Vec<Member> = set
-                .iter()
-                .flat_map(|&n| {
-                    let similarity = match &rep_sketch {
-                        Some(s) if n != top => s.similarity(&sketch(c.node(n)[0])) as f32,
-                        _ => 1.0,
-                    };
-                    c.node(n).iter().map(move |&doc| Member {
-                        doc,
-                        similarity,
-                        distance: super::wide_distance(&fps[doc as usize], &fps[rep as usize]),
-                    })
-                })
-                .collect();
-            members.sort_unstable_by_key(|m| m.doc);
-            Cluster {
-                representative: rep,
-                members,
-            }
-        })
-        .collect()
+    Ok(links)
 }
 
 /// Every near-duplicate pair of documents: copies within a node, and every document of
@@ -535,4 +602,74 @@ fn sort<T: Copy + Send + Sync, K: Ord>(v: &mut [T], key: impl Fn(T) -> K + Sync)
     v.par_sort_by_key(|&x| key(x));
     #[cfg(not(feature = "rayon"))]
     v.sort_by_key(|&x| key(x));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edge(a: u32, b: u32, similarity: f32) -> Edge {
+        Edge {
+            a,
+            b,
+            similarity,
+            distance: 7,
+        }
+    }
+
+    /// The module's example: A ~ B and B ~ C but not A ~ C keeps A and C and removes B,
+    /// which goes to the one it is more similar to; closure puts all three under A,
+    /// similarities unknown to assignment.
+    #[test]
+    fn assigns_without_chaining() {
+        let ranks: Vec<Rank> = (0..4)
+            .map(|i| Rank {
+                len: 10 - i,
+                position: u64::from(i) * 100,
+            })
+            .collect();
+        let to = |links: &[Link]| links.iter().map(|l| l.to).collect::<Vec<_>>();
+        let edges = [edge(0, 1, 0.95), edge(1, 2, 0.9)];
+        let links = assign(&ranks, &edges, Keep::First, false).unwrap();
+        assert_eq!(to(&links), [0, 0, 2, 3]);
+        assert_eq!(
+            links[1].near.map(|m| (m.similarity, m.distance)),
+            Some((0.95, 7))
+        );
+        assert_eq!(links[3].near.map(|m| m.similarity), Some(1.0));
+        let edges = [edge(0, 1, 0.9), edge(1, 2, 0.95)];
+        assert_eq!(
+            to(&assign(&ranks, &edges, Keep::First, false).unwrap()),
+            [0, 2, 2, 3]
+        );
+        // Shortest first: node 2 (8 bytes) is visited before node 1 and removes it, and
+        // node 0 (10 bytes) is kept, node 1 going to the more similar of the two.
+        let chain = [edge(0, 1, 0.9), edge(1, 2, 0.85), edge(0, 2, 0.8)];
+        assert_eq!(
+            to(&assign(&ranks, &chain, Keep::Shortest, false).unwrap()),
+            [2, 2, 2, 3]
+        );
+        assert_eq!(
+            to(&assign(&ranks, &chain, Keep::Longest, false).unwrap()),
+            [0, 0, 0, 3]
+        );
+        let closure = assign(&ranks, &edges, Keep::First, true).unwrap();
+        assert_eq!(to(&closure), [0, 0, 0, 3]);
+        assert_eq!(closure[2].near, None);
+        // A removed node goes to the most similar kept neighbour, ties to the better ranked.
+        let star = [
+            edge(0, 2, 0.8),
+            edge(1, 2, 0.9),
+            edge(0, 3, 0.85),
+            edge(1, 3, 0.85),
+        ];
+        assert_eq!(
+            to(&assign(&ranks, &star, Keep::First, false).unwrap()),
+            [0, 1, 1, 0]
+        );
+        assert_eq!(
+            assign(&ranks, &[edge(1, 4, 0.9)], Keep::First, false),
+            Err(Error::UnknownNode { node: 4, nodes: 4 })
+        );
+    }
 }

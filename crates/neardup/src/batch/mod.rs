@@ -26,7 +26,8 @@ use crate::error::{Error, Result};
 use crate::tables::{Blocks, Layout, PermuteJob};
 pub use bands::band_candidates;
 pub use dedup::{
-    candidates, dedup, resolve, Candidates, Cluster, Dedup, Member, Options, Pair, Source,
+    assign, candidates, dedup, measure, resolve, verify, Candidates, Cluster, Dedup, Edge, Link,
+    Member, Options, Pair, Rank, Source,
 };
 use radix::Keyed;
 pub use union_find::UnionFind;

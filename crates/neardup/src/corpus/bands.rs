@@ -375,6 +375,41 @@ impl BandIndex {
         }
     }
 
+    /// An index of `docs` (distinct ids) built in one pass: what opening a store does,
+    /// without the folds and rebuilds of inserting them.
+    pub fn from_docs(docs: Vec<(u64, BandKeys)>) -> Result<BandIndex> {
+        if docs.len() >= u32::MAX as usize {
+            return Err(Error::TooManyFingerprints {
+                got: docs.len(),
+                max: u32::MAX as usize - 1,
+            });
+        }
+        let docs = &docs;
+        let bands = crate::par::map((0..BANDS).collect(), |band| {
+            let mut entries: Vec<(u32, u32)> = docs
+                .iter()
+                .enumerate()
+                .map(|(slot, (_, keys))| (keys[band], slot as u32))
+                .collect();
+            entries.sort_unstable();
+            entries
+        });
+        let ids = docs.iter().map(|&(id, _)| id).collect();
+        let main = build(ids, &bands);
+        drop(bands);
+        let snap = Arc::new(Snap {
+            main: Arc::new(main),
+            ..Snap::empty()
+        });
+        Ok(BandIndex {
+            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
+            snap,
+            recent: IdMap::default(),
+            pending: None,
+            background: true,
+        })
+    }
+
     /// Whether rebuilds of the main part run on another thread (the default), as
     /// [`super::Corpus::background_rebuilds`].
     pub fn background_rebuilds(mut self, on: bool) -> BandIndex {

@@ -187,22 +187,31 @@ pub(crate) fn simhash_groups(groups: &[(u32, &[u64])]) -> u64 {
 /// This is the tf vote in one pass over the features when only a few repeat: all
 /// occurrences vote alike through the carry-save kernel, and the few repeated features
 /// are corrected down to their sub-linear weight, grouped by the size of the correction.
+#[cfg(test)]
 pub(crate) fn simhash_adjusted(all: &[u64], w: u32, less: &[(u64, u32)]) -> u64 {
+    let mut less = less.to_vec();
+    less.sort_unstable_by_key(|&(_, d)| d);
+    simhash_adjusted_runs(all, w, &less, |h| h, &mut Vec::new())
+}
+
+/// [`simhash_adjusted`] with `less` in runs of equal corrections, its hashes seen through
+/// `rehash`; `group` holds one run's hashes (a buffer kept by the caller).
+pub(crate) fn simhash_adjusted_runs(
+    all: &[u64],
+    w: u32,
+    less: &[(u64, u32)],
+    rehash: impl Fn(u64) -> u64,
+    group: &mut Vec<u64>,
+) -> u64 {
     let mut total = Counters::new();
     total.add_scaled(all, w);
-    let mut less: Vec<(u32, u64)> = less.iter().map(|&(h, d)| (d, h)).collect();
-    // Usually sorted already (a TfPlan's corrections): then this is one pass.
-    if !less.is_sorted_by_key(|&(d, _)| d) {
-        less.sort_unstable_by_key(|&(d, _)| d);
-    }
     let mut minus = Counters::new();
     let mut taken = 0u64;
-    let mut group: Vec<u64> = Vec::new();
-    for run in less.chunk_by(|a, b| a.0 == b.0) {
+    for run in less.chunk_by(|a, b| a.1 == b.1) {
         group.clear();
-        group.extend(run.iter().map(|&(_, h)| h));
-        minus.add_scaled(&group, run[0].0);
-        taken += u64::from(run[0].0) * run.len() as u64;
+        group.extend(run.iter().map(|&(h, _)| rehash(h)));
+        minus.add_scaled(group, run[0].1);
+        taken += u64::from(run[0].1) * run.len() as u64;
     }
     let full = u64::from(w) * all.len() as u64;
     let sum = full - taken;

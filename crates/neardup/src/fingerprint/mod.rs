@@ -30,18 +30,23 @@
 #[cfg(feature = "cjk")]
 mod cjk;
 pub mod compat;
+mod easy;
 mod kernel;
+mod normal;
 mod paragraph;
+mod scan;
 pub mod tokenize;
 mod weight;
 mod word_hash;
 
-use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use normal::Normalized;
+use word_hash::lane_hash;
 
 pub use kernel::{simhash, simhash_weighted};
 pub use paragraph::Paragraph;
@@ -233,74 +238,65 @@ pub struct Fingerprinter {
     token_weights: Option<Arc<HashMap<u64, f32>>>,
 }
 
-/// Turns token hashes into shingle hashes as they arrive: the last `window` token hashes
-/// live in a ring, and each new token completes one shingle. A text with fewer tokens than
-/// the window gets one shingle of all of them.
-struct Shingler {
-    window: usize,
-    ring: [u64; MAX_WINDOW],
-    seen: usize,
-    out: Vec<u64>,
-    /// The bytes of the shingle being hashed (kept, not zeroed per shingle).
-    bytes: [u8; 8 * MAX_WINDOW],
+/// The shingle hashes of `tokens` into `out`: one per run of `window` consecutive tokens
+/// (`window` > 1), or one of all of them when there are fewer; none for no tokens.
+fn shingle_into(tokens: &[u64], window: usize, out: &mut Vec<u64>) {
+    out.clear();
+    if tokens.is_empty() {
+        return;
+    }
+    if window == 2 && tokens.len() >= 2 {
+        // The default window: a branch-free hash of two words, each shingle independent of
+        // the last, so the multiplies of neighbouring shingles overlap.
+        out.extend(tokens.windows(2).map(|p| word_hash::pair_hash(p[0], p[1])));
+        return;
+    }
+    let mut bytes = [0u8; 8 * MAX_WINDOW];
+    let span = window.min(tokens.len());
+    out.extend(tokens.windows(span).map(|run| {
+        for (j, t) in run.iter().enumerate() {
+            bytes[8 * j..8 * j + 8].copy_from_slice(&t.to_le_bytes());
+        }
+        feature_hash(&bytes[..8 * span])
+    }));
 }
 
-impl Shingler {
-    fn new(window: usize, capacity: usize) -> Shingler {
-        Shingler {
-            window,
-            ring: [0; MAX_WINDOW],
-            seen: 0,
-            out: Vec::with_capacity(capacity),
-            bytes: [0; 8 * MAX_WINDOW],
-        }
-    }
+/// One thread's buffers for fingerprinting, kept from text to text so that a text costs
+/// no allocation once they have grown to its size.
+#[derive(Debug, Default)]
+struct Scratch {
+    norm: Normalized,
+    /// Word bounds in `norm.text`.
+    bounds: Vec<(usize, usize)>,
+    tokens: Vec<u64>,
+    shingles: Vec<u64>,
+    tf: weight::TfScratch,
+    lane: Vec<u64>,
+}
 
-    #[inline]
-    fn push(&mut self, token: u64) {
-        match self.window {
-            1 => {
-                self.out.push(token);
-                return;
-            }
-            2 if self.seen > 0 => {
-                // The default window, without the ring's indexing.
-                let prev = self.ring[(self.seen - 1) % MAX_WINDOW];
-                let mut bytes = [0u8; 16];
-                bytes[..8].copy_from_slice(&prev.to_le_bytes());
-                bytes[8..].copy_from_slice(&token.to_le_bytes());
-                self.out.push(feature_hash(&bytes));
-                self.ring[self.seen % MAX_WINDOW] = token;
-                self.seen += 1;
-                return;
-            }
-            _ => {}
-        }
-        self.ring[self.seen % MAX_WINDOW] = token;
-        self.seen += 1;
-        if self.seen >= self.window {
-            let h = self.last(self.window);
-            self.out.push(h);
-        }
+impl Scratch {
+    /// The features filled in by [`Fingerprinter::fill`] (the tokens themselves for a
+    /// window of 1, else the shingles), with the buffers voting needs.
+    fn split(&mut self, window: usize) -> (&[u64], &mut weight::TfScratch, &mut Vec<u64>) {
+        let features = if window == 1 {
+            &self.tokens
+        } else {
+            &self.shingles
+        };
+        (features, &mut self.tf, &mut self.lane)
     }
+}
 
-    /// The hash of the last `span` tokens: xxh3 of their hashes, little-endian, in order.
-    #[inline]
-    fn last(&mut self, span: usize) -> u64 {
-        for j in 0..span {
-            let t = self.ring[(self.seen - span + j) % MAX_WINDOW];
-            self.bytes[8 * j..8 * j + 8].copy_from_slice(&t.to_le_bytes());
-        }
-        feature_hash(&self.bytes[..8 * span])
+/// Runs `f` with this thread's [`Scratch`].
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    thread_local! {
+        static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     }
-
-    fn finish(mut self) -> Vec<u64> {
-        if self.window > 1 && self.seen > 0 && self.seen < self.window {
-            let h = self.last(self.seen);
-            self.out.push(h);
-        }
-        self.out
-    }
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        // Only a fingerprint taken while one is under way on this thread (none is).
+        Err(_) => f(&mut Scratch::default()),
+    })
 }
 
 /// Features of one text: hashes, and per-feature weights where the weighting needs them.
@@ -341,7 +337,7 @@ impl Fingerprinter {
                             weight: w,
                         });
                     }
-                    let (key, _) = normalize(token, config.normalize, false);
+                    let (key, _) = normal::plain(token, config.normalize, false);
                     by_hash.insert(token_hash(&key), w);
                 }
                 token_weights = Some(Arc::new(by_hash));
@@ -365,32 +361,62 @@ impl Fingerprinter {
         &self.config
     }
 
+    /// Whether the features alone decide the votes (no weights per token or from a
+    /// table): then fingerprints take the buffers of [`Scratch`] and no allocation.
+    fn plain_votes(&self) -> bool {
+        matches!(self.config.weighting, Weighting::None | Weighting::Tf)
+    }
+
     /// The fingerprint of `text`; 0 when it has no tokens.
     pub fn fingerprint(&self, text: &str) -> u64 {
-        let features = self.features(text);
-        self.vote(features)
+        if !self.plain_votes() {
+            return self.vote(self.features(text));
+        }
+        with_scratch(|s| {
+            self.fill(text, s);
+            let (f, tf, _) = s.split(self.config.window);
+            match self.config.weighting {
+                Weighting::None => simhash(f),
+                _ => weight::tf_vote(f, tf),
+            }
+        })
     }
 
     /// The 256-bit fingerprint of `text` (see [`Wide`]); all zero when it has no tokens.
     pub fn fingerprint_wide(&self, text: &str) -> Wide {
-        let votes = self.votes(self.features(text));
         let mut lanes = [0; LANES];
-        let mut scratch = Vec::new();
-        if let Votes::Tf(hashes) = &votes {
-            // Which features repeat is the same in every lane: count them once.
-            let plan = weight::TfPlan::new(hashes);
-            lanes[0] = plan.vote_with(hashes, |h| h);
-            for (lane, out) in lanes.iter_mut().enumerate().skip(1) {
-                scratch.clear();
-                scratch.extend(hashes.iter().map(|&h| lane_hash(h, lane)));
-                *out = plan.vote_with(&scratch, |h| lane_hash(h, lane));
+        if !self.plain_votes() {
+            let votes = self.votes(self.features(text));
+            let mut scratch = Vec::new();
+            for (lane, out) in lanes.iter_mut().enumerate() {
+                *out = votes.tally(lane, &mut scratch);
             }
             return lanes;
         }
-        for (lane, out) in lanes.iter_mut().enumerate() {
-            *out = votes.tally(lane, &mut scratch);
-        }
-        lanes
+        with_scratch(|s| {
+            self.fill(text, s);
+            let (f, tf, rehashed) = s.split(self.config.window);
+            // Which features repeat is the same in every lane: count them once.
+            let plan = match self.config.weighting {
+                Weighting::None => None,
+                _ => Some(weight::TfPlan::new(f, tf)),
+            };
+            for (lane, out) in lanes.iter_mut().enumerate() {
+                let hashes = if lane == 0 {
+                    f
+                } else {
+                    rehashed.clear();
+                    rehashed.extend(f.iter().map(|&h| lane_hash(h, lane)));
+                    &rehashed[..]
+                };
+                *out = match &plan {
+                    None => simhash(hashes),
+                    Some(plan) if lane == 0 => plan.vote_with(hashes, |h| h, tf),
+                    Some(plan) => plan.vote_with(hashes, |h| lane_hash(h, lane), tf),
+                };
+            }
+            lanes
+        })
     }
 
     /// The fingerprint of a byte string: invalid UTF-8 sequences read as U+FFFD, which
@@ -425,7 +451,7 @@ impl Fingerprinter {
     /// `<div>`, `<li>`, headings…); one shorter than [`Config::min_paragraph`] bytes merges
     /// into the next (the last into the one before).
     pub fn paragraphs(&self, text: &str) -> Vec<Paragraph> {
-        paragraph_spans(text, self.config.min_paragraph)
+        self.paragraph_spans(text)
             .into_iter()
             .map(|span| Paragraph {
                 fingerprint: self.fingerprint(&text[span.clone()]),
@@ -435,6 +461,11 @@ impl Fingerprinter {
             .collect()
     }
 
+    /// The byte spans of the text's paragraphs, as [`Fingerprinter::paragraphs`] splits it.
+    pub fn paragraph_spans(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        paragraph_spans(text, self.config.min_paragraph)
+    }
+
     fn needs_token_terms(&self) -> bool {
         matches!(
             self.config.weighting,
@@ -442,27 +473,68 @@ impl Fingerprinter {
         )
     }
 
-    fn features(&self, text: &str) -> Features {
+    /// Fills `s.tokens` with the token hashes of `text`, and `s.shingles` with its
+    /// shingle hashes when the window is over 1 (for configurations without token terms).
+    fn fill(&self, text: &str, s: &mut Scratch) {
         let cfg = &self.config;
-        let fold = matches!(cfg.tokenizer, Tokenizer::CharNgrams(_));
-        let (text, ascii) = normalize(text, cfg.normalize, fold);
-        if !self.needs_token_terms() {
-            // The common case: token hashes straight into shingle hashes, no token list.
-            let mut shingler = Shingler::new(cfg.window, text.len() / 5 + 1);
-            if cfg.tokenizer == Tokenizer::UnicodeWords && ascii {
-                let b = text.as_bytes();
-                tokenize::ascii_word_bounds(&text, |s, e| {
-                    shingler.push(word_hash::word_hash(b, s, e));
-                });
-            } else {
-                cfg.tokenizer
-                    .tokens(&text, |w| shingler.push(token_hash(w)));
+        normal::normalize_into(text, cfg.normalize, &mut s.norm);
+        s.tokens.clear();
+        let tokens = &mut s.tokens;
+        if cfg.tokenizer == Tokenizer::UnicodeWords {
+            // The common case: words hashed where they lie in the normalised text. The
+            // bounds are listed first, so the scanner's branches and the hashes' multiplies
+            // each run in a tight loop of their own.
+            let bounds = &mut s.bounds;
+            bounds.clear();
+            scan::words(&s.norm, |start, end| bounds.push((start, end)));
+            let b = &s.norm.text[..];
+            tokens.extend(
+                bounds
+                    .iter()
+                    .map(|&(start, end)| word_hash::word_hash(b, start, end)),
+            );
+        } else {
+            let mut text = s.norm.as_str();
+            if cfg.normalize.fold_whitespace && matches!(cfg.tokenizer, Tokenizer::CharNgrams(_)) {
+                text = normal::fold_whitespace(text);
             }
-            return Features {
-                hashes: shingler.finish(),
-                token_terms: Vec::new(),
-            };
+            cfg.tokenizer.tokens(&text, |w| tokens.push(token_hash(w)));
         }
+        if cfg.window > 1 {
+            shingle_into(&s.tokens, cfg.window, &mut s.shingles);
+        }
+    }
+
+    /// The features of `text` (a list of its own), with their token terms when the
+    /// weighting needs them.
+    fn features(&self, text: &str) -> Features {
+        with_scratch(|s| {
+            if !self.needs_token_terms() {
+                self.fill(text, s);
+                return Features {
+                    hashes: s.split(self.config.window).0.to_vec(),
+                    token_terms: Vec::new(),
+                };
+            }
+            self.features_with_terms(text, &mut s.norm)
+        })
+    }
+
+    fn features_with_terms(&self, text: &str, norm: &mut Normalized) -> Features {
+        let cfg = &self.config;
+        normal::normalize_into(text, cfg.normalize, norm);
+        let words = cfg.tokenizer == Tokenizer::UnicodeWords;
+        let mut text = norm.as_str();
+        if cfg.normalize.fold_whitespace && matches!(cfg.tokenizer, Tokenizer::CharNgrams(_)) {
+            text = normal::fold_whitespace(text);
+        }
+        let each_token = |token: &mut dyn FnMut(&str)| {
+            if words {
+                scan::words(norm, |s, e| token(&text[s..e]));
+            } else {
+                cfg.tokenizer.tokens(&text, &mut *token);
+            }
+        };
         // Custom and Len+Pos weights: token terms travel with the token hashes.
         let mut tokens: Vec<u64> = Vec::with_capacity(text.len() / 5 + 1);
         let mut token_terms: Vec<[f32; 3]> = Vec::new();
@@ -481,7 +553,7 @@ impl Fingerprinter {
             match cfg.tokenizer {
                 #[cfg(feature = "cjk")]
                 Tokenizer::Jieba => cjk::words(&text, &mut push),
-                t => t.tokens(&text, |w| push(w, false)),
+                _ => each_token(&mut |w| push(w, false)),
             }
         }
         let w = cfg.window;
@@ -491,9 +563,8 @@ impl Fingerprinter {
                 token_terms,
             };
         }
-        let mut shingler = Shingler::new(w, tokens.len());
-        tokens.iter().for_each(|&t| shingler.push(t));
-        let hashes = shingler.finish();
+        let mut hashes = Vec::with_capacity(tokens.len());
+        shingle_into(&tokens, w, &mut hashes);
         // Each shingle's terms: the means over its tokens.
         let span = w.min(tokens.len());
         let terms_out = (0..hashes.len())
@@ -580,7 +651,7 @@ impl Votes {
         };
         match self {
             Votes::Plain(h) if lane == 0 => simhash(h),
-            Votes::Tf(h) if lane == 0 => weight::tf_vote(h),
+            Votes::Tf(h) if lane == 0 => weight::tf_vote(h, &mut weight::TfScratch::default()),
             Votes::Weighted(v) if lane == 0 => weight::vote(v),
             Votes::Plain(h) => {
                 rehash(h, scratch);
@@ -588,7 +659,7 @@ impl Votes {
             }
             Votes::Tf(h) => {
                 rehash(h, scratch);
-                weight::tf_vote(scratch)
+                weight::tf_vote(scratch, &mut weight::TfScratch::default())
             }
             Votes::Weighted(v) => {
                 let votes: Vec<(u64, f32)> =
@@ -597,12 +668,6 @@ impl Votes {
             }
         }
     }
-}
-
-/// Feature hash `h` as lane `lane > 0` of a [`Wide`] fingerprint sees it.
-#[inline]
-fn lane_hash(h: u64, lane: usize) -> u64 {
-    xxh3_64_with_seed(&h.to_le_bytes(), SEED.wrapping_add(lane as u64))
 }
 
 /// The byte spans of `text`'s paragraphs, as [`Fingerprinter::paragraphs`] cuts them with
@@ -622,60 +687,4 @@ pub fn token_hash(token: &str) -> u64 {
 #[inline]
 fn feature_hash(bytes: &[u8]) -> u64 {
     xxh3_64_with_seed(bytes, SEED)
-}
-
-/// `text` normalised as `n` says (white space folded only when `fold` too), and whether
-/// the result is ASCII (known without another pass when `text` is: ASCII stays ASCII).
-fn normalize(text: &str, n: Normalize, fold: bool) -> (Cow<'_, str>, bool) {
-    let mut s = Cow::Borrowed(text);
-    let ascii = text.is_ascii();
-    if !ascii {
-        if n.nfkc && is_nfkc_quick(s.chars()) != IsNormalized::Yes {
-            s = Cow::Owned(s.nfkc().collect());
-        }
-        if n.ascii_quotes && s.contains(is_typographic_quote) {
-            s = Cow::Owned(
-                s.chars()
-                    .map(|c| match c {
-                        '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => '\'',
-                        '\u{201C}' | '\u{201D}' | '\u{201F}' | '\u{201E}' | '\u{2033}' => '"',
-                        c => c,
-                    })
-                    .collect(),
-            );
-        }
-    }
-    if n.lowercase {
-        if ascii {
-            if s.bytes().any(|b| b.is_ascii_uppercase()) {
-                s = Cow::Owned(s.to_ascii_lowercase());
-            }
-        } else {
-            s = Cow::Owned(s.to_lowercase());
-        }
-    }
-    if n.fold_whitespace && fold {
-        let folded = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if folded != *s {
-            s = Cow::Owned(folded);
-        }
-    }
-    let ascii = ascii || s.is_ascii();
-    (s, ascii)
-}
-
-fn is_typographic_quote(c: char) -> bool {
-    matches!(
-        c,
-        '\u{2018}'
-            | '\u{2019}'
-            | '\u{201B}'
-            | '\u{2032}'
-            | '\u{02BC}'
-            | '\u{201C}'
-            | '\u{201D}'
-            | '\u{201E}'
-            | '\u{201F}'
-            | '\u{2033}'
-    )
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::kernel::{simhash_adjusted, simhash_weighted};
+use super::kernel::{simhash_adjusted_runs, simhash_weighted};
 use crate::error::{Error, Result};
 
 /// Quantised votes run from 1 to this for the heaviest feature of a document.
@@ -26,8 +26,23 @@ pub(crate) fn vote(votes: &[(u64, f32)]) -> u64 {
 
 /// The tf vote (`1 + ln(count)` per distinct feature, quantised as [`vote`] does) of a
 /// list of feature hashes, without sorting (see [`TfPlan`]).
-pub(crate) fn tf_vote(hashes: &[u64]) -> u64 {
-    TfPlan::new(hashes).vote(hashes)
+pub(crate) fn tf_vote(hashes: &[u64], scratch: &mut TfScratch) -> u64 {
+    TfPlan::new(hashes, scratch).vote_with(hashes, |h| h, scratch)
+}
+
+/// The counting tables of [`TfPlan::new`] and the vote, kept from text to text: allocating
+/// and zeroing them afresh cost more than the counting on short texts, and page faults on
+/// long ones.
+#[derive(Debug, Default)]
+pub(crate) struct TfScratch {
+    keys: Vec<u64>,
+    again: Vec<u32>,
+    /// Per slot of `keys`, repeats counted; all zero between texts.
+    counts: Vec<u32>,
+    /// Repeated features and their counts.
+    more: Vec<(u64, u32)>,
+    /// The hashes of one group of corrections.
+    group: Vec<u64>,
 }
 
 /// How the tf vote of a list of features departs from the plain majority: each occurrence
@@ -43,7 +58,7 @@ pub(crate) struct TfPlan {
 impl TfPlan {
     /// Duplicates are counted in an open-addressing table keyed by the hashes themselves
     /// (they are random already); nearly every feature occurs once.
-    pub(crate) fn new(hashes: &[u64]) -> TfPlan {
+    pub(crate) fn new(hashes: &[u64], scratch: &mut TfScratch) -> TfPlan {
         let plain = TfPlan {
             q1: 1,
             less: Vec::new(),
@@ -58,8 +73,17 @@ impl TfPlan {
         // are listed instead, and counted afterwards.
         let cap = (2 * hashes.len()).next_power_of_two();
         let mask = cap - 1;
-        let mut keys = vec![0u64; cap];
-        let mut again = vec![0u32; hashes.len()];
+        let TfScratch {
+            keys,
+            again,
+            counts,
+            more,
+            ..
+        } = scratch;
+        keys.clear();
+        keys.resize(cap, 0);
+        again.clear();
+        again.resize(hashes.len(), 0);
         let mut repeats = 0;
         let mut zeros = 0u32;
         for &h in hashes {
@@ -80,9 +104,12 @@ impl TfPlan {
             repeats += usize::from(k == h);
         }
         let again = &again[..repeats];
-        let mut more: Vec<(u64, u32)> = Vec::new();
+        more.clear();
         if !again.is_empty() {
-            let mut counts = vec![0u32; cap];
+            // `counts` only grows, and is left all zero: no clearing per text.
+            if counts.len() < cap {
+                counts.resize(cap, 0);
+            }
             for &i in again {
                 counts[i as usize] += 1;
             }
@@ -101,39 +128,56 @@ impl TfPlan {
             return plain;
         }
         let tf = |c: u32| 1.0 + (c as f32).ln();
-        // By count, which orders the corrections too (they grow with the count), and
-        // lets each distinct count take one logarithm.
-        more.sort_unstable_by_key(|&(_, c)| c);
-        let max = tf(more.last().map_or(1, |m| m.1));
+        let max = tf(more.iter().map(|m| m.1).max().unwrap_or(1));
         let quantise = |c: u32| (tf(c) / max * VOTE_MAX).round() as u32;
         let q1 = quantise(1);
         // Every occurrence votes q1; a feature seen c times should vote quantise(c) once.
         // q1·c ≥ quantise(c): 1 + ln c ≤ c, and q1 = 1023 / max ≥ 44 even for counts near
         // 2³², which leaves room for the rounding of both.
+        let correction = |c: u32| q1 * c - quantise(c);
+        // The corrections in runs of equal value, increasing (they grow with the count):
+        // features grouped by count. Counts take few distinct values, so the groups are
+        // gathered by a pass per value rather than a sort, unless there are many.
+        let mut distinct: Vec<u32> = Vec::new();
+        for &(_, c) in more.iter() {
+            if distinct.len() > 16 {
+                break;
+            }
+            if !distinct.contains(&c) {
+                distinct.push(c);
+            }
+        }
         let mut less: Vec<(u64, u32)> = Vec::with_capacity(more.len());
-        for run in more.chunk_by(|a, b| a.1 == b.1) {
-            let c = run[0].1;
-            let d = q1 * c - quantise(c);
-            less.extend(run.iter().map(|&(h, _)| (h, d)));
+        if distinct.len() > 16 {
+            more.sort_unstable_by_key(|&(_, c)| c);
+            for run in more.chunk_by(|a, b| a.1 == b.1) {
+                let d = correction(run[0].1);
+                less.extend(run.iter().map(|&(h, _)| (h, d)));
+            }
+        } else {
+            distinct.sort_unstable();
+            for c in distinct {
+                let d = correction(c);
+                less.extend(more.iter().filter(|m| m.1 == c).map(|&(h, _)| (h, d)));
+            }
         }
         TfPlan { q1, less }
     }
 
     /// The vote of `hashes` (the planned features, or their images under one
     /// one-to-one `rehash`, which the corrections go through too).
-    pub(crate) fn vote_with(&self, hashes: &[u64], rehash: impl Fn(u64) -> u64) -> u64 {
+    pub(crate) fn vote_with(
+        &self,
+        hashes: &[u64],
+        rehash: impl Fn(u64) -> u64,
+        scratch: &mut TfScratch,
+    ) -> u64 {
         if self.less.is_empty() {
             return super::simhash(hashes);
         }
-        let less: Vec<(u64, u32)> = self.less.iter().map(|&(h, d)| (rehash(h), d)).collect();
-        simhash_adjusted(hashes, self.q1, &less)
-    }
-
-    fn vote(&self, hashes: &[u64]) -> u64 {
-        self.vote_with(hashes, |h| h)
+        simhash_adjusted_runs(hashes, self.q1, &self.less, rehash, &mut scratch.group)
     }
 }
-
 /// Inverse document frequencies of features, counted on a corpus: rare features weigh
 /// more. `idf = ln((1 + docs) / (1 + df)) + 1`; a feature the corpus never had gets the
 /// largest value, `ln(1 + docs) + 1`.
@@ -355,7 +399,21 @@ mod tests {
                     _ => pool[i] << (8 * home),
                 })
                 .collect();
-            proptest::prop_assert_eq!(tf_vote(&hashes), sorted_tf_vote(&hashes));
+            proptest::prop_assert_eq!(tf_vote(&hashes, &mut TfScratch::default()), sorted_tf_vote(&hashes));
+        }
+
+        #[test]
+        fn scratch_kept_from_list_to_list(
+            lists in proptest::collection::vec(
+                proptest::collection::vec(0u64..40, 0..300), 1..8),
+        ) {
+            // One scratch through lists of every size: what one list leaves behind never
+            // reaches the next.
+            let mut scratch = TfScratch::default();
+            for list in &lists {
+                let hashes: Vec<u64> = list.iter().map(|&x| x.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+                proptest::prop_assert_eq!(tf_vote(&hashes, &mut scratch), sorted_tf_vote(&hashes));
+            }
         }
     }
 
@@ -377,8 +435,11 @@ mod tests {
             })
             .collect();
         hashes.extend_from_within(..100);
-        assert_eq!(tf_vote(&hashes), sorted_tf_vote(&hashes));
-        assert_eq!(tf_vote(&[]), 0);
+        assert_eq!(
+            tf_vote(&hashes, &mut TfScratch::default()),
+            sorted_tf_vote(&hashes)
+        );
+        assert_eq!(tf_vote(&[], &mut TfScratch::default()), 0);
         let mut many = vec![7u64; 600];
         many.extend([1, 2, 3, u64::MAX]);
         let votes = [
@@ -388,8 +449,8 @@ mod tests {
             (3, 1.0),
             (u64::MAX, 1.0),
         ];
-        assert_eq!(tf_vote(&many), vote(&votes));
-        assert_eq!(tf_vote(&[0]), vote(&[(0, 1.0)]));
+        assert_eq!(tf_vote(&many, &mut TfScratch::default()), vote(&votes));
+        assert_eq!(tf_vote(&[0], &mut TfScratch::default()), vote(&[(0, 1.0)]));
     }
 
     #[test]

@@ -95,10 +95,94 @@ pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     h ^ (h >> f.shift2)
 }
 
+/// Bytes 24..56 of xxh3's default secret, which inputs of 9 to 16 bytes read.
+const SECRET_24_56: [u8; 32] = [
+    0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78,
+    0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e,
+];
+
+const fn secret_hi64(i: usize) -> u64 {
+    u64::from_le_bytes([
+        SECRET_24_56[i - 24],
+        SECRET_24_56[i - 23],
+        SECRET_24_56[i - 22],
+        SECRET_24_56[i - 21],
+        SECRET_24_56[i - 20],
+        SECRET_24_56[i - 19],
+        SECRET_24_56[i - 18],
+        SECRET_24_56[i - 17],
+    ])
+}
+
+/// The keys of xxh3's 9–16 byte formula under [`SEED`].
+const FLIP_9_16_LO: u64 = (secret_hi64(24) ^ secret_hi64(32)).wrapping_add(SEED);
+const FLIP_9_16_HI: u64 = (secret_hi64(40) ^ secret_hi64(48)).wrapping_sub(SEED);
+
+/// `xxh3_64_with_seed` of the 16 bytes `a, b` (little-endian) under [`SEED`]: the hash of
+/// a shingle of two tokens, its seed and length folded into constants at compile time.
+#[inline(always)]
+pub(super) fn pair_hash(a: u64, b: u64) -> u64 {
+    let lo = a ^ FLIP_9_16_LO;
+    let hi = b ^ FLIP_9_16_HI;
+    let product = u128::from(lo) * u128::from(hi);
+    let acc = 16u64
+        .wrapping_add(lo.swap_bytes())
+        .wrapping_add(hi)
+        .wrapping_add(product as u64 ^ (product >> 64) as u64);
+    // xxh3's avalanche.
+    let acc = (acc ^ (acc >> 37)).wrapping_mul(0x1656_6791_9E37_79F9);
+    acc ^ (acc >> 32)
+}
+
+/// The key of xxh3's 4–8 byte formula for 8 bytes under seed `seed`.
+const fn flip_4_8(seed: u64) -> u64 {
+    let seed = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
+    (secret64(8) ^ secret64(16)).wrapping_sub(seed)
+}
+
+/// Per lane of a wide fingerprint, the key of its feature rehash (seed `SEED + lane`).
+const LANE_FLIPS: [u64; super::LANES] = {
+    let mut flips = [0u64; super::LANES];
+    let mut lane = 0;
+    while lane < super::LANES {
+        flips[lane] = flip_4_8(SEED.wrapping_add(lane as u64));
+        lane += 1;
+    }
+    flips
+};
+
+/// `xxh3_64_with_seed(&h.to_le_bytes(), SEED + lane)`: feature hash `h` as lane `lane` of
+/// a wide fingerprint sees it (xxh3's 4–8 byte formula, which reads the two halves).
+#[inline(always)]
+pub(super) fn lane_hash(h: u64, lane: usize) -> u64 {
+    let x = h.rotate_left(32) ^ LANE_FLIPS[lane];
+    let x = x ^ x.rotate_left(49) ^ x.rotate_left(24);
+    let x = x.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+    let x = x ^ (x >> 35).wrapping_add(8);
+    let x = x.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+    x ^ (x >> 28)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn pair_hash_is_xxh3(a in any::<u64>(), b in any::<u64>()) {
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&a.to_le_bytes());
+            bytes[8..].copy_from_slice(&b.to_le_bytes());
+            prop_assert_eq!(pair_hash(a, b), xxh3_64_with_seed(&bytes, SEED));
+        }
+
+        #[test]
+        fn lane_hash_is_xxh3(h in any::<u64>(), lane in 0..super::super::LANES) {
+            let seed = SEED.wrapping_add(lane as u64);
+            prop_assert_eq!(lane_hash(h, lane), xxh3_64_with_seed(&h.to_le_bytes(), seed));
+        }
+    }
 
     #[test]
     fn every_length_at_every_place() {

@@ -1,0 +1,202 @@
+//! `neardup serve` as a process: it starts, answers, stops cleanly on SIGTERM, and a kill
+//! -9 under write load loses no acknowledged write, trial after trial on the same store.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::neardup;
+
+/// One HTTP/1.1 request on its own connection: the status and the body.
+fn request(port: u16, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not HTTP: {out:?}")))?;
+    let body = out
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    Ok((status, body))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `neardup serve` and waits until it answers.
+fn start(dir: &str, port: u16, create: bool) -> Child {
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["serve", "--data", dir, "--listen", &listen];
+    if create {
+        args.push("--create");
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while request(port, "GET", "/healthz", "").is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("neardup serve exited with {status}: {err}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn text(i: u64) -> String {
+    (0..40)
+        .map(|j| format!("t{}", (i * 7919 + j * 104_729) % 1_000_003))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn stops_on_sigterm_with_its_writes_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    let data = data.to_str().unwrap();
+    let port = free_port();
+    let mut child = start(data, port, true);
+    let (s, body) = request(
+        port,
+        "PUT",
+        "/v1/documents/a",
+        &format!(r#"{{"text": "{}"}}"#, text(1)),
+    )
+    .unwrap();
+    assert_eq!(s, 200, "{body}");
+    // SIGTERM: a clean stop, exit 0.
+    // SAFETY: kill(2) on our own child's pid.
+    let pid = child.id() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut child = start(data, port, false);
+    let (s, body) = request(port, "GET", "/v1/documents/a", "").unwrap();
+    assert_eq!(s, 200, "{body}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Bad settings are errors with exit 2, before anything listens.
+    let o = neardup(&["serve", "--data", data, "--create"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already a neardup data directory"));
+    let o = neardup(&["serve", "--data", "/nonexistent/x"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a neardup data directory"));
+    let o = neardup(&["serve", "--data", data, "--threshold", "0.7"], b"");
+    assert_eq!(o.status.code(), Some(2), "--threshold needs --create");
+}
+
+/// What the writers were told, per id: stored, or removed; or, for a delete cut off by
+/// the kill (the one call in flight), either.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Acked {
+    Stored,
+    Removed,
+    Either,
+}
+
+#[test]
+fn kill_9_under_write_load_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    let data = data.to_str().unwrap().to_string();
+    let acked: Arc<Mutex<BTreeMap<String, Acked>>> = Arc::default();
+    for trial in 0..6u64 {
+        let port = free_port();
+        let mut child = start(&data, port, trial == 0);
+        let writers: Vec<_> = (0..4u64)
+            .map(|w| {
+                let acked = Arc::clone(&acked);
+                std::thread::spawn(move || {
+                    for n in 0u64.. {
+                        let id = format!("t{trial}-w{w}-{n}");
+                        let body = format!(
+                            r#"{{"text": "{}"}}"#,
+                            text(trial * 1_000_000 + w * 100_000 + n)
+                        );
+                        match request(port, "PUT", &format!("/v1/documents/{id}"), &body) {
+                            Ok((200, b)) if b.contains("\"inserted\":true") => {
+                                acked.lock().unwrap().insert(id, Acked::Stored);
+                            }
+                            Ok((s, b)) => panic!("PUT {id}: {s} {b}"),
+                            Err(_) => return,
+                        }
+                        if n % 5 == 4 {
+                            let gone = format!("t{trial}-w{w}-{}", n - 2);
+                            match request(port, "DELETE", &format!("/v1/documents/{gone}"), "") {
+                                Ok((200, _)) => {
+                                    acked.lock().unwrap().insert(gone, Acked::Removed);
+                                }
+                                Ok((s, b)) => panic!("DELETE {gone}: {s} {b}"),
+                                Err(_) => {
+                                    acked.lock().unwrap().insert(gone, Acked::Either);
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150 + trial * 97 % 400));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for w in writers {
+            w.join().unwrap();
+        }
+        // Every acknowledged write of every trial so far is there after the restart.
+        let port = free_port();
+        let mut child = start(&data, port, false);
+        let acked = acked.lock().unwrap();
+        assert!(!acked.is_empty());
+        for (id, state) in acked.iter() {
+            let (s, body) = request(port, "GET", &format!("/v1/documents/{id}"), "").unwrap();
+            let ok = match state {
+                Acked::Stored => s == 200,
+                Acked::Removed => s == 404,
+                Acked::Either => s == 200 || s == 404,
+            };
+            assert!(
+                ok,
+                "trial {trial}: {id} was acknowledged {state:?}, got {s}: {body}"
+            );
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

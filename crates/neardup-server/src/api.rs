@@ -1,0 +1,407 @@
+//! The JSON of the API: request bodies, responses, and their OpenAPI schemas.
+
+use base64::Engine as _;
+use neardup::decide::Signature;
+use neardup_store::{Hit, Outcome, ParagraphHit, StoredDoc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// A field that may be left out, but not given as null.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+/// A number of seconds: a whole number from 0 to 2^63 − 1 (JSON Schema's int64), written
+/// as an integer or as a float without a fraction (`60.0`).
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    let n = serde_json::Number::deserialize(d)?;
+    let max = i64::MAX as u64;
+    let value = match (n.as_u64(), n.as_f64()) {
+        (Some(v), _) => Some(v),
+        (None, Some(f)) if f >= 0.0 && f.fract() == 0.0 && f < max as f64 => Some(f as u64),
+        _ => None,
+    };
+    match value {
+        Some(v) if v <= max => Ok(Some(v)),
+        _ => Err(D::Error::custom(format!(
+            "{n} is not a whole number of seconds from 0 to {max}"
+        ))),
+    }
+}
+
+/// A document to store: its text, or the fingerprint of a text (as `GET
+/// /v1/documents/{id}` returns it).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PutBody {
+    /// The document's text.
+    #[serde(default, deserialize_with = "present")]
+    pub text: Option<String>,
+    /// Instead of the text: its fingerprint, base64 (the 248-byte signature: sketch, band
+    /// keys, simhash fingerprint, text hash).
+    #[serde(default, deserialize_with = "present")]
+    pub fingerprint: Option<String>,
+    /// Seconds until it expires (it stops matching at once, and is swept later).
+    #[serde(default, deserialize_with = "seconds")]
+    pub ttl: Option<u64>,
+    /// Store it only if no near-duplicate is stored: the crawler's gate, atomic.
+    #[serde(default)]
+    pub only_if_unique: bool,
+}
+
+/// A document to check.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckBody {
+    /// The document's text.
+    #[serde(default, deserialize_with = "present")]
+    pub text: Option<String>,
+    /// Instead of the text: its fingerprint, base64.
+    #[serde(default, deserialize_with = "present")]
+    pub fingerprint: Option<String>,
+    /// Also report the stored documents that share near-duplicate paragraphs with it (a
+    /// store made with paragraphs; needs the text).
+    #[serde(default)]
+    pub paragraphs: bool,
+}
+
+/// One document of a bulk put.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkPutItem {
+    /// Its id.
+    pub id: String,
+    /// Its text.
+    #[serde(default, deserialize_with = "present")]
+    pub text: Option<String>,
+    /// Instead of the text: its fingerprint, base64.
+    #[serde(default, deserialize_with = "present")]
+    pub fingerprint: Option<String>,
+    /// Seconds until it expires.
+    #[serde(default, deserialize_with = "seconds")]
+    pub ttl: Option<u64>,
+    /// Store it only if no near-duplicate is stored.
+    #[serde(default)]
+    pub only_if_unique: bool,
+}
+
+/// A stored near-duplicate.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct MatchJson {
+    /// Its id.
+    pub id: String,
+    /// Estimated Jaccard similarity of the word 5-shingle sets (1 for the same text).
+    pub similarity: f32,
+    /// Hamming distance of the 256-bit simhash fingerprints.
+    pub distance: u32,
+}
+
+impl From<Hit> for MatchJson {
+    fn from(h: Hit) -> MatchJson {
+        MatchJson {
+            id: h.id,
+            similarity: (h.similarity * 1000.0).round() / 1000.0,
+            distance: h.distance,
+        }
+    }
+}
+
+/// What a put did.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct PutResponse {
+    /// The document is stored now (durably: after the fsync that covers it).
+    pub inserted: bool,
+    /// It replaced a document stored under its id.
+    pub replaced: bool,
+    /// Stored near-duplicates, most similar first: with `only_if_unique` and `inserted`
+    /// false, the ones that kept it out.
+    pub matches: Vec<MatchJson>,
+}
+
+/// What one document of a bulk put did.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct BulkPutResult {
+    /// Its id.
+    pub id: String,
+    /// What the put did.
+    #[serde(flatten)]
+    pub result: PutResponse,
+}
+
+/// A paragraph of the query and the stored paragraph it is a near-duplicate of.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct SpanJson {
+    /// The query paragraph's byte span, `[start, end)`.
+    pub query: [u32; 2],
+    /// The stored paragraph's byte span in its document.
+    pub stored: [u32; 2],
+    /// Their estimated Jaccard similarity.
+    pub similarity: f32,
+}
+
+/// A stored document sharing near-duplicate paragraphs with the query.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ParagraphJson {
+    /// Its id.
+    pub id: String,
+    /// The share of the query's paragraph text in the paragraphs it shares.
+    pub coverage: f32,
+    /// The shared paragraphs.
+    pub spans: Vec<SpanJson>,
+}
+
+impl From<ParagraphHit> for ParagraphJson {
+    fn from(h: ParagraphHit) -> ParagraphJson {
+        ParagraphJson {
+            id: h.id,
+            coverage: (h.coverage * 1000.0).round() / 1000.0,
+            spans: h
+                .spans
+                .into_iter()
+                .map(|s| SpanJson {
+                    query: [s.query.start, s.query.end],
+                    stored: [s.stored.start, s.stored.end],
+                    similarity: (s.similarity * 1000.0).round() / 1000.0,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What a check found.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct CheckResponse {
+    /// Stored near-duplicates of the whole document, most similar first.
+    pub matches: Vec<MatchJson>,
+    /// With `paragraphs`: stored documents sharing near-duplicate paragraphs, by coverage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paragraphs: Option<Vec<ParagraphJson>>,
+}
+
+/// A stored document.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct DocumentResponse {
+    /// Its id.
+    pub id: String,
+    /// Its fingerprint, base64: give it back as `fingerprint` to check or store it.
+    pub fingerprint: String,
+    /// When it expires, in Unix seconds.
+    pub expires: Option<u64>,
+    /// Paragraphs indexed.
+    pub paragraphs: usize,
+}
+
+impl From<StoredDoc> for DocumentResponse {
+    fn from(d: StoredDoc) -> DocumentResponse {
+        DocumentResponse {
+            id: d.id,
+            fingerprint: encode(&d.signature),
+            expires: d.expires,
+            paragraphs: d.paragraphs,
+        }
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct DeleteResponse {
+    /// The id was stored, and is no more.
+    pub removed: bool,
+}
+
+/// The service's state.
+#[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Health {
+    /// "ok".
+    pub status: String,
+    /// Documents stored.
+    pub documents: usize,
+}
+
+impl PutResponse {
+    /// The response of a put's outcome.
+    pub fn of(outcome: Outcome) -> PutResponse {
+        match outcome {
+            Outcome::Put {
+                inserted,
+                replaced,
+                matches,
+            } => PutResponse {
+                inserted,
+                replaced,
+                matches: matches.into_iter().map(MatchJson::from).collect(),
+            },
+            Outcome::Delete { .. } => PutResponse {
+                inserted: false,
+                replaced: false,
+                matches: Vec::new(),
+            },
+        }
+    }
+}
+
+/// Standard base64, decoding padded text whatever its unused trailing bits.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
+/// A signature as the API writes it.
+pub fn encode(sig: &Signature) -> String {
+    BASE64.encode(sig.to_bytes())
+}
+
+/// A signature the API was given (`what` names it in the error).
+pub fn decode(text: &str, what: &str) -> Result<Signature, ApiError> {
+    let bytes = BASE64
+        .decode(text.trim())
+        .map_err(|e| ApiError::invalid(format!("{what}: not base64: {e}")))?;
+    let bytes: &[u8; Signature::BYTES] = bytes.as_slice().try_into().map_err(|_| {
+        ApiError::invalid(format!(
+            "{what}: {} bytes, a fingerprint has {}",
+            bytes.len(),
+            Signature::BYTES
+        ))
+    })?;
+    Ok(Signature::from_bytes(bytes))
+}
+
+/// The request bodies' schemas, written out: a body gives its document's `text` or its
+/// `fingerprint`, exactly one (and paragraphs need the text), which derived schemas
+/// cannot say.
+mod schemas {
+    use utoipa::openapi::schema::{
+        AdditionalProperties, KnownFormat, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, Type,
+    };
+    use utoipa::openapi::RefOr;
+    use utoipa::{PartialSchema, ToSchema};
+
+    use super::{BulkPutItem, CheckBody, PutBody};
+
+    fn string(description: &str) -> Schema {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(description))
+            .into()
+    }
+
+    fn fingerprint() -> Schema {
+        // 248 bytes: 82 groups of four characters, then two bytes and one '='.
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some("^[A-Za-z0-9+/]{331}=$"))
+            .description(Some(
+                "A fingerprint as GET /v1/documents/{id} gives it (base64 of 248 bytes)",
+            ))
+            .into()
+    }
+
+    fn ttl() -> Schema {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0))
+            .description(Some("Seconds until the document expires"))
+            .into()
+    }
+
+    fn flag(description: &str) -> Schema {
+        ObjectBuilder::new()
+            .schema_type(Type::Boolean)
+            .description(Some(description))
+            .into()
+    }
+
+    /// An object of exactly these properties, `required` among them.
+    fn object(properties: Vec<(&str, Schema)>, required: &[&str]) -> Schema {
+        let mut b = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)));
+        for (name, schema) in properties {
+            b = b.property(name, schema);
+        }
+        for r in required {
+            b = b.required(*r);
+        }
+        b.into()
+    }
+
+    /// A text variant and a fingerprint variant, each with `common` properties.
+    fn either(
+        common: impl Fn() -> Vec<(&'static str, Schema)>,
+        text_only: Vec<(&'static str, Schema)>,
+        id: bool,
+    ) -> RefOr<Schema> {
+        let id_field = || {
+            id.then(|| {
+                let s = ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .min_length(Some(1))
+                    .description(Some("The document's id"));
+                ("id", Schema::from(s))
+            })
+        };
+        let mut text = vec![("text", string("The document's text"))];
+        text.extend(id_field());
+        text.extend(common());
+        text.extend(text_only);
+        let mut fp = vec![("fingerprint", fingerprint())];
+        fp.extend(id_field());
+        fp.extend(common());
+        let req_text: &[&str] = if id { &["id", "text"] } else { &["text"] };
+        let req_fp: &[&str] = if id {
+            &["id", "fingerprint"]
+        } else {
+            &["fingerprint"]
+        };
+        OneOfBuilder::new()
+            .item(object(text, req_text))
+            .item(object(fp, req_fp))
+            .into()
+    }
+
+    fn put_common() -> Vec<(&'static str, Schema)> {
+        vec![
+            ("ttl", ttl()),
+            (
+                "only_if_unique",
+                flag("Store it only if no near-duplicate is stored"),
+            ),
+        ]
+    }
+
+    impl PartialSchema for PutBody {
+        fn schema() -> RefOr<Schema> {
+            either(put_common, Vec::new(), false)
+        }
+    }
+    impl ToSchema for PutBody {}
+
+    impl PartialSchema for BulkPutItem {
+        fn schema() -> RefOr<Schema> {
+            either(put_common, Vec::new(), true)
+        }
+    }
+    impl ToSchema for BulkPutItem {}
+
+    impl PartialSchema for CheckBody {
+        fn schema() -> RefOr<Schema> {
+            either(
+                Vec::new,
+                vec![(
+                    "paragraphs",
+                    flag("Also report documents sharing near-duplicate paragraphs (a store made with paragraphs)"),
+                )],
+                false,
+            )
+        }
+    }
+    impl ToSchema for CheckBody {}
+}

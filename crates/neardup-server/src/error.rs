@@ -1,0 +1,128 @@
+//! Errors as the API answers them: a status and `{"error": {"code", "message"}}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable code for programs.
+    pub code: &'static str,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+/// The body of an error answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// An error's code and message.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable code: `bad_json`, `invalid_request`, `not_found`, `unauthorized`,
+    /// `too_large`, `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `internal`.
+    pub code: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A body that is not JSON.
+    pub fn bad_json(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_json", message)
+    }
+
+    /// JSON that is not the request asked for: missing fields, wrong types, bad values.
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", message)
+    }
+
+    /// An unknown id or route.
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// No token, or the wrong one.
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this service needs 'Authorization: Bearer <token>'",
+        )
+    }
+
+    /// A body over the limit.
+    pub fn too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// A paragraph check of a store made without paragraphs.
+    pub fn paragraphs_disabled() -> ApiError {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "paragraphs_disabled",
+            "this store does not index paragraphs: make it with `neardup serve --create --paragraphs`",
+        )
+    }
+
+    /// A method the route does not take.
+    pub fn method_not_allowed() -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this route does not take that method",
+        )
+    }
+
+    /// The service is stopping.
+    pub fn unavailable() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the service is shutting down",
+        )
+    }
+
+    /// A failure of the service itself (the disk, a damaged store): not the request's fault.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl From<neardup_store::StoreError> for ApiError {
+    fn from(e: neardup_store::StoreError) -> ApiError {
+        ApiError::internal(e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}

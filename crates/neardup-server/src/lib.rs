@@ -1,0 +1,640 @@
+//! # neardup-server
+//!
+//! The HTTP service: "have we seen this document, or its paragraphs, before?" answered
+//! in a few hundred microseconds over a [`DocStore`], with the same decision as `neardup
+//! dedup` (estimated Jaccard similarity of word 5-shingle sets at the store's threshold).
+//!
+//! - `PUT /v1/documents/{id}` stores a document (`only_if_unique`: unless a
+//!   near-duplicate is stored, atomically), durable before it answers;
+//! - `POST /v1/check` finds a document's stored near-duplicates (and, with `paragraphs`,
+//!   the documents sharing near-duplicate paragraphs with it);
+//! - `GET` / `DELETE /v1/documents/{id}`, bulk forms under `/v1/bulk/`, `/healthz`,
+//!   `/metrics` (Prometheus), `/v1/openapi.json`.
+//!
+//! Reads never wait for writes: checks query the store's indexes and a redb read
+//! transaction. Writes go to one writer thread, which commits every write waiting for it
+//! in one transaction (group commit); each request is answered after the fsync that
+//! covers it. [`serve`] runs until its shutdown future resolves, then stops accepting,
+//! finishes the requests in flight and their writes, and gives the store back.
+
+#![warn(missing_docs)]
+
+pub mod api;
+mod error;
+mod metrics;
+mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use neardup_store::{Backend, BackendReader, Outcome, Prepared, Preparer, Write};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, oneshot};
+use utoipa::OpenApi;
+
+use api::*;
+pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use metrics::Metrics;
+use writer::Job;
+
+/// How the service runs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Requests under /v1 must carry `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// How often expired documents are swept.
+    pub sweep_every: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            token: None,
+            body_limit: 4 << 20,
+            sweep_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Texts longer than this are prepared on the blocking pool, not on an async worker.
+const INLINE_TEXT: usize = 64 << 10;
+
+struct Inner<R> {
+    reader: R,
+    preparer: Preparer,
+    jobs: mpsc::Sender<Job>,
+    metrics: Arc<Metrics>,
+    config: ServerConfig,
+}
+
+/// The state every handler shares.
+struct AppState<R>(Arc<Inner<R>>);
+
+impl<R> Clone for AppState<R> {
+    fn clone(&self) -> Self {
+        AppState(Arc::clone(&self.0))
+    }
+}
+
+/// Why the service could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The metrics registry refused a metric (a bug).
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    /// Accepting connections failed.
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+    /// The writer thread died.
+    #[error("the writer thread panicked")]
+    Writer,
+}
+
+/// The OpenAPI description of the service.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "neardup",
+        description = "Near-duplicate checks of documents and paragraphs: estimated Jaccard similarity of word 5-shingle sets, at the store's threshold."
+    ),
+    paths(
+        put_document,
+        get_document,
+        delete_document,
+        check,
+        bulk_put,
+        bulk_check,
+        health,
+        metrics_text
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    modifiers(&BearerScheme)
+)]
+pub struct ApiDoc;
+
+/// The `bearer` security scheme the paths name (used when the service has a token).
+struct BearerScheme;
+
+impl utoipa::Modify for BearerScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            );
+    }
+}
+
+/// The router over `store`'s reader, writing through `jobs`.
+fn router<R: BackendReader>(state: AppState<R>) -> Router {
+    let limit = state.0.config.body_limit;
+    let v1 = Router::new()
+        .route(
+            "/v1/documents/{*id}",
+            put(put_document).get(get_document).delete(delete_document),
+        )
+        .route("/v1/check", post(check))
+        .route("/v1/bulk/documents", post(bulk_put))
+        .route("/v1/bulk/check", post(bulk_check))
+        .route("/v1/openapi.json", get(openapi))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
+    Router::new()
+        .merge(v1)
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics_text))
+        .route_layer(middleware::from_fn_with_state(state.clone(), measure))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+/// Serves `store` on `listener` until `shutdown` resolves; then stops accepting, finishes
+/// the requests in flight and their writes, and returns the store.
+pub async fn serve<B: Backend>(
+    listener: tokio::net::TcpListener,
+    store: B,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<B, ServerError> {
+    let metrics = Arc::new(Metrics::new()?);
+    metrics.documents.set(store.len() as i64);
+    let (jobs, queue) = mpsc::channel(4096);
+    let state = AppState(Arc::new(Inner {
+        reader: store.reader(),
+        preparer: store.preparer(),
+        jobs: jobs.clone(),
+        metrics: Arc::clone(&metrics),
+        config: config.clone(),
+    }));
+    let writer_metrics = Arc::clone(&metrics);
+    let writer = std::thread::Builder::new()
+        .name("neardup-writer".into())
+        .spawn(move || writer::run(store, queue, writer_metrics))?;
+    let sweeper = tokio::spawn(sweep_every(jobs, config.sweep_every));
+    let app = router(state);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    sweeper.abort();
+    let _ = sweeper.await;
+    // Every sender is gone now: the writer finishes what it holds and returns the store.
+    let store = tokio::task::spawn_blocking(move || writer.join())
+        .await
+        .map_err(|_| ServerError::Writer)?
+        .map_err(|_| ServerError::Writer)?;
+    served?;
+    Ok(store)
+}
+
+async fn sweep_every(jobs: mpsc::Sender<Job>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let (reply, done) = oneshot::channel();
+        if jobs.send(Job::Sweep(reply)).await.is_err() {
+            return;
+        }
+        let _ = done.await;
+    }
+}
+
+/// Refuses /v1 requests without the token, when there is one.
+async fn authorize<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &state.0.config.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !same(given.as_bytes(), token.as_bytes()) {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Compares in time independent of where the inputs differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Counts every routed request by route, method and status.
+async fn measure<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = request.method().to_string();
+    let response = next.run(request).await;
+    state.0.metrics.request(
+        &route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+async fn not_found<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    request: Request,
+) -> ApiError {
+    state
+        .0
+        .metrics
+        .request("unmatched", request.method().as_str(), 404, Duration::ZERO);
+    ApiError::not_found(format!(
+        "no route {} {}",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::method_not_allowed()
+}
+
+/// The body, or the error its reading met (over the limit, most often).
+fn body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(limit)
+        } else {
+            ApiError::bad_json(format!("cannot read the body: {e}"))
+        }
+    })
+}
+
+/// `bytes` as a `T`: not JSON is `bad_json`, JSON of the wrong shape `invalid_request`.
+/// The field a value error is at is named (`ttl: invalid value…`).
+fn parse<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+    let classify = |e: serde_json::Error, message: String| match e.classify() {
+        serde_json::error::Category::Data => ApiError::invalid(message),
+        _ => ApiError::bad_json(message),
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let message = if at == "." {
+            format!("{what}: {inner}")
+        } else {
+            format!("{what}: {at}: {inner}")
+        };
+        classify(inner, message)
+    })?;
+    de.end().map_err(|e| {
+        let message = format!("{what}: {e}");
+        classify(e, message)
+    })?;
+    Ok(value)
+}
+
+impl<R: BackendReader> AppState<R> {
+    fn limit(&self) -> usize {
+        self.0.config.body_limit
+    }
+
+    /// The document of a body that gives its text or its fingerprint.
+    async fn prepare(
+        &self,
+        text: Option<String>,
+        fingerprint: Option<String>,
+        paragraphs: bool,
+        what: &str,
+    ) -> Result<Prepared, ApiError> {
+        match (text, fingerprint) {
+            (Some(text), None) => {
+                let preparer = self.0.preparer.clone();
+                if text.len() <= INLINE_TEXT {
+                    Ok(preparer.prepare(&text, paragraphs))
+                } else {
+                    tokio::task::spawn_blocking(move || preparer.prepare(&text, paragraphs))
+                        .await
+                        .map_err(|e| ApiError::internal(format!("preparing the text: {e}")))
+                }
+            }
+            (None, Some(fp)) if !paragraphs => {
+                let sig = decode(&fp, &format!("{what}fingerprint"))?;
+                Ok(self.0.preparer.from_signature(sig))
+            }
+            (None, Some(_)) => Err(ApiError::invalid(format!(
+                "{what}paragraphs need the text, not a fingerprint"
+            ))),
+            (Some(_), Some(_)) => Err(ApiError::invalid(format!(
+                "{what}give \"text\" or \"fingerprint\", not both"
+            ))),
+            (None, None) => Err(ApiError::invalid(format!(
+                "{what}give the document's \"text\" (or its \"fingerprint\")"
+            ))),
+        }
+    }
+
+    /// Applies `writes` through the writer; their outcomes once durable.
+    async fn write(&self, writes: Vec<Write>) -> Result<Vec<Outcome>, ApiError> {
+        let (reply, done) = oneshot::channel();
+        self.0
+            .jobs
+            .send(Job::Writes(writes, reply))
+            .await
+            .map_err(|_| ApiError::unavailable())?;
+        done.await
+            .map_err(|_| ApiError::unavailable())?
+            .map_err(ApiError::internal)
+    }
+}
+
+fn check_id(id: &str) -> Result<(), ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::invalid("the id is empty"));
+    }
+    Ok(())
+}
+
+/// Stores a document.
+#[utoipa::path(
+    put,
+    path = "/v1/documents/{id}",
+    params(("id" = String, Path, description = "The document's id (any string; '/' allowed)")),
+    request_body = PutBody,
+    responses(
+        (status = 200, description = "Stored (or, with only_if_unique, refused: see matches); durable", body = PutResponse),
+        (status = 400, description = "Not JSON", body = ErrorBody),
+        (status = 401, description = "No token or the wrong one", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "Missing or wrong fields", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+async fn put_document<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    Path(id): Path<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<PutResponse>, ApiError> {
+    check_id(&id)?;
+    let req: PutBody = parse(&body(raw, state.limit())?, "the body")?;
+    let doc = state.prepare(req.text, req.fingerprint, false, "").await?;
+    let write = Write::Put {
+        id,
+        doc: Box::new(doc),
+        ttl: req.ttl.map(Duration::from_secs),
+        only_if_unique: req.only_if_unique,
+    };
+    let outcome = state.write(vec![write]).await?.pop();
+    let outcome = outcome.ok_or_else(|| ApiError::internal("the writer gave no outcome"))?;
+    Ok(Json(PutResponse::of(outcome)))
+}
+
+/// A stored document.
+#[utoipa::path(
+    get,
+    path = "/v1/documents/{id}",
+    params(("id" = String, Path, description = "The document's id")),
+    responses(
+        (status = 200, description = "The document", body = DocumentResponse),
+        (status = 401, description = "No token or the wrong one", body = ErrorBody),
+        (status = 404, description = "No such document (or it expired)", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+async fn get_document<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    Path(id): Path<String>,
+) -> Result<Json<DocumentResponse>, ApiError> {
+    match state.0.reader.get(&id)? {
+        Some(doc) => Ok(Json(doc.into())),
+        None => Err(ApiError::not_found(format!("no document {id:?}"))),
+    }
+}
+
+/// Removes a document.
+#[utoipa::path(
+    delete,
+    path = "/v1/documents/{id}",
+    params(("id" = String, Path, description = "The document's id")),
+    responses(
+        (status = 200, description = "Removed; durable", body = DeleteResponse),
+        (status = 401, description = "No token or the wrong one", body = ErrorBody),
+        (status = 404, description = "No such document", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+async fn delete_document<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    Path(id): Path<String>,
+) -> Result<Json<DeleteResponse>, ApiError> {
+    let outcome = state.write(vec![Write::Delete { id: id.clone() }]).await?;
+    match outcome.first() {
+        Some(Outcome::Delete { removed: true }) => Ok(Json(DeleteResponse { removed: true })),
+        _ => Err(ApiError::not_found(format!("no document {id:?}"))),
+    }
+}
+
+/// The stored near-duplicates of a document.
+#[utoipa::path(
+    post,
+    path = "/v1/check",
+    request_body = CheckBody,
+    responses(
+        (status = 200, description = "Its stored near-duplicates", body = CheckResponse),
+        (status = 400, description = "Not JSON", body = ErrorBody),
+        (status = 401, description = "No token or the wrong one", body = ErrorBody),
+        (status = 409, description = "Paragraphs asked of a store without them", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "Missing or wrong fields", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+async fn check<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<CheckResponse>, ApiError> {
+    let req: CheckBody = parse(&body(raw, state.limit())?, "the body")?;
+    Ok(Json(state.check(req, "").await?))
+}
+
+impl<R: BackendReader> AppState<R> {
+    /// The answer to one check.
+    async fn check(&self, req: CheckBody, what: &str) -> Result<CheckResponse, ApiError> {
+        let reader = &self.0.reader;
+        if req.paragraphs && !reader.config().paragraphs {
+            return Err(ApiError::paragraphs_disabled());
+        }
+        if let (Some(text), None, false) = (&req.text, &req.fingerprint, req.paragraphs) {
+            if text.len() <= INLINE_TEXT {
+                // The common case: most texts have no candidate, and need no fingerprint.
+                let hits = reader.check_text(&self.0.preparer, text)?;
+                return Ok(CheckResponse {
+                    matches: hits.into_iter().map(MatchJson::from).collect(),
+                    paragraphs: None,
+                });
+            }
+        }
+        let doc = self
+            .prepare(req.text, req.fingerprint, req.paragraphs, what)
+            .await?;
+        let matches = reader.check(&doc)?;
+        let paragraphs = if req.paragraphs {
+            let hits = reader.check_paragraphs(&doc)?;
+            Some(hits.into_iter().map(ParagraphJson::from).collect())
+        } else {
+            None
+        };
+        Ok(CheckResponse {
+            matches: matches.into_iter().map(MatchJson::from).collect(),
+            paragraphs,
+        })
+    }
+}
+
+/// The items of a bulk body: a JSON array, or JSON Lines (NDJSON).
+fn items<T: DeserializeOwned>(headers: &HeaderMap, bytes: &[u8]) -> Result<Vec<T>, ApiError> {
+    let ndjson = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("ndjson") || v.contains("jsonl"))
+        || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if !ndjson {
+        let values: Vec<serde_json::Value> = parse(bytes, "the body (a JSON array)")?;
+        return values
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| parse(v.to_string().as_bytes(), &format!("items[{i}]")))
+            .collect();
+    }
+    bytes
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| line.iter().any(|b| !b.is_ascii_whitespace()))
+        .map(|(i, line)| parse(line, &format!("line {}", i + 1)))
+        .collect()
+}
+
+/// Stores many documents, in one commit.
+#[utoipa::path(
+    post,
+    path = "/v1/bulk/documents",
+    request_body(content = Vec<BulkPutItem>, description = "A JSON array, or one JSON object per line (application/x-ndjson)"),
+    responses(
+        (status = 200, description = "What each put did, in order; durable", body = Vec<BulkPutResult>),
+        (status = 400, description = "Not JSON", body = ErrorBody),
+        (status = 401, description = "No token or the wrong one", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "An item with missing or wrong fields (named)", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+async fn bulk_put<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<Vec<BulkPutResult>>, ApiError> {
+    let list: Vec<BulkPutItem> = items(&headers, &body(raw, state.limit())?)?;
+    let mut writes = Vec::with_capacity(list.len());
+    let mut ids = Vec::with_capacity(list.len());
+    for (i, item) in list.into_iter().enumerate() {
+        let what = format!("items[{i}]: ");
+        if item.id.is_empty() {
+            return Err(ApiError::invalid(format!("{what}the id is empty")));
+        }
+        let doc = state
+            .prepare(item.text, item.fingerprint, false, &what)
+            .await?;
+        ids.push(item.id.clone());
+        writes.push(Write::Put {
+            id: item.id,
+            doc: Box::new(doc),
+            ttl: item.ttl.map(Duration::from_secs),
+            only_if_unique: item.only_if_unique,
+        });
+    }
+    let outcomes = state.write(writes).await?;
+    Ok(Json(
+        ids.into_iter()
+            .zip(outcomes)
+            .map(|(id, o)| BulkPutResult {
+                id,
+                result: PutResponse::of(o),
+            })
+            .collect(),
+    ))
+}
+
+/// Checks many documents.
+#[utoipa::path(
+    post,
+    path = "/v1/bulk/check",
+    request_body(content = Vec<CheckBody>, description = "A JSON array, or one JSON object per line (application/x-ndjson)"),
+    responses(
+        (status = 200, description = "Each document's stored near-duplicates, in order", body = Vec<CheckResponse>),
+        (status = 400, description = "Not JSON", body = ErrorBody),
+        (status = 401, description = "No token or the wrong one", body = ErrorBody),
+        (status = 409, description = "Paragraphs asked of a store without them", body = ErrorBody),
+        (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 422, description = "An item with missing or wrong fields (named)", body = ErrorBody),
+    ),
+    security((), ("bearer" = []))
+)]
+async fn bulk_check<R: BackendReader>(
+    State(state): State<AppState<R>>,
+    headers: HeaderMap,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<Vec<CheckResponse>>, ApiError> {
+    let list: Vec<CheckBody> = items(&headers, &body(raw, state.limit())?)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.into_iter().enumerate() {
+        out.push(state.check(item, &format!("items[{i}]: ")).await?);
+    }
+    Ok(Json(out))
+}
+
+/// Whether the service is up, and how many documents it holds.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Up", body = Health)))]
+async fn health<R: BackendReader>(State(state): State<AppState<R>>) -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        documents: state.0.reader.len(),
+    })
+}
+
+/// Metrics in Prometheus's text format.
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text", body = String, content_type = "text/plain")))]
+async fn metrics_text<R: BackendReader>(State(state): State<AppState<R>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.0.metrics.render(),
+    )
+}
+
+async fn openapi() -> Response {
+    match ApiDoc::openapi().to_json() {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => ApiError::internal(format!("the OpenAPI document: {e}")).into_response(),
+    }
+}

@@ -1,0 +1,140 @@
+//! Prometheus metrics: requests and their latency by route and status, documents stored,
+//! memory, commits (fsyncs) and the writes they carried, expiry sweeps.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+/// The service's metrics, in their own registry.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    /// Documents stored.
+    pub documents: IntGauge,
+    resident: IntGauge,
+    commits: IntCounter,
+    committed_writes: IntCounter,
+    commit_seconds: Histogram,
+    sweeps: IntCounter,
+    swept: IntCounter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+impl Metrics {
+    /// New metrics, all zero.
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "neardup_requests_total",
+                "HTTP requests by route and status",
+            ),
+            &["route", "method", "status"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "neardup_request_seconds",
+                "HTTP request latency by route and status",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route", "method", "status"],
+        )?;
+        let documents = IntGauge::new("neardup_documents", "Documents stored")?;
+        let resident = IntGauge::new("neardup_resident_bytes", "Resident memory of the process")?;
+        let commits = IntCounter::new(
+            "neardup_commits_total",
+            "Transactions committed with fsync (each covers a batch of writes)",
+        )?;
+        let committed_writes = IntCounter::new(
+            "neardup_committed_writes_total",
+            "Writes (puts and deletes) committed",
+        )?;
+        let commit_seconds = Histogram::with_opts(
+            HistogramOpts::new("neardup_commit_seconds", "Time to apply and fsync a batch")
+                .buckets(LATENCY_BUCKETS.to_vec()),
+        )?;
+        let sweeps = IntCounter::new("neardup_sweeps_total", "Expiry sweeps run")?;
+        let swept = IntCounter::new("neardup_swept_total", "Expired documents deleted by sweeps")?;
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(latency.clone()),
+            Box::new(documents.clone()),
+            Box::new(resident.clone()),
+            Box::new(commits.clone()),
+            Box::new(committed_writes.clone()),
+            Box::new(commit_seconds.clone()),
+            Box::new(sweeps.clone()),
+            Box::new(swept.clone()),
+        ] {
+            registry.register(c)?;
+        }
+        Ok(Metrics {
+            registry,
+            requests,
+            latency,
+            documents,
+            resident,
+            commits,
+            committed_writes,
+            commit_seconds,
+            sweeps,
+            swept,
+        })
+    }
+
+    /// Counts a request.
+    pub fn request(&self, route: &str, method: &str, status: u16, took: Duration) {
+        let status = status.to_string();
+        let labels = [route, method, status.as_str()];
+        self.requests.with_label_values(&labels).inc();
+        self.latency
+            .with_label_values(&labels)
+            .observe(took.as_secs_f64());
+    }
+
+    /// Counts a commit of `writes` writes.
+    pub fn commit(&self, writes: usize, took: Duration) {
+        self.commits.inc();
+        self.committed_writes.inc_by(writes as u64);
+        self.commit_seconds.observe(took.as_secs_f64());
+    }
+
+    /// Counts a sweep (and what it deleted, when it worked).
+    pub fn sweep(&self, swept: Option<usize>, _took: Duration) {
+        self.sweeps.inc();
+        if let Some(n) = swept {
+            self.swept.inc_by(n as u64);
+        }
+    }
+
+    /// The metrics in Prometheus's text format.
+    pub fn render(&self) -> String {
+        if let Some(rss) = resident_bytes() {
+            self.resident.set(rss as i64);
+        }
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail but for a metric family the encoder rejects.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+/// The resident set of this process, from /proc (Linux); `None` elsewhere.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}

@@ -1,0 +1,717 @@
+//! The service end to end over HTTP: every route, every error, the atomic gate under
+//! concurrency, expiry, group commit, graceful shutdown, and the same decision as batch
+//! deduplication on the bundled corpora.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use neardup::jaccard::Threshold;
+use neardup_server::{serve, ServerConfig};
+use neardup_store::{Clock, DocConfig, DocStore};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+struct TestClock(AtomicU64);
+
+impl Clock for TestClock {
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A running service on a free loopback port.
+struct Running {
+    base: String,
+    client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<DocStore, neardup_server::ServerError>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Running {
+    async fn start(
+        config: DocConfig,
+        server: ServerConfig,
+        clock: Option<Arc<TestClock>>,
+    ) -> Running {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = DocStore::create(dir.path(), config).unwrap();
+        if let Some(c) = clock {
+            store = store.with_clock(c);
+        }
+        Running::on(store, server, Some(dir)).await
+    }
+
+    async fn on(store: DocStore, server: ServerConfig, dir: Option<tempfile::TempDir>) -> Running {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn(serve(listener, store, server, async {
+            let _ = stopped.await;
+        }));
+        Running {
+            base,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            done,
+            _dir: dir,
+        }
+    }
+
+    async fn send(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.client.request(method.parse().unwrap(), url);
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    async fn json(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        self.send(method, path, Some(&body.to_string())).await
+    }
+
+    async fn stop(mut self) -> DocStore {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.done.await.unwrap().unwrap()
+    }
+}
+
+/// A 60-word text of base `b`; `edit` replaces its word 58 (Jaccard about 0.9 with the
+/// unedited text).
+fn text(b: usize, edit: Option<&str>) -> String {
+    let mut words: Vec<String> = (0..60)
+        .map(|i| format!("w{}x{}", b, (i * 37 + b * 11) % 101))
+        .collect();
+    if let Some(e) = edit {
+        words[58] = e.to_string();
+    }
+    words.join(" ")
+}
+
+fn error_code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn every_route() {
+    let svc = Running::start(DocConfig::default(), ServerConfig::default(), None).await;
+    let (s, v) = svc.send("GET", "/healthz", None).await;
+    assert_eq!(
+        (s, v["status"].as_str(), v["documents"].as_u64()),
+        (200, Some("ok"), Some(0))
+    );
+
+    let (s, v) = svc
+        .json("PUT", "/v1/documents/a", json!({"text": text(0, None)}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({"inserted": true, "replaced": false, "matches": []})
+    );
+    // A near-duplicate under another id: stored (no gate), and its match reported.
+    let (s, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/py/3.11/b",
+            json!({"text": text(0, Some("other"))}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["inserted"], true);
+    assert_eq!(v["matches"][0]["id"], "a");
+    let sim = v["matches"][0]["similarity"].as_f64().unwrap();
+    assert!((0.8..1.0).contains(&sim), "{v}");
+    // The gate: refused, with the reason.
+    let (s, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/c",
+            json!({"text": text(0, Some("third")), "only_if_unique": true}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["inserted"], false);
+    let ids: BTreeSet<&str> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, BTreeSet::from(["a", "py/3.11/b"]));
+    // Replacing an id with an unrelated text.
+    let (_, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/a",
+            json!({"text": text(5, None), "ttl": 3600}),
+        )
+        .await;
+    assert_eq!(
+        (v["inserted"].clone(), v["replaced"].clone()),
+        (json!(true), json!(true))
+    );
+
+    let (s, v) = svc.send("GET", "/v1/documents/py/3.11/b", None).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["id"], "py/3.11/b");
+    assert_eq!(v["expires"], Value::Null);
+    let fp = v["fingerprint"].as_str().unwrap().to_string();
+    let (_, v) = svc.send("GET", "/v1/documents/a", None).await;
+    assert!(v["expires"].as_u64().is_some(), "{v}");
+
+    // Check by text and by fingerprint: the same answer.
+    let (s, by_text) = svc
+        .json(
+            "POST",
+            "/v1/check",
+            json!({"text": text(0, Some("fourth"))}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(by_text["matches"][0]["id"], "py/3.11/b");
+    assert!(by_text.get("paragraphs").is_none());
+    let (_, by_fp) = svc
+        .json("POST", "/v1/check", json!({"fingerprint": fp}))
+        .await;
+    assert_eq!(by_fp["matches"][0]["id"], "py/3.11/b");
+    assert_eq!(by_fp["matches"][0]["similarity"], 1.0);
+    // A fingerprint stores like its text.
+    let (_, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/copy",
+            json!({"fingerprint": fp, "only_if_unique": true}),
+        )
+        .await;
+    assert_eq!(v["inserted"], false);
+    assert_eq!(v["matches"][0]["similarity"], 1.0);
+
+    // Bulk, as an array and as NDJSON.
+    let items = json!([
+        {"id": "x", "text": text(1, None)},
+        {"id": "y", "text": text(1, Some("again")), "only_if_unique": true},
+        {"id": "z", "text": text(2, None), "only_if_unique": true},
+    ]);
+    let (s, v) = svc.json("POST", "/v1/bulk/documents", items).await;
+    assert_eq!(s, 200, "{v}");
+    let got: Vec<(String, bool)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                r["inserted"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("x".into(), true), ("y".into(), false), ("z".into(), true)]
+    );
+    let nd = format!(
+        "{}\n\n{}\n",
+        json!({"text": text(1, Some("q"))}),
+        json!({"text": text(9, None)})
+    );
+    let resp = svc
+        .client
+        .post(format!("{}/v1/bulk/check", svc.base))
+        .header("content-type", "application/x-ndjson")
+        .body(nd)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v[0]["matches"][0]["id"], "x");
+    assert_eq!(v[1]["matches"], json!([]));
+
+    let (s, v) = svc.send("DELETE", "/v1/documents/x", None).await;
+    assert_eq!((s, v), (200, json!({"removed": true})));
+    let (s, v) = svc.send("DELETE", "/v1/documents/x", None).await;
+    assert_eq!((s, error_code(&v)), (404, "not_found"));
+    let (s, v) = svc.send("GET", "/v1/documents/x", None).await;
+    assert_eq!((s, error_code(&v)), (404, "not_found"));
+
+    let (s, v) = svc.send("GET", "/metrics", None).await;
+    assert_eq!(s, 200);
+    let m = v.as_str().unwrap();
+    for name in [
+        "neardup_requests_total",
+        "neardup_request_seconds_bucket",
+        "neardup_documents",
+        "neardup_commits_total",
+        "neardup_resident_bytes",
+    ] {
+        assert!(m.contains(name), "{name} missing");
+    }
+    assert!(m.contains("route=\"/v1/documents/{*id}\""), "{m}");
+    assert!(m.contains("neardup_documents 3"), "{m}"); // a, py/3.11/b, z
+    let (s, v) = svc.send("GET", "/v1/openapi.json", None).await;
+    assert_eq!(s, 200);
+    for path in [
+        "/v1/documents/{id}",
+        "/v1/check",
+        "/v1/bulk/documents",
+        "/v1/bulk/check",
+        "/healthz",
+        "/metrics",
+    ] {
+        assert!(
+            v["paths"].get(path).is_some(),
+            "{path} not in the OpenAPI document"
+        );
+    }
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn every_error_is_a_4xx_with_a_code() {
+    let server = ServerConfig {
+        body_limit: 2000,
+        ..ServerConfig::default()
+    };
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    // (method, path, body, status, code, words of the message)
+    type Case<'a> = (&'a str, &'a str, Option<String>, u16, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some("{not json".into()),
+            400,
+            "bad_json",
+            "the body",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some("".into()),
+            400,
+            "bad_json",
+            "EOF",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some("{}".into()),
+            422,
+            "invalid_request",
+            "\"text\"",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"text": 5}"#.into()),
+            422,
+            "invalid_request",
+            "invalid type",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"text": "x", "ttl": -1}"#.into()),
+            422,
+            "invalid_request",
+            "ttl",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"text": "x", "only_if_uniq": true}"#.into()),
+            422,
+            "invalid_request",
+            "only_if_uniq",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"text": "x", "fingerprint": "AA=="}"#.into()),
+            422,
+            "invalid_request",
+            "not both",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"fingerprint": "%%%"}"#.into()),
+            422,
+            "invalid_request",
+            "not base64",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"fingerprint": "AAAA"}"#.into()),
+            422,
+            "invalid_request",
+            "3 bytes",
+        ),
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(format!(r#"{{"text": "{}"}}"#, "x ".repeat(2000))),
+            413,
+            "too_large",
+            "2000 bytes",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            Some("[1, 2]".into()),
+            422,
+            "invalid_request",
+            "invalid type",
+        ),
+        (
+            "POST",
+            "/v1/check",
+            Some(r#"{"text": "a b c", "paragraphs": true}"#.into()),
+            409,
+            "paragraphs_disabled",
+            "--paragraphs",
+        ),
+        (
+            "POST",
+            "/v1/bulk/documents",
+            Some(r#"[{"id": "a", "text": "x"}, {"text": "y"}]"#.into()),
+            422,
+            "invalid_request",
+            "items[1]",
+        ),
+        (
+            "POST",
+            "/v1/bulk/documents",
+            Some(r#"[{"id": "", "text": "x"}]"#.into()),
+            422,
+            "invalid_request",
+            "id is empty",
+        ),
+        (
+            "POST",
+            "/v1/bulk/check",
+            Some("{\"text\": \"a\"}\n{\"txt\": \"b\"}\n".into()),
+            422,
+            "invalid_request",
+            "line 2",
+        ),
+        ("GET", "/v1/documents/nope", None, 404, "not_found", "nope"),
+        ("GET", "/v1/nothing", None, 404, "not_found", "no route"),
+        (
+            "PATCH",
+            "/v1/documents/a",
+            Some("{}".into()),
+            405,
+            "method_not_allowed",
+            "method",
+        ),
+        (
+            "GET",
+            "/v1/check",
+            None,
+            405,
+            "method_not_allowed",
+            "method",
+        ),
+    ];
+    for (method, path, body, status, code, needle) in cases {
+        let (s, v) = svc.send(method, path, body.as_deref()).await;
+        assert_eq!(s, status, "{method} {path} {body:?}: {v}");
+        assert_eq!(error_code(&v), code, "{method} {path}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(needle),
+            "{method} {path}: {message:?} lacks {needle:?}"
+        );
+    }
+    // Nothing of the refused requests was stored.
+    let (_, v) = svc.send("GET", "/healthz", None).await;
+    assert_eq!(v["documents"], 0);
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn the_token_guards_v1_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DocStore::create(dir.path(), DocConfig::default()).unwrap();
+    let server = ServerConfig {
+        token: Some("s3cret".into()),
+        ..ServerConfig::default()
+    };
+    let svc = Running::on(store, server, Some(dir)).await;
+    let url = format!("{}/v1/check", svc.base);
+    let body = json!({"text": "a b c d e f"}).to_string();
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("s3cret"),
+        Some("Bearer s3cre"),
+        Some("bearer s3cret"),
+    ] {
+        let mut req = svc.client.post(&url).body(body.clone());
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 401, "{auth:?}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(error_code(&v), "unauthorized");
+    }
+    let resp = svc
+        .client
+        .post(&url)
+        .header("authorization", "Bearer s3cret")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let (s, _) = svc.send("GET", "/healthz", None).await;
+    assert_eq!(s, 200);
+    let (s, _) = svc.send("GET", "/v1/openapi.json", None).await;
+    assert_eq!(s, 401);
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn paragraphs_and_expiry() {
+    let clock = Arc::new(TestClock(AtomicU64::new(1_000_000)));
+    let config = DocConfig {
+        threshold: Threshold::new(0.8).unwrap(),
+        paragraphs: true,
+    };
+    let svc = Running::start(config, ServerConfig::default(), Some(Arc::clone(&clock))).await;
+    let stored = format!("{}\n\n{}", text(0, None), text(1, None));
+    let (_, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/ab",
+            json!({"text": stored, "ttl": 10}),
+        )
+        .await;
+    assert_eq!(v["inserted"], true);
+    let query = format!("{}\n\n{}", text(1, Some("edited")), text(7, None));
+    let (s, v) = svc
+        .json(
+            "POST",
+            "/v1/check",
+            json!({"text": query, "paragraphs": true}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["matches"], json!([]), "the whole documents are not near");
+    let p = &v["paragraphs"][0];
+    assert_eq!(p["id"], "ab");
+    let cov = p["coverage"].as_f64().unwrap();
+    assert!((cov - 0.5).abs() < 0.01, "{v}");
+    let span = &p["spans"][0];
+    let (qs, qe) = (
+        span["query"][0].as_u64().unwrap() as usize,
+        span["query"][1].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&query[qs..qe], text(1, Some("edited")));
+    let (ss, se) = (
+        span["stored"][0].as_u64().unwrap() as usize,
+        span["stored"][1].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&stored[ss..se], text(1, None));
+    // Expired: it stops matching at once, before any sweep.
+    clock.0.fetch_add(11, Ordering::SeqCst);
+    let (_, v) = svc
+        .json(
+            "POST",
+            "/v1/check",
+            json!({"text": query, "paragraphs": true}),
+        )
+        .await;
+    assert_eq!(v["paragraphs"], json!([]));
+    let (s, _) = svc.send("GET", "/v1/documents/ab", None).await;
+    assert_eq!(s, 404);
+    let store = svc.stop().await;
+    assert_eq!(store.len(), 1, "expired, not yet swept");
+}
+
+/// Many concurrent near-identical `only_if_unique` puts: exactly one gets in, and every
+/// other one names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_gate_is_atomic_under_concurrency() {
+    let svc = Arc::new(Running::start(DocConfig::default(), ServerConfig::default(), None).await);
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let svc = Arc::clone(&svc);
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"text": text(3, Some(&format!("v{i}"))), "only_if_unique": true});
+            let (_, v) = svc
+                .json("PUT", &format!("/v1/documents/doc{i}"), body)
+                .await;
+            (i, v)
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut refused = Vec::new();
+    for t in tasks {
+        let (i, v) = t.await.unwrap();
+        if v["inserted"] == true {
+            winners.push(i);
+        } else {
+            refused.push(v);
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let winner = format!("doc{}", winners[0]);
+    for v in refused {
+        assert_eq!(v["matches"][0]["id"], winner.as_str(), "{v}");
+    }
+    let svc = Arc::try_unwrap(svc).ok().unwrap();
+    let store = svc.stop().await;
+    assert_eq!(store.len(), 1);
+}
+
+/// Requests in flight when the shutdown comes are answered, and what they wrote is in
+/// the store the service gives back, and on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shutdown_finishes_the_writes_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let store = DocStore::create(&path, DocConfig::default()).unwrap();
+    let svc = Running::on(store, ServerConfig::default(), Some(dir)).await;
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let (client, base) = (svc.client.clone(), svc.base.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = client
+                .put(format!("{base}/v1/documents/d{i}"))
+                .body(json!({"text": text(100 + i, None)}).to_string())
+                .send()
+                .await;
+            match r {
+                Ok(resp) if resp.status() == 200 => Some(i),
+                _ => None,
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (stop, done) = (svc.stop, svc.done);
+    let _ = stop.map(|s| s.send(()));
+    let mut acked = Vec::new();
+    for t in tasks {
+        if let Some(i) = t.await.unwrap() {
+            acked.push(i);
+        }
+    }
+    let store = done.await.unwrap().unwrap();
+    for i in &acked {
+        assert!(
+            store.get(&format!("d{i}")).unwrap().is_some(),
+            "acknowledged d{i} lost"
+        );
+    }
+    drop(store);
+    let store = DocStore::open(&path, None).unwrap();
+    assert!(store.len() >= acked.len());
+    for i in &acked {
+        assert!(
+            store.get(&format!("d{i}")).unwrap().is_some(),
+            "acknowledged d{i} not on disk"
+        );
+    }
+}
+
+fn texts(path: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["text"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Fed in order through the gate, the service keeps what `neardup dedup` keeps.
+async fn agrees_with_batch(texts: &[String]) -> usize {
+    use neardup::batch::{self, Options, Rule, Source};
+    use neardup::decide::Signature;
+    let rule = Rule::Jaccard(Threshold::default());
+    let fp = neardup::fingerprint::Fingerprinter::default();
+    let sigs: Vec<Signature> = texts
+        .iter()
+        .map(|t| Signature::of_text(&fp, rule.banding(), t))
+        .collect();
+    let found = batch::dedup(
+        &sigs.iter().map(|s| s.fingerprint).collect::<Vec<_>>(),
+        &sigs.iter().map(|s| s.text_hash).collect::<Vec<_>>(),
+        &texts.iter().map(|t| t.len() as u32).collect::<Vec<_>>(),
+        &sigs.iter().map(|s| s.sketch).collect::<Vec<_>>(),
+        Source::Bands(&sigs.iter().map(|s| s.bands).collect::<Vec<_>>()),
+        &Options::default(),
+    )
+    .unwrap();
+    let removed: BTreeSet<String> = found
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            c.members
+                .iter()
+                .filter(move |m| m.doc != c.representative)
+                .map(|m| format!("d{}", m.doc))
+        })
+        .collect();
+    let server = ServerConfig {
+        body_limit: 1 << 30,
+        ..ServerConfig::default()
+    };
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    let mut refused = BTreeSet::new();
+    for chunk in texts.iter().enumerate().collect::<Vec<_>>().chunks(500) {
+        let items: Vec<Value> = chunk
+            .iter()
+            .map(|(i, t)| json!({"id": format!("d{i}"), "text": t, "only_if_unique": true}))
+            .collect();
+        let (s, v) = svc
+            .json("POST", "/v1/bulk/documents", Value::Array(items))
+            .await;
+        assert_eq!(s, 200);
+        for r in v.as_array().unwrap() {
+            if r["inserted"] == false {
+                refused.insert(r["id"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    svc.stop().await;
+    assert_eq!(refused, removed);
+    removed.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_keeps_what_dedup_keeps() {
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let planted = texts(&format!(
+        "{root}/crates/neardup-cli/tests/fixtures/planted.jsonl"
+    ));
+    assert!(agrees_with_batch(&planted).await >= 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs NEARDUP_CORPUS, a JSON Lines corpus such as shared/natural's"]
+async fn the_service_keeps_what_dedup_keeps_on_a_corpus_from_the_environment() {
+    let path = std::env::var("NEARDUP_CORPUS").expect("NEARDUP_CORPUS");
+    let removed = agrees_with_batch(&texts(&path)).await;
+    eprintln!("{path}: {removed} refused by the service, removed by dedup");
+}

@@ -1,0 +1,116 @@
+//! What the service needs of a store, so that it can run over the embedded [`DocStore`]
+//! or a store on other machines alike: a writer that applies batches of writes durably,
+//! and readers that answer checks without waiting for it.
+
+use crate::{DocConfig, DocStore, DocStoreReader, Hit, Outcome, ParagraphHit, Prepared, Preparer};
+use crate::{Result, StoredDoc, Write};
+
+/// The writer side of a document store.
+pub trait Backend: Send + 'static {
+    /// Its readers.
+    type Reader: BackendReader;
+
+    /// A query handle for other threads.
+    fn reader(&self) -> Self::Reader;
+
+    /// Applies `writes` in order, durably before it returns (see [`DocStore::apply`]).
+    fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>>;
+
+    /// Deletes every expired document; how many.
+    fn sweep(&mut self) -> Result<usize>;
+
+    /// Documents stored.
+    fn len(&self) -> usize;
+
+    /// Whether no document is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The store's settings.
+    fn config(&self) -> DocConfig;
+
+    /// A preparer for this store's documents.
+    fn preparer(&self) -> Preparer {
+        Preparer::new(self.config())
+    }
+}
+
+/// The reader side of a document store: cheap to clone, never waiting for the writer.
+pub trait BackendReader: Clone + Send + Sync + 'static {
+    /// The stored near-duplicates of `doc`, most similar first.
+    fn check(&self, doc: &Prepared) -> Result<Vec<Hit>>;
+
+    /// As [`BackendReader::check`] of `text` prepared by `preparer`; stores may skip work
+    /// for texts without candidates.
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+        self.check(&preparer.prepare(text, false))
+    }
+
+    /// The stored documents sharing near-duplicate paragraphs with `doc`.
+    fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>>;
+
+    /// The live document stored under `id`.
+    fn get(&self, id: &str) -> Result<Option<StoredDoc>>;
+
+    /// Documents stored, as of now.
+    fn len(&self) -> usize;
+
+    /// Whether no document is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The store's settings.
+    fn config(&self) -> DocConfig;
+}
+
+impl Backend for DocStore {
+    type Reader = DocStoreReader;
+
+    fn reader(&self) -> DocStoreReader {
+        DocStore::reader(self)
+    }
+
+    fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
+        DocStore::apply(self, writes)
+    }
+
+    fn sweep(&mut self) -> Result<usize> {
+        DocStore::sweep(self)
+    }
+
+    fn len(&self) -> usize {
+        DocStore::len(self)
+    }
+
+    fn config(&self) -> DocConfig {
+        DocStore::config(self)
+    }
+}
+
+impl BackendReader for DocStoreReader {
+    fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+        DocStoreReader::check(self, doc)
+    }
+
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+        DocStoreReader::check_text(self, preparer, text)
+    }
+
+    fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
+        DocStoreReader::check_paragraphs(self, doc)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
+        DocStoreReader::get(self, id)
+    }
+
+    fn len(&self) -> usize {
+        DocStoreReader::len(self)
+    }
+
+    fn config(&self) -> DocConfig {
+        DocStoreReader::config(self)
+    }
+}

@@ -1,0 +1,1076 @@
+//! [`DocStore`]: a durable corpus of documents that decides near-duplicates as `neardup
+//! dedup` does — by the estimated Jaccard similarity of their word 5-shingle sets, at the
+//! threshold the store was made with — for the service.
+//!
+//! Each document is kept as its [`Signature`] (sketch, band keys, simhash fingerprint,
+//! text hash; 248 bytes), with its id and expiry, in redb; with paragraphs, each
+//! paragraph's signature and span too. The band keys of every live document (and
+//! paragraph) are indexed in memory ([`BandIndex`]), rebuilt when the store opens. A
+//! query finds its candidates there, reads their signatures in a read transaction and
+//! decides with [`Rule::matches`], so it answers exactly what batch deduplication would.
+//!
+//! Writes come in batches ([`DocStore::apply`]): one transaction, one fsync, for every
+//! write of the batch, each decided in order against the store and the batch's earlier
+//! writes — so a caller that queues concurrent requests and applies them together gets
+//! group commit, and `only_if_unique` inserts stay atomic: of two near-identical documents
+//! in one batch, only the first gets in.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use neardup::corpus::{BandIndex, BandIndexReader};
+use neardup::decide::{Match, Rule, Signature};
+use neardup::fingerprint::Fingerprinter;
+use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+
+use crate::file::{self, guard, Kind};
+use crate::{db_err, open_error, Clock, Db, Result, StoreError, SystemClock, FILE};
+
+/// The `format` setting of a document store (a fingerprint store's is [`crate::FORMAT`]).
+pub const DOC_FORMAT: u64 = 100;
+
+/// Settings by name: "format", "threshold" (the f64's bits), "paragraphs" (0 or 1),
+/// "fingerprint_version", "sketch_version", "next_id".
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// External id → internal id.
+const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
+/// Internal id → (external id, expiry in Unix seconds or 0, signature bytes).
+const DOCS: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("docs");
+/// Internal id → its paragraphs: per paragraph its start and end (u32, little-endian)
+/// and its signature bytes.
+const PARAS: TableDefinition<u64, &[u8]> = TableDefinition::new("paragraphs");
+/// (expiry, internal id) of the documents that expire.
+const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
+
+/// Paragraphs of a document that are indexed; a paragraph's index id is the document's
+/// internal id times this, plus its position.
+pub const MAX_PARAGRAPHS: u64 = 4096;
+const PARA_BYTES: usize = 8 + Signature::BYTES;
+
+/// What a document store is made with; recorded on disk, checked on every open.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DocConfig {
+    /// Documents at or above this estimated Jaccard similarity are near-duplicates.
+    pub threshold: Threshold,
+    /// Whether paragraphs are indexed too, for [`DocStore::check_paragraphs`].
+    pub paragraphs: bool,
+}
+
+impl DocConfig {
+    /// The rule documents are decided by.
+    pub fn rule(&self) -> Rule {
+        Rule::Jaccard(self.threshold)
+    }
+}
+
+/// A document made ready for the store: its signature and, in a store with paragraphs,
+/// its paragraphs' spans and signatures. Made by [`Preparer::prepare`] on any thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// The whole document's signature.
+    pub signature: Signature,
+    /// Its paragraphs (empty unless the store indexes them).
+    pub paragraphs: Vec<(Range<u32>, Signature)>,
+    /// Its length in bytes.
+    pub len: u32,
+}
+
+/// Turns texts into [`Prepared`] documents for one store's settings; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Preparer {
+    fingerprinter: Arc<Fingerprinter>,
+    config: DocConfig,
+}
+
+impl Preparer {
+    /// A preparer for a store with `config`.
+    pub fn new(config: DocConfig) -> Preparer {
+        Preparer {
+            fingerprinter: Arc::new(Fingerprinter::default()),
+            config,
+        }
+    }
+
+    /// The document `text`, with its paragraphs when the store indexes them or
+    /// `paragraphs` asks for them (a paragraph check of a store without them finds none).
+    pub fn prepare(&self, text: &str, paragraphs: bool) -> Prepared {
+        let banding = self.config.rule().banding();
+        let paras = if self.config.paragraphs || paragraphs {
+            Signature::paragraphs(&self.fingerprinter, banding, text)
+                .into_iter()
+                .map(|(span, sig)| (span.start as u32..span.end as u32, sig))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Prepared {
+            signature: Signature::of_text(&self.fingerprinter, banding, text),
+            paragraphs: paras,
+            len: u32::try_from(text.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The signature of `text` but its simhash fingerprint (left all zero): enough to
+    /// find candidates; [`Preparer::complete`] adds the fingerprint when there are some.
+    pub fn partial(&self, text: &str) -> Signature {
+        Signature::without_fingerprint(self.config.rule().banding(), text)
+    }
+
+    /// Adds `text`'s simhash fingerprint to its [`Preparer::partial`] signature.
+    pub fn complete(&self, sig: &mut Signature, text: &str) {
+        sig.fingerprint = self.fingerprinter.fingerprint_wide(text);
+    }
+
+    /// A document known only by its signature (no paragraphs).
+    pub fn from_signature(&self, signature: Signature) -> Prepared {
+        Prepared {
+            signature,
+            paragraphs: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+/// One write of a batch.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// Stores a document under `id` (replacing what `id` held), expiring after `ttl`; with
+    /// `only_if_unique`, only if no other stored document is its near-duplicate.
+    Put {
+        /// Its id.
+        id: String,
+        /// The document.
+        doc: Box<Prepared>,
+        /// Time to live.
+        ttl: Option<Duration>,
+        /// Refuse it when a near-duplicate is stored.
+        only_if_unique: bool,
+    },
+    /// Removes `id`.
+    Delete {
+        /// Its id.
+        id: String,
+    },
+}
+
+/// A stored document near a query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// Its id.
+    pub id: String,
+    /// Estimated Jaccard similarity to the query (1 for the same text).
+    pub similarity: f32,
+    /// 256-bit Hamming distance of the fingerprints.
+    pub distance: u32,
+}
+
+/// What one write did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// A put: whether the document was stored, whether it replaced one under its id, and
+    /// the stored near-duplicates (for an `only_if_unique` put that was refused, the ones
+    /// that refused it; otherwise those found when it was stored), most similar first.
+    Put {
+        /// It is stored now.
+        inserted: bool,
+        /// It replaced a document stored under its id.
+        replaced: bool,
+        /// Stored near-duplicates other than itself.
+        matches: Vec<Hit>,
+    },
+    /// A delete: whether the id was stored.
+    Delete {
+        /// It was stored (and is no more).
+        removed: bool,
+    },
+}
+
+/// A paragraph of the query and the stored paragraph it is a near-duplicate of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanMatch {
+    /// The query paragraph's byte span.
+    pub query: Range<u32>,
+    /// The stored paragraph's byte span in its document.
+    pub stored: Range<u32>,
+    /// Their estimated Jaccard similarity.
+    pub similarity: f32,
+}
+
+/// A stored document that shares near-duplicate paragraphs with a query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParagraphHit {
+    /// Its id.
+    pub id: String,
+    /// The share of the query's paragraph bytes in paragraphs it shares.
+    pub coverage: f32,
+    /// The query paragraphs it shares, each with its most similar stored paragraph.
+    pub spans: Vec<SpanMatch>,
+}
+
+/// A stored document, as [`DocStore::get`] gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredDoc {
+    /// Its id.
+    pub id: String,
+    /// Its signature.
+    pub signature: Signature,
+    /// When it expires, in Unix seconds, if it does.
+    pub expires: Option<u64>,
+    /// Paragraphs indexed.
+    pub paragraphs: usize,
+}
+
+/// `?` on any redb error, naming the file.
+macro_rules! db {
+    ($path:expr, $e:expr) => {
+        $e.map_err(|e| db_err($path)(e.into()))
+    };
+}
+
+fn signature_of(path: &Path, bytes: &[u8]) -> Result<Signature> {
+    let bytes: &[u8; Signature::BYTES] = bytes.try_into().map_err(|_| StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail: format!(
+            "a signature of {} bytes, not {}",
+            bytes.len(),
+            Signature::BYTES
+        ),
+    })?;
+    Ok(Signature::from_bytes(bytes))
+}
+
+/// The paragraphs of a [`PARAS`] row.
+fn paragraphs_of(path: &Path, bytes: &[u8]) -> Result<Vec<(Range<u32>, Signature)>> {
+    if bytes.len() % PARA_BYTES != 0 {
+        return Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: format!("a paragraph list of {} bytes", bytes.len()),
+        });
+    }
+    bytes
+        .chunks_exact(PARA_BYTES)
+        .map(|c| {
+            let start = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            let end = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+            Ok((start..end, signature_of(path, &c[8..])?))
+        })
+        .collect()
+}
+
+fn paragraphs_bytes(paras: &[(Range<u32>, Signature)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(paras.len() * PARA_BYTES);
+    for (span, sig) in paras {
+        out.extend_from_slice(&span.start.to_le_bytes());
+        out.extend_from_slice(&span.end.to_le_bytes());
+        out.extend_from_slice(&sig.to_bytes());
+    }
+    out
+}
+
+/// A stored document's id and paragraphs.
+type StoredParagraphs = (String, Vec<(Range<u32>, Signature)>);
+
+/// Whether an expiry (0 for none) has passed at `now`.
+fn expired(expires: u64, now: u64) -> bool {
+    expires != 0 && expires <= now
+}
+
+/// What queries need besides the indexes: the database, the settings, the clock.
+#[derive(Clone)]
+struct View {
+    path: PathBuf,
+    db: Arc<Db>,
+    config: DocConfig,
+    clock: Arc<dyn Clock>,
+}
+
+impl View {
+    /// The live near-duplicates of `query` among the candidate documents `ids`.
+    fn hits(&self, query: &Signature, ids: &[u64]) -> Result<Vec<Hit>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        guard(&self.path, || {
+            let path = &self.path;
+            let now = self.clock.now();
+            let txn = db!(path, self.db.begin_read())?;
+            let docs = db!(path, txn.open_table(DOCS))?;
+            let mut candidates = Vec::with_capacity(ids.len());
+            let mut names = std::collections::HashMap::new();
+            for &internal in ids {
+                // Gone since the index was read: removed after this query began.
+                let Some(row) = db!(path, docs.get(internal))? else {
+                    continue;
+                };
+                let (id, expires, sig) = row.value();
+                if expired(expires, now) {
+                    continue;
+                }
+                candidates.push((internal, signature_of(path, sig)?));
+                names.insert(internal, id.to_string());
+            }
+            Ok(self
+                .config
+                .rule()
+                .matches(query, candidates)
+                .into_iter()
+                .filter_map(|(internal, m)| names.remove(&internal).map(|id| hit(id, m)))
+                .collect())
+        })
+    }
+
+    /// The stored documents sharing near-duplicate paragraphs with `paras` (the query's),
+    /// whose candidates per paragraph are `found`.
+    fn paragraph_hits(
+        &self,
+        paras: &[(Range<u32>, Signature)],
+        found: &[Vec<u64>],
+    ) -> Result<Vec<ParagraphHit>> {
+        if found.iter().all(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        guard(&self.path, || {
+            let path = &self.path;
+            let now = self.clock.now();
+            let rule = self.config.rule();
+            let txn = db!(path, self.db.begin_read())?;
+            let docs = db!(path, txn.open_table(DOCS))?;
+            let para_table = db!(path, txn.open_table(PARAS))?;
+            // Per stored document read: its id and paragraphs, if it is live.
+            let mut stored: std::collections::HashMap<u64, Option<StoredParagraphs>> =
+                std::collections::HashMap::new();
+            // Per stored document: per query paragraph, its best stored paragraph.
+            let mut by_doc: std::collections::BTreeMap<u64, Vec<SpanMatch>> =
+                std::collections::BTreeMap::new();
+            for ((span, sig), ids) in paras.iter().zip(found) {
+                let mut best: std::collections::HashMap<u64, SpanMatch> =
+                    std::collections::HashMap::new();
+                for &pid in ids {
+                    let (internal, at) = (pid / MAX_PARAGRAPHS, (pid % MAX_PARAGRAPHS) as usize);
+                    if let std::collections::hash_map::Entry::Vacant(slot) = stored.entry(internal)
+                    {
+                        let entry = match db!(path, docs.get(internal))? {
+                            Some(row) if !expired(row.value().1, now) => {
+                                let id = row.value().0.to_string();
+                                let list = match db!(path, para_table.get(internal))? {
+                                    Some(p) => paragraphs_of(path, p.value())?,
+                                    None => Vec::new(),
+                                };
+                                Some((id, list))
+                            }
+                            _ => None,
+                        };
+                        slot.insert(entry);
+                    }
+                    let Some(Some((_, list))) = stored.get(&internal) else {
+                        continue;
+                    };
+                    let Some((other_span, other)) = list.get(at) else {
+                        continue;
+                    };
+                    if let Some(m) = rule.decide(sig, other) {
+                        let better = best
+                            .get(&internal)
+                            .is_none_or(|b| m.similarity > b.similarity);
+                        if better {
+                            best.insert(
+                                internal,
+                                SpanMatch {
+                                    query: span.clone(),
+                                    stored: other_span.clone(),
+                                    similarity: m.similarity,
+                                },
+                            );
+                        }
+                    }
+                }
+                for (internal, m) in best {
+                    by_doc.entry(internal).or_default().push(m);
+                }
+            }
+            let total: u64 = paras.iter().map(|(s, _)| u64::from(s.end - s.start)).sum();
+            let mut out: Vec<ParagraphHit> = by_doc
+                .into_iter()
+                .filter_map(|(internal, spans)| {
+                    let (id, _) = stored.remove(&internal).flatten()?;
+                    let covered: u64 = spans
+                        .iter()
+                        .map(|s| u64::from(s.query.end - s.query.start))
+                        .sum();
+                    Some(ParagraphHit {
+                        id,
+                        coverage: (covered as f64 / total.max(1) as f64) as f32,
+                        spans,
+                    })
+                })
+                .collect();
+            out.sort_by(|a, b| {
+                b.coverage
+                    .total_cmp(&a.coverage)
+                    .then_with(|| a.id.cmp(&b.id))
+            });
+            Ok(out)
+        })
+    }
+
+    fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
+        guard(&self.path, || {
+            let path = &self.path;
+            let now = self.clock.now();
+            let txn = db!(path, self.db.begin_read())?;
+            let ids = db!(path, txn.open_table(IDS))?;
+            let Some(internal) = db!(path, ids.get(id))?.map(|v| v.value()) else {
+                return Ok(None);
+            };
+            let docs = db!(path, txn.open_table(DOCS))?;
+            let Some(row) = db!(path, docs.get(internal))? else {
+                return Err(StoreError::Damaged {
+                    path: path.clone(),
+                    detail: format!("id {id:?} names document {internal}, which is missing"),
+                });
+            };
+            let (_, expires, sig) = row.value();
+            if expired(expires, now) {
+                return Ok(None);
+            }
+            let paras = db!(path, txn.open_table(PARAS))?;
+            let paragraphs = match db!(path, paras.get(internal))? {
+                Some(p) => p.value().len() / PARA_BYTES,
+                None => 0,
+            };
+            Ok(Some(StoredDoc {
+                id: id.to_string(),
+                signature: signature_of(path, sig)?,
+                expires: (expires != 0).then_some(expires),
+                paragraphs,
+            }))
+        })
+    }
+}
+
+fn hit(id: String, m: Match) -> Hit {
+    Hit {
+        id,
+        similarity: m.similarity,
+        distance: m.distance,
+    }
+}
+
+/// A durable corpus of documents with string ids, deciding near-duplicates at a Jaccard
+/// threshold. The writer; [`DocStore::reader`] gives query handles for other threads.
+pub struct DocStore {
+    view: View,
+    docs: BandIndex,
+    paras: BandIndex,
+    next_id: u64,
+    /// A call met damage (a panic in redb): the database may be in any state.
+    broken: bool,
+}
+
+impl Drop for DocStore {
+    fn drop(&mut self) {
+        if let Some(dir) = self.view.path.parent() {
+            file::release(dir);
+        }
+    }
+}
+
+impl std::fmt::Debug for DocStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocStore")
+            .field("path", &self.view.path)
+            .field("len", &self.docs.len())
+            .field("config", &self.view.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Query handles on a [`DocStore`] for other threads; cheap to clone. They never wait for
+/// the writer, and see each write once it returns.
+#[derive(Clone)]
+pub struct DocStoreReader {
+    view: View,
+    docs: BandIndexReader,
+    paras: BandIndexReader,
+}
+
+impl std::fmt::Debug for DocStoreReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocStoreReader")
+            .field("path", &self.view.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DocStoreReader {
+    /// As [`DocStore::check`].
+    pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+        let sig = &doc.signature;
+        self.view
+            .hits(sig, &self.docs.candidates(&sig.index_keys()))
+    }
+
+    /// As [`DocStore::check`] of `text` prepared by `preparer`, but the simhash
+    /// fingerprint (which only the reported distances need) is computed only when the
+    /// text has candidates: most texts checked have none.
+    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+        let mut sig = preparer.partial(text);
+        let found = self.docs.candidates(&sig.index_keys());
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        preparer.complete(&mut sig, text);
+        self.view.hits(&sig, &found)
+    }
+
+    /// As [`DocStore::check_paragraphs`].
+    pub fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
+        let found: Vec<Vec<u64>> = doc
+            .paragraphs
+            .iter()
+            .map(|(_, s)| self.paras.candidates(&s.index_keys()))
+            .collect();
+        self.view.paragraph_hits(&doc.paragraphs, &found)
+    }
+
+    /// As [`DocStore::get`].
+    pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
+        self.view.get(id)
+    }
+
+    /// Documents stored, as of now (expired ones until swept).
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether no document is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The store's settings.
+    pub fn config(&self) -> DocConfig {
+        self.view.config
+    }
+}
+
+/// A document of the current batch: its internal id and signature, for the
+/// `only_if_unique` checks of the batch's later puts.
+struct Pending {
+    internal: u64,
+    signature: Signature,
+}
+
+impl DocStore {
+    /// Makes a new document store in `dir` (created if missing), made aside and
+    /// published whole as [`crate::Store::create`] does.
+    pub fn create(dir: impl AsRef<Path>, config: DocConfig) -> Result<DocStore> {
+        let dir = dir.as_ref();
+        let io = |source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let new_dir = !dir.exists();
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let made = DocStore::create_in(dir, config);
+        if made.is_err() && new_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+        made
+    }
+
+    fn create_in(dir: &Path, config: DocConfig) -> Result<DocStore> {
+        let path = dir.join(FILE);
+        file::remove_leftovers(dir);
+        match file::inspect(&path) {
+            Ok(Kind::Missing) => {}
+            Ok(Kind::Unfinished) => {
+                std::fs::remove_file(&path).map_err(|source| StoreError::Io {
+                    path: path.clone(),
+                    source,
+                })?
+            }
+            _ => return Err(StoreError::Exists(dir.to_path_buf())),
+        }
+        let partial = file::aside(dir, "partial");
+        let made = (|| {
+            let db = db!(&partial, Database::create(&partial))?;
+            let txn = db!(&partial, db.begin_write())?;
+            {
+                let mut meta = db!(&partial, txn.open_table(META))?;
+                for (k, v) in [
+                    ("format", DOC_FORMAT),
+                    ("threshold", config.threshold.get().to_bits()),
+                    ("paragraphs", u64::from(config.paragraphs)),
+                    (
+                        "fingerprint_version",
+                        u64::from(neardup::fingerprint::VERSION),
+                    ),
+                    ("sketch_version", u64::from(SKETCH_VERSION)),
+                    ("next_id", 0),
+                ] {
+                    db!(&partial, meta.insert(k, v))?;
+                }
+                db!(&partial, txn.open_table(IDS))?;
+                db!(&partial, txn.open_table(DOCS))?;
+                db!(&partial, txn.open_table(PARAS))?;
+                db!(&partial, txn.open_table(EXPIRY))?;
+            }
+            db!(&partial, txn.commit())?;
+            Ok(db)
+        })();
+        let db = match made {
+            Ok(db) => db,
+            Err(e) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
+        match file::publish(&partial, &path) {
+            Ok(true) => {}
+            Ok(false) => return Err(StoreError::Exists(dir.to_path_buf())),
+            Err(source) => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(StoreError::Io { path, source });
+            }
+        }
+        file::claim(dir);
+        Ok(DocStore {
+            view: View {
+                path,
+                db: Arc::new(Db(Some(db))),
+                config,
+                clock: Arc::new(SystemClock),
+            },
+            docs: BandIndex::new(),
+            paras: BandIndex::new(),
+            next_id: 0,
+            broken: false,
+        })
+    }
+
+    /// Opens the document store in `dir` and rebuilds its indexes. With `expect`, its
+    /// settings must be those on disk.
+    pub fn open(dir: impl AsRef<Path>, expect: Option<DocConfig>) -> Result<DocStore> {
+        let dir = dir.as_ref();
+        let path = dir.join(FILE);
+        if !path.is_file() {
+            return Err(StoreError::NotAStore(dir.to_path_buf()));
+        }
+        file::remove_leftovers(dir);
+        match file::inspect(&path)? {
+            Kind::Missing => return Err(StoreError::NotAStore(dir.to_path_buf())),
+            Kind::Unfinished => return Err(StoreError::Unfinished(dir.to_path_buf())),
+            Kind::Redb => {}
+        }
+        let store = guard(&path, || DocStore::open_file(dir, &path, expect))?;
+        file::claim(dir);
+        Ok(store)
+    }
+
+    fn open_file(dir: &Path, path: &Path, expect: Option<DocConfig>) -> Result<DocStore> {
+        let path = path.to_path_buf();
+        let db = Database::open(&path).map_err(|e| open_error(dir, &path, e))?;
+        let txn = db!(&path, db.begin_read())?;
+        let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
+            path: path.clone(),
+            detail: format!("no neardup settings in it ({e})"),
+        })?;
+        let get = |key: &str| -> Result<u64> {
+            match db!(&path, meta.get(key))? {
+                Some(v) => Ok(v.value()),
+                None => Err(StoreError::Foreign {
+                    path: path.clone(),
+                    detail: format!("setting \"{key}\" is missing"),
+                }),
+            }
+        };
+        let format = get("format")?;
+        if format != DOC_FORMAT {
+            return Err(StoreError::Foreign {
+                path: path.clone(),
+                detail: format!(
+                    "a fingerprint store (format {format}), not a document store: use `neardup index` on it"
+                ),
+            });
+        }
+        for (key, want) in [
+            (
+                "fingerprint_version",
+                u64::from(neardup::fingerprint::VERSION),
+            ),
+            ("sketch_version", u64::from(SKETCH_VERSION)),
+        ] {
+            let have = get(key)?;
+            if have != want {
+                return Err(StoreError::Foreign {
+                    path: path.clone(),
+                    detail: format!("{key} {have}; this neardup makes {want}"),
+                });
+            }
+        }
+        let threshold =
+            Threshold::new(f64::from_bits(get("threshold")?)).map_err(|e| StoreError::Foreign {
+                path: path.clone(),
+                detail: format!("its threshold: {e}"),
+            })?;
+        let config = DocConfig {
+            threshold,
+            paragraphs: get("paragraphs")? != 0,
+        };
+        if let Some(want) = expect {
+            if want != config {
+                return Err(StoreError::Mismatch {
+                    path: path.clone(),
+                    stored: describe(&config),
+                    requested: describe(&want),
+                });
+            }
+        }
+        let next_id = get("next_id")?;
+        let docs_table = db!(&path, txn.open_table(DOCS))?;
+        let mut docs: Vec<(u64, BandKeys)> =
+            Vec::with_capacity(db!(&path, docs_table.len())? as usize);
+        for row in db!(&path, docs_table.iter())? {
+            let (internal, v) = db!(&path, row)?;
+            let internal = internal.value();
+            if internal >= next_id {
+                return Err(StoreError::Damaged {
+                    path: path.clone(),
+                    detail: format!("document {internal} is numbered past next_id {next_id}"),
+                });
+            }
+            docs.push((internal, signature_of(&path, v.value().2)?.index_keys()));
+        }
+        drop(docs_table);
+        let docs = BandIndex::from_docs(docs)?;
+        let mut paras: Vec<(u64, BandKeys)> = Vec::new();
+        if config.paragraphs {
+            let table = db!(&path, txn.open_table(PARAS))?;
+            for row in db!(&path, table.iter())? {
+                let (internal, v) = db!(&path, row)?;
+                let internal = internal.value();
+                for (i, (_, sig)) in paragraphs_of(&path, v.value())?.iter().enumerate() {
+                    paras.push((internal * MAX_PARAGRAPHS + i as u64, sig.index_keys()));
+                }
+            }
+        }
+        let paras = BandIndex::from_docs(paras)?;
+        drop(meta);
+        drop(txn);
+        Ok(DocStore {
+            view: View {
+                path,
+                db: Arc::new(Db(Some(db))),
+                config,
+                clock: Arc::new(SystemClock),
+            },
+            docs,
+            paras,
+            next_id,
+            broken: false,
+        })
+    }
+
+    /// Uses `clock` for expiry instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> DocStore {
+        self.view.clock = clock;
+        self
+    }
+
+    /// The settings on disk.
+    pub fn config(&self) -> DocConfig {
+        self.view.config
+    }
+
+    /// A preparer for this store's documents.
+    pub fn preparer(&self) -> Preparer {
+        Preparer::new(self.view.config)
+    }
+
+    /// Documents stored (expired ones until swept).
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether no document is stored.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Bytes of memory held by the in-memory indexes.
+    pub fn heap_bytes(&self) -> usize {
+        self.docs.heap_bytes() + self.paras.heap_bytes()
+    }
+
+    /// A query handle for other threads.
+    pub fn reader(&self) -> DocStoreReader {
+        DocStoreReader {
+            view: self.view.clone(),
+            docs: self.docs.reader(),
+            paras: self.paras.reader(),
+        }
+    }
+
+    /// The stored near-duplicates of `doc` (live ones), most similar first.
+    pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+        self.refuse_if_broken()?;
+        self.reader().check(doc)
+    }
+
+    /// The stored documents that share near-duplicate paragraphs with `doc` (prepared
+    /// with paragraphs), by the share of its text they cover.
+    pub fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
+        self.refuse_if_broken()?;
+        self.reader().check_paragraphs(doc)
+    }
+
+    /// The live document stored under `id`.
+    pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
+        self.refuse_if_broken()?;
+        self.view.get(id)
+    }
+
+    fn refuse_if_broken(&self) -> Result<()> {
+        if self.broken {
+            return Err(StoreError::Damaged {
+                path: self.view.path.clone(),
+                detail: "an earlier call met damage in it; see `neardup index check`".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Applies `writes` in order, in one transaction committed with fsync before the
+    /// indexes change and before it returns; what each did, in order. A put of a text
+    /// without words matches only its copies.
+    pub fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
+        self.refuse_if_broken()?;
+        let path = self.view.path.clone();
+        let result = guard(&path, || self.apply_unguarded(writes));
+        if matches!(result, Err(StoreError::Damaged { .. })) {
+            self.broken = true;
+        }
+        result
+    }
+
+    fn apply_unguarded(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
+        let path = self.view.path.clone();
+        let path = &path;
+        let now = self.view.clock.now();
+        let rule = self.view.config.rule();
+        let txn = db!(path, self.view.db.begin_write())?;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        // Index changes, applied after the commit.
+        let mut removed: Vec<u64> = Vec::new();
+        let mut removed_paras: Vec<u64> = Vec::new();
+        let mut added: Vec<(u64, Prepared)> = Vec::new();
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut next_id = self.next_id;
+        {
+            let mut t = Tables {
+                ids: db!(path, txn.open_table(IDS))?,
+                docs: db!(path, txn.open_table(DOCS))?,
+                paras: db!(path, txn.open_table(PARAS))?,
+                expiry: db!(path, txn.open_table(EXPIRY))?,
+            };
+            for write in writes {
+                match write {
+                    Write::Delete { id } => {
+                        let gone = delete(path, &mut t, &id)?;
+                        let was = gone.is_some();
+                        if let Some((internal, para_ids)) = gone {
+                            removed.push(internal);
+                            removed_paras.extend(para_ids);
+                            pending.retain(|p| p.internal != internal);
+                        }
+                        outcomes.push(Outcome::Delete { removed: was });
+                    }
+                    Write::Put {
+                        id,
+                        doc,
+                        ttl,
+                        only_if_unique,
+                    } => {
+                        let sig = doc.signature;
+                        let own = db!(path, t.ids.get(id.as_str()))?.map(|v| v.value());
+                        // The near-duplicates stored now: in the index (as this
+                        // transaction sees them) and among this batch's puts.
+                        let found = self.docs.candidates(&sig.index_keys());
+                        let mut candidates = Vec::with_capacity(found.len());
+                        let mut names = std::collections::HashMap::new();
+                        for internal in found.into_iter().filter(|&i| Some(i) != own) {
+                            if let Some(row) = db!(path, t.docs.get(internal))? {
+                                let (name, expires, bytes) = row.value();
+                                if !expired(expires, now) {
+                                    candidates.push((internal, signature_of(path, bytes)?));
+                                    names.insert(internal, name.to_string());
+                                }
+                            }
+                        }
+                        for p in pending.iter().filter(|p| Some(p.internal) != own) {
+                            if let std::collections::hash_map::Entry::Vacant(slot) =
+                                names.entry(p.internal)
+                            {
+                                candidates.push((p.internal, p.signature));
+                                if let Some(row) = db!(path, t.docs.get(p.internal))? {
+                                    slot.insert(row.value().0.to_string());
+                                }
+                            }
+                        }
+                        let matches: Vec<Hit> = rule
+                            .matches(&sig, candidates)
+                            .into_iter()
+                            .filter_map(|(i, m)| names.remove(&i).map(|n| hit(n, m)))
+                            .collect();
+                        if only_if_unique && !matches.is_empty() {
+                            outcomes.push(Outcome::Put {
+                                inserted: false,
+                                replaced: false,
+                                matches,
+                            });
+                            continue;
+                        }
+                        let old = delete(path, &mut t, &id)?;
+                        let replaced = old.is_some();
+                        if let Some((internal, para_ids)) = old {
+                            removed.push(internal);
+                            removed_paras.extend(para_ids);
+                            pending.retain(|p| p.internal != internal);
+                        }
+                        // Whole seconds, rounded up; a zero ttl is expired at once.
+                        let expires = ttl.map_or(0, |t| {
+                            now.saturating_add(t.as_secs() + u64::from(t.subsec_nanos() > 0))
+                                .max(1)
+                        });
+                        let internal = next_id;
+                        next_id += 1;
+                        db!(path, t.ids.insert(id.as_str(), internal))?;
+                        db!(
+                            path,
+                            t.docs
+                                .insert(internal, (id.as_str(), expires, &sig.to_bytes()[..]))
+                        )?;
+                        let paragraphs = if self.view.config.paragraphs {
+                            &doc.paragraphs[..doc.paragraphs.len().min(MAX_PARAGRAPHS as usize)]
+                        } else {
+                            &[][..]
+                        };
+                        if !paragraphs.is_empty() {
+                            db!(
+                                path,
+                                t.paras.insert(internal, &paragraphs_bytes(paragraphs)[..])
+                            )?;
+                        }
+                        if expires != 0 {
+                            db!(path, t.expiry.insert((expires, internal), ()))?;
+                        }
+                        pending.push(Pending {
+                            internal,
+                            signature: sig,
+                        });
+                        added.push((internal, *doc));
+                        outcomes.push(Outcome::Put {
+                            inserted: true,
+                            replaced,
+                            matches,
+                        });
+                    }
+                }
+            }
+            let mut meta = db!(path, txn.open_table(META))?;
+            db!(path, meta.insert("next_id", next_id))?;
+        }
+        db!(path, txn.commit())?;
+        // Durable: now the indexes. A document put and replaced within this batch never
+        // reaches them.
+        self.next_id = next_id;
+        let gone: std::collections::HashSet<u64> = removed.iter().copied().collect();
+        self.docs.remove_bulk(&removed);
+        if !removed_paras.is_empty() {
+            self.paras.remove_bulk(&removed_paras);
+        }
+        let live: Vec<&(u64, Prepared)> = added.iter().filter(|(i, _)| !gone.contains(i)).collect();
+        let doc_keys: Vec<(u64, BandKeys)> = live
+            .iter()
+            .map(|(i, d)| (*i, d.signature.index_keys()))
+            .collect();
+        self.docs.insert_bulk(&doc_keys)?;
+        if self.view.config.paragraphs {
+            let para_keys: Vec<(u64, BandKeys)> = live
+                .iter()
+                .flat_map(|(i, d)| {
+                    d.paragraphs
+                        .iter()
+                        .take(MAX_PARAGRAPHS as usize)
+                        .enumerate()
+                        .map(move |(p, (_, s))| (i * MAX_PARAGRAPHS + p as u64, s.index_keys()))
+                })
+                .collect();
+            self.paras.insert_bulk(&para_keys)?;
+        }
+        Ok(outcomes)
+    }
+
+    /// Deletes every expired document; how many.
+    pub fn sweep(&mut self) -> Result<usize> {
+        self.refuse_if_broken()?;
+        let path = self.view.path.clone();
+        let now = self.view.clock.now();
+        let ids: Vec<String> = guard(&path, || {
+            let txn = db!(&path, self.view.db.begin_read())?;
+            let expiry = db!(&path, txn.open_table(EXPIRY))?;
+            let docs = db!(&path, txn.open_table(DOCS))?;
+            let mut out = Vec::new();
+            for row in db!(&path, expiry.range(..=(now, u64::MAX)))? {
+                let (key, _) = db!(&path, row)?;
+                let (_, internal) = key.value();
+                if let Some(doc) = db!(&path, docs.get(internal))? {
+                    out.push(doc.value().0.to_string());
+                }
+            }
+            Ok(out)
+        })?;
+        let n = ids.len();
+        if n > 0 {
+            self.apply(ids.into_iter().map(|id| Write::Delete { id }).collect())?;
+        }
+        Ok(n)
+    }
+}
+
+/// The tables a write changes.
+struct Tables<'t> {
+    ids: redb::Table<'t, &'static str, u64>,
+    docs: redb::Table<'t, u64, (&'static str, u64, &'static [u8])>,
+    paras: redb::Table<'t, u64, &'static [u8]>,
+    expiry: redb::Table<'t, (u64, u64), ()>,
+}
+
+/// Deletes `id`'s rows; if it was stored, its internal id and the index ids of its
+/// paragraphs.
+fn delete(path: &Path, t: &mut Tables<'_>, id: &str) -> Result<Option<(u64, Vec<u64>)>> {
+    let Some(internal) = db!(path, t.ids.remove(id))?.map(|v| v.value()) else {
+        return Ok(None);
+    };
+    let expires = db!(path, t.docs.remove(internal))?.map(|v| v.value().1);
+    let paras = db!(path, t.paras.remove(internal))?.map_or(0, |v| v.value().len() / PARA_BYTES);
+    if let Some(e) = expires.filter(|&e| e != 0) {
+        db!(path, t.expiry.remove((e, internal)))?;
+    }
+    let para_ids = (0..paras as u64)
+        .map(|p| internal * MAX_PARAGRAPHS + p)
+        .collect();
+    Ok(Some((internal, para_ids)))
+}
+
+fn describe(c: &DocConfig) -> String {
+    format!(
+        "threshold {}, paragraphs {}",
+        c.threshold,
+        if c.paragraphs { "on" } else { "off" }
+    )
+}

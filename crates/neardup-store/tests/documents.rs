@@ -1,0 +1,330 @@
+//! The document store against a brute-force model: random puts (plain and
+//! `only_if_unique`, with and without a time to live), deletes, batches of them, checks,
+//! sweeps and reopenings, on texts built to be near-duplicates of each other. The model
+//! keeps every live document's signature and decides each query over all of them with
+//! `Rule::decide`, among those whose band keys agree with the query's in some band (the
+//! candidates batch deduplication would compare).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use neardup::decide::Signature;
+use neardup::jaccard::{Threshold, BANDS};
+use neardup_store::{Clock, DocConfig, DocStore, Hit, Outcome, Preparer, StoreError, Write};
+use proptest::prelude::*;
+
+struct TestClock(AtomicU64);
+
+impl Clock for TestClock {
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+const WORDS: [&str; 24] = [
+    "river", "stone", "mill", "farmer", "quiet", "hill", "sun", "slowly", "behind", "old",
+    "watches", "bank", "fox", "lazy", "dog", "brown", "quick", "near", "while", "sets", "field",
+    "barn", "rain", "wind",
+];
+
+/// A text of 60 words from one of three bases, with `edits` words replaced: texts of one
+/// base and few edits are near-duplicates, of different bases never.
+fn text(base: usize, edits: &[(usize, usize)]) -> String {
+    let mut words: Vec<String> = (0..60)
+        .map(|i| {
+            format!(
+                "{}{}",
+                WORDS[(i * 7 + base * 5) % WORDS.len()],
+                (i * 31 + base * 17) % 97
+            )
+        })
+        .collect();
+    for &(at, w) in edits {
+        words[at % 60] = WORDS[w % WORDS.len()].to_string();
+    }
+    words.join(" ")
+}
+
+/// A put of a batch: id, base text, edits, only if unique.
+type BatchPut = (u8, usize, Vec<(usize, usize)>, bool);
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put {
+        id: u8,
+        base: usize,
+        edits: Vec<(usize, usize)>,
+        ttl: Option<u64>,
+        unique: bool,
+    },
+    Delete(u8),
+    Batch(Vec<BatchPut>),
+    Check(usize, Vec<(usize, usize)>),
+    Advance(u64),
+    Sweep,
+    Reopen,
+}
+
+fn edits() -> impl Strategy<Value = Vec<(usize, usize)>> {
+    prop::collection::vec((0usize..60, 0usize..24), 0..8)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let id = 0u8..12;
+    prop_oneof![
+        5 => (id.clone(), 0usize..3, edits(), prop::option::of(1u64..20), any::<bool>())
+            .prop_map(|(id, base, edits, ttl, unique)| Op::Put { id, base, edits, ttl, unique }),
+        2 => id.clone().prop_map(Op::Delete),
+        2 => prop::collection::vec((id, 0usize..3, edits(), any::<bool>()), 1..6).prop_map(Op::Batch),
+        4 => (0usize..3, edits()).prop_map(|(b, e)| Op::Check(b, e)),
+        1 => (1u64..15).prop_map(Op::Advance),
+        1 => Just(Op::Sweep),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// Live documents by id: signature and expiry (0 for none).
+type Model = BTreeMap<String, (Signature, u64)>;
+
+/// What the store should answer for `query`: the live documents (but `except`) that are
+/// candidates and near-duplicates, most similar first.
+fn model_hits(
+    model: &Model,
+    config: DocConfig,
+    query: &Signature,
+    now: u64,
+    except: Option<&str>,
+) -> Vec<Hit> {
+    let rule = config.rule();
+    let keys = query.index_keys();
+    let mut by_number: Vec<(u64, Signature)> = Vec::new();
+    let mut names = Vec::new();
+    for (id, (sig, expires)) in model {
+        if Some(id.as_str()) == except || (*expires != 0 && *expires <= now) {
+            continue;
+        }
+        let k = sig.index_keys();
+        if (0..BANDS).any(|j| keys[j] != 0 && keys[j] == k[j]) {
+            by_number.push((names.len() as u64, *sig));
+            names.push(id.clone());
+        }
+    }
+    rule.matches(query, by_number)
+        .into_iter()
+        .map(|(i, m)| Hit {
+            id: names[i as usize].clone(),
+            similarity: m.similarity,
+            distance: m.distance,
+        })
+        .collect()
+}
+
+/// Hits compared as sets of (id, similarity): among equally similar documents the store
+/// orders by its internal numbers, the model by id.
+fn same(a: &[Hit], b: &[Hit]) -> bool {
+    let key = |h: &[Hit]| {
+        let mut v: Vec<(String, u32)> = h
+            .iter()
+            .map(|x| (x.id.clone(), x.similarity.to_bits()))
+            .collect();
+        v.sort();
+        v
+    };
+    key(a) == key(b) && a.windows(2).all(|w| w[0].similarity >= w[1].similarity)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    #[test]
+    fn matches_the_model(threshold in 0.5f64..0.95, ops in prop::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = DocConfig { threshold: Threshold::new(threshold).unwrap(), paragraphs: false };
+        let clock = Arc::new(TestClock(AtomicU64::new(1000)));
+        let mut store = DocStore::create(dir.path(), config).unwrap().with_clock(clock.clone());
+        let prep = Preparer::new(config);
+        let mut model: Model = BTreeMap::new();
+        for op in ops {
+            let now = clock.now();
+            match op {
+                Op::Put { id, base, edits, ttl, unique } => {
+                    let id = format!("d{id}");
+                    let doc = prep.prepare(&text(base, &edits), false);
+                    let want = model_hits(&model, config, &doc.signature, now, Some(&id));
+                    let out = store.apply(vec![Write::Put {
+                        id: id.clone(),
+                        doc: Box::new(doc.clone()),
+                        ttl: ttl.map(Duration::from_secs),
+                        only_if_unique: unique,
+                    }]).unwrap();
+                    let Outcome::Put { inserted, replaced, matches } = &out[0] else { panic!("{out:?}") };
+                    prop_assert!(same(matches, &want), "{matches:?} != {want:?}");
+                    prop_assert_eq!(*inserted, !unique || want.is_empty());
+                    if *inserted {
+                        let was = model.insert(id, (doc.signature, ttl.map_or(0, |t| now + t)));
+                        prop_assert_eq!(*replaced, was.is_some());
+                    }
+                }
+                Op::Delete(id) => {
+                    let id = format!("d{id}");
+                    let out = store.apply(vec![Write::Delete { id: id.clone() }]).unwrap();
+                    prop_assert_eq!(&out[0], &Outcome::Delete { removed: model.remove(&id).is_some() });
+                }
+                Op::Batch(puts) => {
+                    // One transaction: each put decided against the store and the puts before it.
+                    let mut writes = Vec::new();
+                    let mut wants = Vec::new();
+                    for (id, base, edits, unique) in puts {
+                        let id = format!("d{id}");
+                        let doc = prep.prepare(&text(base, &edits), false);
+                        let want = model_hits(&model, config, &doc.signature, now, Some(&id));
+                        let inserted = !unique || want.is_empty();
+                        if inserted {
+                            model.insert(id.clone(), (doc.signature, 0));
+                        }
+                        wants.push((want, inserted));
+                        writes.push(Write::Put { id, doc: Box::new(doc), ttl: None, only_if_unique: unique });
+                    }
+                    let out = store.apply(writes).unwrap();
+                    for (o, (want, ins)) in out.iter().zip(wants) {
+                        let Outcome::Put { inserted, matches, .. } = o else { panic!("{o:?}") };
+                        prop_assert!(same(matches, &want), "{matches:?} != {want:?}");
+                        prop_assert_eq!(*inserted, ins);
+                    }
+                }
+                Op::Check(base, edits) => {
+                    let t = text(base, &edits);
+                    let doc = prep.prepare(&t, false);
+                    let want = model_hits(&model, config, &doc.signature, now, None);
+                    let got = store.check(&doc).unwrap();
+                    prop_assert!(same(&got, &want), "{got:?} != {want:?}");
+                    prop_assert!(same(&store.reader().check(&doc).unwrap(), &want));
+                    // The fingerprint computed only for texts with candidates: the same hits.
+                    prop_assert_eq!(store.reader().check_text(&prep, &t).unwrap(), got);
+                }
+                Op::Advance(s) => {
+                    clock.0.fetch_add(s, Ordering::SeqCst);
+                }
+                Op::Sweep => {
+                    let expired: Vec<String> = model
+                        .iter()
+                        .filter(|(_, (_, e))| *e != 0 && *e <= now)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    prop_assert_eq!(store.sweep().unwrap(), expired.len());
+                    for id in expired {
+                        model.remove(&id);
+                    }
+                }
+                Op::Reopen => {
+                    drop(store);
+                    store = DocStore::open(dir.path(), Some(config)).unwrap().with_clock(clock.clone());
+                }
+            }
+            prop_assert_eq!(store.len(), model.len());
+            for (id, (sig, expires)) in model.iter().take(3) {
+                let got = store.get(id).unwrap();
+                if *expires != 0 && *expires <= clock.now() {
+                    prop_assert!(got.is_none());
+                } else {
+                    prop_assert_eq!(got.map(|d| d.signature), Some(*sig));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn paragraphs_report_what_they_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DocConfig {
+        threshold: Threshold::new(0.8).unwrap(),
+        paragraphs: true,
+    };
+    let mut store = DocStore::create(dir.path(), config).unwrap();
+    let prep = store.preparer();
+    let (a, b, c) = (text(0, &[]), text(1, &[]), text(2, &[]));
+    let stored = format!("{a}\n\n{b}");
+    let put = |id: &str, t: &str| Write::Put {
+        id: id.into(),
+        doc: Box::new(prep.prepare(t, false)),
+        ttl: None,
+        only_if_unique: false,
+    };
+    store.apply(vec![put("ab", &stored), put("c", &c)]).unwrap();
+    // A query sharing its paragraphs with "ab" and "c", each edited near its end (J 0.9).
+    let query = format!("{}\n\n{}", text(1, &[(58, 4)]), text(2, &[(58, 2)]));
+    let doc = prep.prepare(&query, true);
+    assert_eq!(doc.paragraphs.len(), 2);
+    let hits = store.check_paragraphs(&doc).unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    for h in &hits {
+        assert_eq!(h.spans.len(), 1, "{h:?}");
+        let s = &h.spans[0];
+        let (q, st) = (
+            &query[s.query.start as usize..s.query.end as usize],
+            s.query.clone(),
+        );
+        let stored_text = if h.id == "ab" { &stored } else { &c };
+        let other = &stored_text[s.stored.start as usize..s.stored.end as usize];
+        assert!(s.similarity >= 0.8 && s.similarity < 1.0, "{s:?}");
+        assert_eq!(q.split(' ').count(), 60, "{st:?}");
+        assert_eq!(other.split(' ').count(), 60);
+        // Each query paragraph is half the query.
+        assert!((h.coverage - 0.5).abs() < 0.01, "{h:?}");
+    }
+    // Reopened, the paragraph index is rebuilt and a removal takes its paragraphs away.
+    drop(store);
+    let mut store = DocStore::open(dir.path(), Some(config)).unwrap();
+    assert_eq!(store.check_paragraphs(&doc).unwrap().len(), 2);
+    store
+        .apply(vec![Write::Delete { id: "ab".into() }])
+        .unwrap();
+    let hits = store.check_paragraphs(&doc).unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+        ["c"]
+    );
+}
+
+#[test]
+fn stores_of_the_other_kind_and_other_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DocConfig::default();
+    drop(DocStore::create(dir.path(), config).unwrap());
+    let other = DocConfig {
+        threshold: Threshold::new(0.7).unwrap(),
+        paragraphs: false,
+    };
+    let e = DocStore::open(dir.path(), Some(other)).unwrap_err();
+    assert!(matches!(e, StoreError::Mismatch { .. }), "{e}");
+    assert!(e.to_string().contains("threshold 0.8"), "{e}");
+    let e = neardup_store::Store::open(dir.path(), None).unwrap_err();
+    assert!(e.to_string().contains("a document store"), "{e}");
+    assert!(matches!(
+        DocStore::create(dir.path(), config),
+        Err(StoreError::Exists(_))
+    ));
+    let fp = tempfile::tempdir().unwrap();
+    drop(
+        neardup_store::Store::create(
+            fp.path(),
+            neardup_store::StoreConfig {
+                blocks: neardup::tables::Blocks::Auto,
+                distance: 3,
+                fingerprint_version: 2,
+            },
+            10,
+        )
+        .unwrap(),
+    );
+    let e = DocStore::open(fp.path(), None).unwrap_err();
+    assert!(e.to_string().contains("not a document store"), "{e}");
+    // Held by this store: a second one is refused, naming the holder.
+    let held = DocStore::open(dir.path(), None).unwrap();
+    let e = DocStore::open(dir.path(), None).unwrap_err();
+    assert!(matches!(e, StoreError::InUse { .. }), "{e}");
+    drop(held);
+}

@@ -1,0 +1,531 @@
+//! Normalization: the plain pipeline that defines it, and the fast path that gives the
+//! same bytes.
+//!
+//! The plain pipeline ([`plain`]) runs NFKC, typographic quotes to ASCII and Unicode
+//! lowercase over the whole text, and its words are `unicode_words` of the result. The
+//! fast path ([`normalize_into`]) copies ASCII a block at a time (lowercased as it goes),
+//! maps easy characters one at a time by a table ([`super::easy`]), and sends only the
+//! pieces of text around hard characters through the plain pipeline.
+//!
+//! A piece is cut at a *safe cut*: a position after an ASCII white-space character and
+//! before a character that is ASCII and not white space, or easy with an output that does
+//! not start with white space. Across a safe cut nothing of the plain pipeline reaches:
+//! NFKC composes and reorders only around non-starters and characters that compose with a
+//! preceding one, and the character after the cut is neither; the only lowercase mapping
+//! that depends on context, final sigma, looks past case-ignorable characters to the next
+//! cased one, and white space is neither; and white space ends every word rule of UAX #29
+//! that looks across characters (WB6, WB7, WB11, WB12, regional indicators, ZWJ), while
+//! WB3d, which keeps white space together, never holds a word. So the normalised text is
+//! the normalised pieces end to end, and its words are the pieces' words end to end.
+
+use std::borrow::Cow;
+
+use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
+
+use super::easy::{self, Entry, ASCII, HARD};
+use super::Normalize;
+
+/// `text` normalised as `n` says (white space folded only when `fold` too), and whether
+/// the result is ASCII (known without another pass when `text` is: ASCII stays ASCII).
+/// The definition of normalization; [`normalize_into`] is tested against it.
+pub(crate) fn plain(text: &str, n: Normalize, fold: bool) -> (Cow<'_, str>, bool) {
+    let mut s = Cow::Borrowed(text);
+    let ascii = text.is_ascii();
+    if !ascii {
+        if n.nfkc && is_nfkc_quick(s.chars()) != IsNormalized::Yes {
+            s = Cow::Owned(s.nfkc().collect());
+        }
+        if n.ascii_quotes && s.contains(is_typographic_quote) {
+            s = Cow::Owned(s.chars().map(ascii_quote).collect());
+        }
+    }
+    if n.lowercase {
+        if ascii {
+            if s.bytes().any(|b| b.is_ascii_uppercase()) {
+                s = Cow::Owned(s.to_ascii_lowercase());
+            }
+        } else {
+            s = Cow::Owned(s.to_lowercase());
+        }
+    }
+    if n.fold_whitespace && fold {
+        s = fold_whitespace(s);
+    }
+    let ascii = ascii || s.is_ascii();
+    (s, ascii)
+}
+
+/// `s` with runs of white space as one space and its ends trimmed.
+pub(crate) fn fold_whitespace(s: Cow<'_, str>) -> Cow<'_, str> {
+    let folded = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded != *s {
+        Cow::Owned(folded)
+    } else {
+        s
+    }
+}
+
+fn is_typographic_quote(c: char) -> bool {
+    ascii_quote(c) != c
+}
+
+/// The ASCII quote a typographic one becomes (other characters stay).
+fn ascii_quote(c: char) -> char {
+    match c {
+        '\u{2018}' | '\u{2019}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => '\'',
+        '\u{201C}' | '\u{201D}' | '\u{201F}' | '\u{201E}' | '\u{2033}' => '"',
+        c => c,
+    }
+}
+
+/// A text normalised by the fast path: the bytes [`plain`] gives, and the spans of them
+/// that hold hard characters, which the word scanner leaves to unicode-segmentation.
+/// Reused from text to text, so its buffers stop growing.
+#[derive(Debug, Default)]
+pub(crate) struct Normalized {
+    /// The normalised text (valid UTF-8: whole characters of the input, ASCII, and the
+    /// UTF-8 of characters).
+    pub(crate) text: Vec<u8>,
+    /// Spans of `text` (start, end) from the plain pipeline, in order, each between safe
+    /// cuts; outside them every non-ASCII character is easy and its own output.
+    pub(crate) slow: Vec<(usize, usize)>,
+}
+
+impl Normalized {
+    /// The normalised text as a `str`.
+    pub(crate) fn as_str(&self) -> Cow<'_, str> {
+        // Valid by construction; a lossy copy, never a panic, if that were ever wrong.
+        debug_assert!(std::str::from_utf8(&self.text).is_ok());
+        String::from_utf8_lossy(&self.text)
+    }
+}
+
+/// ASCII white space that ends a piece: space, tab, line feed, vertical tab, form feed,
+/// carriage return.
+#[inline]
+fn is_space(b: u8) -> bool {
+    b == b' ' || (b'\t'..=b'\r').contains(&b)
+}
+
+/// The character at `i` of valid UTF-8 `b`, and its length.
+#[inline]
+pub(crate) fn decode(b: &[u8], i: usize) -> (u32, usize) {
+    let lead = u32::from(b[i]);
+    let cont = |k: usize| b.get(i + k).map_or(0, |&c| u32::from(c & 0x3F));
+    match lead {
+        0..=0x7F => (lead, 1),
+        0xC0..=0xDF => ((lead & 0x1F) << 6 | cont(1), 2),
+        0xE0..=0xEF => ((lead & 0x0F) << 12 | cont(1) << 6 | cont(2), 3),
+        0xF0..=0xF7 => (
+            (lead & 0x07) << 18 | cont(1) << 12 | cont(2) << 6 | cont(3),
+            4,
+        ),
+        // Not a lead byte: not reached on valid UTF-8.
+        _ => (0xFFFD, 1),
+    }
+}
+
+/// Whether a piece may start with the character at `i` of `b` (the byte before it being
+/// ASCII white space): ASCII but not white space, or easy with an output that does not
+/// start with white space.
+#[inline]
+fn starts_piece(b: &[u8], i: usize, easy: bool) -> bool {
+    let c = b[i];
+    if c < 0x80 {
+        return !is_space(c);
+    }
+    if !easy {
+        return false;
+    }
+    let e = easy::entry(decode(b, i).0);
+    match e.kind() {
+        HARD => false,
+        ASCII => !is_space(e.ascii_out().0 as u8),
+        _ => true,
+    }
+}
+
+/// Appends the output of an easy character `c` (`len` bytes at `src`) with entry `e`.
+#[inline]
+fn push_easy(out: &mut Vec<u8>, e: Entry, c: u32, src: &[u8]) {
+    if e.kind() == ASCII {
+        let (packed, n) = e.ascii_out();
+        out.extend_from_slice(&packed.to_le_bytes()[..n]);
+        return;
+    }
+    let m = e.out_char(c);
+    if m == c {
+        out.extend_from_slice(src);
+    } else {
+        let mut utf8 = [0u8; 4];
+        let m = char::from_u32(m).unwrap_or(char::REPLACEMENT_CHARACTER);
+        out.extend_from_slice(m.encode_utf8(&mut utf8).as_bytes());
+    }
+}
+
+/// Normalises `text` as [`plain`] does (without folding white space) into `out`.
+pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
+    out.text.clear();
+    out.slow.clear();
+    out.text.reserve(text.len() + 16);
+    let b = text.as_bytes();
+    // The table holds the outputs of the default normalization only.
+    let easy = n.nfkc && n.lowercase && n.ascii_quotes;
+    // The last safe cut seen: (position in `text`, position in `out.text`).
+    let mut cut = (0usize, 0usize);
+    let mut i = 0;
+    while i < b.len() {
+        // A run of ASCII, copied as a block.
+        let (run_start, out_start) = (i, out.text.len());
+        i += copy_ascii(&b[i..], n.lowercase, &mut out.text);
+        if i == b.len() {
+            break;
+        }
+        // The last cut inside the run (the run is copied byte for byte).
+        let mut p = i;
+        while p > run_start + 1 {
+            p -= 1;
+            if is_space(b[p - 1]) && !is_space(b[p]) {
+                cut = (p, out_start + (p - run_start));
+                break;
+            }
+        }
+        let (c, len) = decode(b, i);
+        let e = if easy { easy::entry(c) } else { Entry::hard() };
+        if e.kind() != HARD {
+            if i > 0 && is_space(b[i - 1]) && starts_piece(b, i, easy) {
+                cut = (i, out.text.len());
+            }
+            push_easy(&mut out.text, e, c, &b[i..i + len]);
+            i += len;
+            continue;
+        }
+        // A hard character: the piece from the last cut to the next goes the plain way.
+        let mut end = i + len;
+        while end < b.len() && !(is_space(b[end - 1]) && starts_piece(b, end, easy)) {
+            end += 1;
+            while end < b.len() && (b[end] & 0xC0) == 0x80 {
+                end += 1;
+            }
+        }
+        out.text.truncate(cut.1);
+        let piece = &text[cut.0..end];
+        out.text
+            .extend_from_slice(plain(piece, n, false).0.as_bytes());
+        match out.slow.last_mut() {
+            Some(last) if last.1 == cut.1 => last.1 = out.text.len(),
+            _ => out.slow.push((cut.1, out.text.len())),
+        }
+        i = end;
+        cut = (end, out.text.len());
+    }
+}
+
+/// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
+fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
+    let mut n = 0;
+    // Sixteen bytes at a time while they are all ASCII.
+    let mut chunk = [0u8; 16];
+    while let Some(block) = src.get(n..n + 16) {
+        let Some(lowered) = lower16(block, lower) else {
+            break;
+        };
+        chunk.copy_from_slice(&lowered);
+        out.extend_from_slice(&chunk);
+        n += 16;
+    }
+    while n < src.len() && src[n] < 0x80 {
+        out.push(if lower {
+            src[n].to_ascii_lowercase()
+        } else {
+            src[n]
+        });
+        n += 1;
+    }
+    n
+}
+
+/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
+    // target), so its instructions exist on any CPU the program runs on.
+    unsafe { lower16_sse2(block, lower) }
+}
+
+/// [`lower16`] with SSE2: the high bits say whether all is ASCII; `A`..=`Z` by signed
+/// compares (exact on ASCII) gain 0x20.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn lower16_sse2(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    use std::arch::x86_64::*;
+
+    debug_assert_eq!(block.len(), 16);
+    // SAFETY: `block` is 16 readable bytes; the load has no alignment requirement.
+    let x = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+    if _mm_movemask_epi8(x) != 0 {
+        return None;
+    }
+    let x = if lower {
+        let upper = _mm_and_si128(
+            _mm_cmpgt_epi8(x, _mm_set1_epi8(b'A' as i8 - 1)),
+            _mm_cmplt_epi8(x, _mm_set1_epi8(b'Z' as i8 + 1)),
+        );
+        _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)))
+    } else {
+        x
+    };
+    let mut out = [0u8; 16];
+    // SAFETY: `out` is 16 writable bytes; the store has no alignment requirement.
+    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), x) };
+    Some(out)
+}
+
+/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    if !block.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(block);
+    if lower {
+        out.make_ascii_lowercase();
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces of mixed text: ASCII words and punctuation, Latin-1 and extended Latin,
+    /// typographic quotes and dashes, combining marks, CJK, kana, Hangul, Cyrillic, Greek
+    /// with its sigmas, Hebrew, emoji and ZWJ sequences, odd spaces, full-width forms,
+    /// ligatures, digits, and white space of every kind, so that cuts fall everywhere.
+    pub(crate) const POOL: &[&str] = &[
+        "a",
+        "B",
+        "z",
+        "Q",
+        "0",
+        "7",
+        "42",
+        "the",
+        "The",
+        "don't",
+        "3.14",
+        "e.g",
+        "a_b",
+        "_",
+        " ",
+        "  ",
+        "\n",
+        "\r\n",
+        "\t",
+        "\x0b",
+        "\x0c",
+        ".",
+        ",",
+        ";",
+        ":",
+        "'",
+        "\"",
+        "-",
+        "(",
+        ")",
+        "#",
+        "/",
+        "é",
+        "É",
+        "e\u{301}",
+        "E\u{301}",
+        "\u{301}",
+        "\u{308}",
+        "ß",
+        "ẞ",
+        "İ",
+        "ı",
+        "ﬁ",
+        "ﬀ",
+        "Ｆ",
+        "ｆ",
+        "１",
+        "，",
+        "。",
+        "、",
+        "：",
+        "（",
+        "）",
+        "’",
+        "‘",
+        "‛",
+        "“",
+        "”",
+        "„",
+        "′",
+        "″",
+        "ʼ",
+        "—",
+        "–",
+        "…",
+        "©",
+        "§",
+        "·",
+        "\u{a0}",
+        "\u{2009}",
+        "\u{3000}",
+        "\u{200b}",
+        "\u{200d}",
+        "\u{fffd}",
+        "漢",
+        "字",
+        "中文",
+        "の",
+        "テスト",
+        "ー",
+        "한",
+        "한국어",
+        "ㄱ",
+        "ㅏ",
+        "\u{1100}",
+        "\u{1161}",
+        "\u{11a8}",
+        "Ж",
+        "ж",
+        "Привет",
+        "мир",
+        "Σ",
+        "σ",
+        "ς",
+        "ΟΔΟΣ",
+        "Ά",
+        "ά",
+        "ΐ",
+        "\u{345}",
+        "א",
+        "שלום",
+        "ש\"ל",
+        "😀",
+        "👍🏽",
+        "👨\u{200d}👩",
+        "🇫🇷",
+        "\u{fe0f}",
+        "Å",
+        "Å",
+        "Ω",
+        "K",
+        "ǅ",
+        "Ǆ",
+        "ŉ",
+        "ſ",
+        "ℌ",
+        "①",
+        "²",
+        "½",
+        "٣",
+        "अ",
+        "कि",
+        "ก",
+        "ـ",
+        "ﻼ",
+        "ﷺ",
+        "\u{f900}",
+        "─",
+        "│",
+        "\x1b[0m",
+    ];
+
+    pub(crate) fn mixed() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(POOL), 0..80).prop_map(|v| v.concat())
+    }
+
+    fn fast(text: &str, n: Normalize) -> Normalized {
+        let mut out = Normalized::default();
+        normalize_into(text, n, &mut out);
+        out
+    }
+
+    fn check(text: &str, n: Normalize) -> Result<(), TestCaseError> {
+        let got = fast(text, n);
+        let want = plain(text, n, false).0;
+        prop_assert_eq!(
+            std::str::from_utf8(&got.text).ok(),
+            Some(&*want),
+            "{:?}",
+            text
+        );
+        // Outside the slow spans, every non-ASCII character is easy and its own output.
+        let mut at = 0;
+        for &(s, e) in got
+            .slow
+            .iter()
+            .chain([(got.text.len(), got.text.len())].iter())
+        {
+            prop_assert!(at <= s && s <= e);
+            let mut i = at;
+            while i < s {
+                let (c, len) = decode(&got.text, i);
+                if c >= 0x80 {
+                    let entry = easy::entry(c);
+                    prop_assert!(matches!(
+                        entry.kind(),
+                        easy::LETTER | easy::IDEO | easy::SEP
+                    ));
+                    prop_assert_eq!(entry.out_char(c), c);
+                }
+                i += len;
+            }
+            at = e;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn examples() {
+        for text in [
+            "",
+            "Don’t STOP — naïve Café",
+            "x\u{301} y",
+            " \u{301}a",
+            "ΟΔΟΣ ΟΔΟΣ.",
+            "Σ",
+            "aΣ b",
+            "ㄱㅏ",
+            "中文，测试。ＡＢＣ",
+            "a\u{a0}\u{301}b",
+        ] {
+            check(text, Normalize::default()).unwrap();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn same_bytes_as_the_plain_pipeline(text in mixed()) {
+            check(&text, Normalize::default())?;
+        }
+
+        #[test]
+        fn same_bytes_under_any_settings(
+            text in mixed(),
+            nfkc in any::<bool>(),
+            lowercase in any::<bool>(),
+            ascii_quotes in any::<bool>(),
+        ) {
+            let n = Normalize { nfkc, lowercase, ascii_quotes, fold_whitespace: false };
+            let got = fast(&text, n);
+            let want = plain(&text, n, false).0;
+            prop_assert_eq!(std::str::from_utf8(&got.text).ok(), Some(&*want));
+        }
+
+        #[test]
+        fn same_bytes_on_any_text(text in any::<String>()) {
+            check(&text, Normalize::default())?;
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! The word scanner: the UAX #29 words of normalised text, 64 bytes at a time.
+//!
+//! Outside its slow spans a normalised text ([`Normalized`]) holds ASCII and easy
+//! characters only, and within those the word rules that keep characters together are few:
+//! letters, digits and `_` in any order (WB5, WB8–WB10, WB13a/b); a letter, then `:`, `.`
+//! or `'`, then a letter (WB6/7); a digit, then `,`, `;`, `.` or `'`, then a digit
+//! (WB11/12). An easy letter is a letter to every rule, an ideograph is a word of its own,
+//! anything else separates. A piece is a word when it holds a letter, digit or ideograph.
+//!
+//! Each block of 64 bytes is classified into bit masks (16 bytes at a time with SSE2; the
+//! few non-ASCII characters one at a time by the table), joiners are kept where the masks
+//! of their neighbours say so, and words are the runs of set bits, cut around ideographs,
+//! found with bit arithmetic. The slow spans go to `unicode_word_indices`.
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::easy::{self, IDEO, LETTER};
+use super::normal::{decode, Normalized};
+
+/// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
+pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
+    let b = &norm.text[..];
+    let mut at = 0;
+    for &(start, end) in &norm.slow {
+        scan(&b[at..start], at, &mut word);
+        // The spans are whole characters of valid UTF-8; a span that were not would have
+        // no words rather than panic.
+        if let Ok(span) = std::str::from_utf8(&b[start..end]) {
+            for (i, w) in span.unicode_word_indices() {
+                word(start + i, start + i + w.len());
+            }
+        }
+        at = end;
+    }
+    scan(&b[at..], at, &mut word);
+}
+
+/// Class masks of one 64-byte block: bit `i` for byte `i`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Block {
+    /// ASCII letters, and every byte of easy letters.
+    letter: u64,
+    digit: u64,
+    under: u64,
+    /// `:` `.` `'`, which join two letters.
+    mid_letter: u64,
+    /// `,` `;` `.` `'`, which join two digits.
+    mid_num: u64,
+    /// Every byte of ideographs, and their first and last bytes.
+    ideo: u64,
+    ideo_first: u64,
+    ideo_last: u64,
+}
+
+/// The ASCII classes of a block, with its non-ASCII bytes (`high`) and the lead bytes
+/// among them.
+#[derive(Clone, Copy, Default)]
+struct Raw {
+    block: Block,
+    lead: u64,
+}
+
+/// The words of `b`, which holds ASCII and easy characters only; bounds are reported
+/// plus `base`.
+pub(crate) fn scan(b: &[u8], base: usize, word: &mut impl FnMut(usize, usize)) {
+    if b.is_empty() {
+        return;
+    }
+    let blocks = b.len().div_ceil(64);
+    // Bits of characters that run on from one block into the next.
+    let mut carry = Block::default();
+    let mut cur = load(b, 0, &mut carry);
+    // Bit 63 of the previous block's masks, as bit 0.
+    let (mut prev_letter, mut prev_digit, mut prev_run, mut prev_last) = (0u64, 0u64, 0u64, 0u64);
+    let mut open: Option<usize> = None;
+    for k in 0..blocks {
+        let next = if k + 1 < blocks {
+            load(b, k + 1, &mut carry)
+        } else {
+            Block::default()
+        };
+        // Joiners between two letters or two digits belong to the word.
+        let joined = cur.mid_letter
+            & (cur.letter << 1 | prev_letter)
+            & (cur.letter >> 1 | next.letter << 63)
+            | cur.mid_num & (cur.digit << 1 | prev_digit) & (cur.digit >> 1 | next.digit << 63);
+        let run = cur.letter | cur.digit | cur.under | cur.ideo | joined;
+        let next_run0 = (next.letter | next.digit | next.under | next.ideo) & 1
+            | next.mid_letter & cur.letter >> 63 & next.letter >> 1 & 1
+            | next.mid_num & cur.digit >> 63 & next.digit >> 1 & 1;
+        // Runs start where the bit before is clear and end where the bit after is; an
+        // ideograph is a word of its own, so runs are also cut around it.
+        let mut starts =
+            run & !(run << 1 | prev_run) | cur.ideo_first | (cur.ideo_last << 1 | prev_last) & run;
+        let mut ends = run & !(run >> 1 | next_run0 << 63)
+            | cur.ideo_last
+            | (cur.ideo_first >> 1 | next.ideo_first << 63) & run;
+        let at = k * 64;
+        loop {
+            let start = match open {
+                Some(s) => s,
+                None if starts != 0 => {
+                    let p = starts.trailing_zeros() as usize;
+                    starts &= starts - 1;
+                    at + p
+                }
+                None => break,
+            };
+            if ends == 0 {
+                // The run goes on into the next block.
+                open = Some(start);
+                break;
+            }
+            let end = at + ends.trailing_zeros() as usize + 1;
+            ends &= ends - 1;
+            open = None;
+            // Joiners sit between letters or digits, so a run without a letter, digit or
+            // ideograph is all `_`; every non-ASCII byte in a run is a letter's or an
+            // ideograph's.
+            if b[start] != b'_'
+                || b[start..end]
+                    .iter()
+                    .any(|&c| c >= 0x80 || c.is_ascii_alphanumeric())
+            {
+                word(base + start, base + end);
+            }
+        }
+        prev_letter = cur.letter >> 63;
+        prev_digit = cur.digit >> 63;
+        prev_run = run >> 63;
+        prev_last = cur.ideo_last >> 63;
+        cur = next;
+    }
+}
+
+/// The masks of block `k` of `b` (the last one padded with bytes of no class), with the
+/// bits `carry` brought from the block before; leaves in `carry` those of characters that
+/// run on into the next block.
+#[inline]
+fn load(b: &[u8], k: usize, carry: &mut Block) -> Block {
+    let at = k * 64;
+    let raw = match b.get(at..at + 64) {
+        Some(block) => classify(block),
+        None => {
+            let mut padded = [0u8; 64];
+            padded[..b.len() - at].copy_from_slice(&b[at..]);
+            classify(&padded)
+        }
+    };
+    let mut block = raw.block;
+    block.letter |= carry.letter;
+    block.ideo |= carry.ideo;
+    block.ideo_last |= carry.ideo_last;
+    *carry = Block::default();
+    if raw.lead != 0 {
+        non_ascii(b, at, raw.lead, &mut block, carry);
+    }
+    block
+}
+
+/// Sets the bits of the non-ASCII characters starting at the `lead` bits of the block at
+/// `at`: a letter's bytes are letters, an ideograph's bytes are an ideograph, anything else
+/// (a separator) has no bits.
+#[cold]
+#[inline(never)]
+fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Block) {
+    let mut leads = lead;
+    while leads != 0 {
+        let p = leads.trailing_zeros() as usize;
+        leads &= leads - 1;
+        let (c, len) = decode(b, at + p);
+        let kind = easy::entry(c).kind();
+        if kind != LETTER && kind != IDEO {
+            continue;
+        }
+        // The character's bytes, across the block's end when it runs on.
+        let span = ((1u128 << len) - 1) << p;
+        let (lo, hi) = (span as u64, (span >> 64) as u64);
+        if kind == LETTER {
+            block.letter |= lo;
+            carry.letter |= hi;
+        } else {
+            block.ideo |= lo;
+            carry.ideo |= hi;
+            block.ideo_first |= 1 << p;
+            let last = p + len - 1;
+            if last < 64 {
+                block.ideo_last |= 1 << last;
+            } else {
+                carry.ideo_last |= 1 << (last - 64);
+            }
+        }
+    }
+}
+
+/// The ASCII class masks of exactly 64 bytes.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn classify(block: &[u8]) -> Raw {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
+    // target), so its instructions exist on any CPU the program runs on.
+    unsafe { classify_sse2(block) }
+}
+
+/// The ASCII class masks of exactly 64 bytes, 16 at a time with SSE2: ranges by signed
+/// byte compares (exact on ASCII; non-ASCII bytes are negative and fall in no range), then
+/// one `movemask` per class.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn classify_sse2(block: &[u8]) -> Raw {
+    use std::arch::x86_64::*;
+
+    debug_assert_eq!(block.len(), 64);
+    let splat = |c: u8| _mm_set1_epi8(c as i8);
+    let mask = |v: __m128i| u64::from(_mm_movemask_epi8(v) as u16);
+    let mut raw = Raw::default();
+    let m = &mut raw.block;
+    for (k, chunk) in block.chunks_exact(16).enumerate() {
+        // SAFETY: `chunk` is 16 readable bytes; the load has no alignment requirement.
+        let x = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
+        let lower = _mm_or_si128(x, splat(0x20));
+        let letter = _mm_and_si128(
+            _mm_cmpgt_epi8(lower, splat(b'a' - 1)),
+            _mm_cmplt_epi8(lower, splat(b'z' + 1)),
+        );
+        let digit = _mm_and_si128(
+            _mm_cmpgt_epi8(x, splat(b'0' - 1)),
+            _mm_cmplt_epi8(x, splat(b'9' + 1)),
+        );
+        let both = _mm_or_si128(
+            _mm_cmpeq_epi8(x, splat(b'.')),
+            _mm_cmpeq_epi8(x, splat(b'\'')),
+        );
+        let mid_letter = _mm_or_si128(both, _mm_cmpeq_epi8(x, splat(b':')));
+        let mid_num = _mm_or_si128(
+            both,
+            _mm_or_si128(
+                _mm_cmpeq_epi8(x, splat(b',')),
+                _mm_cmpeq_epi8(x, splat(b';')),
+            ),
+        );
+        let shift = 16 * k;
+        m.letter |= mask(letter) << shift;
+        m.digit |= mask(digit) << shift;
+        m.under |= mask(_mm_cmpeq_epi8(x, splat(b'_'))) << shift;
+        m.mid_letter |= mask(mid_letter) << shift;
+        m.mid_num |= mask(mid_num) << shift;
+        let high = mask(x);
+        if high != 0 {
+            // Continuation bytes are 0x80..=0xBF: below 0xC0 as signed bytes.
+            let cont = mask(_mm_cmplt_epi8(x, splat(0xC0)));
+            raw.lead |= (high & !cont) << shift;
+        }
+    }
+    raw
+}
+
+/// The ASCII class masks of exactly 64 bytes.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn classify(block: &[u8]) -> Raw {
+    classify_scalar(block)
+}
+
+/// The ASCII class masks of exactly 64 bytes, a byte at a time (the reference for the SIMD
+/// version, and the version elsewhere).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn classify_scalar(block: &[u8]) -> Raw {
+    let mut raw = Raw::default();
+    let m = &mut raw.block;
+    for (i, &c) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        let set = |mask: &mut u64, yes: bool| *mask |= if yes { bit } else { 0 };
+        set(&mut m.letter, c.is_ascii_alphabetic());
+        set(&mut m.digit, c.is_ascii_digit());
+        set(&mut m.under, c == b'_');
+        set(&mut m.mid_letter, matches!(c, b':' | b'.' | b'\''));
+        set(&mut m.mid_num, matches!(c, b',' | b';' | b'.' | b'\''));
+        set(&mut raw.lead, c >= 0xC0);
+    }
+    raw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::normal::{normalize_into, plain, tests::mixed};
+    use crate::fingerprint::Normalize;
+    use proptest::prelude::*;
+
+    fn fast_words(text: &str, n: Normalize) -> Vec<String> {
+        let mut norm = Normalized::default();
+        normalize_into(text, n, &mut norm);
+        let mut out = Vec::new();
+        words(&norm, |s, e| {
+            out.push(String::from_utf8_lossy(&norm.text[s..e]).into_owned())
+        });
+        out
+    }
+
+    fn plain_words(text: &str, n: Normalize) -> Vec<String> {
+        plain(text, n, false)
+            .0
+            .unicode_words()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn examples() {
+        for text in [
+            "Don't stop: 3.14, e.g. snake_case; a:b 1,000",
+            "naïve café — 漢字 テスト",
+            "__ -- ...",
+            "_漢_ a_漢 漢_a 漢a a漢 1漢 漢1 é.a a.é 1.2 é'é",
+            "Don’t STOP — naïve Café, Привет мир; ΟΔΟΣ. 中文，测试。ＡＢＣ",
+        ] {
+            assert_eq!(
+                fast_words(text, Normalize::default()),
+                plain_words(text, Normalize::default()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn easy_text_has_no_slow_span() {
+        let mut norm = Normalized::default();
+        for text in [
+            "Don’t STOP — naïve Café, Привет мир; ΟΔΟ ΟΔΟ. 中文，测试。ＡＢＣ",
+            "한국어 텍스트 «quotes» ① ²",
+        ] {
+            normalize_into(text, Normalize::default(), &mut norm);
+            assert_eq!(norm.slow, vec![], "{text:?}");
+        }
+    }
+
+    /// Easy characters only, so no text takes the plain pipeline.
+    fn easy_mix() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "a", "Z", "0", "9", "_", " ", "\n", ".", ",", ";", ":", "'", "\"", "#", "é", "É",
+                "ß", "ж", "Ж", "ά", "σ", "ς", "漢", "字", "の", "한", "—", "’", "“", "，", "。",
+                "Ａ", "１", "…", "─", "①", "\u{a0}", "\u{3000}", "·",
+            ]),
+            0..120,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    #[test]
+    fn characters_across_block_ends() {
+        // Every alignment of two-, three-byte letters and ideographs against the 64-byte
+        // blocks.
+        for pad in 0..70 {
+            for tail in [
+                "é", "éé a", "漢字", "漢a", "a漢", "ж.ж", "1，2", "_漢", "a'é",
+            ] {
+                let text = format!("{}{tail} x", "a".repeat(pad));
+                let text2 = format!("{}{tail} x", " ".repeat(pad));
+                for t in [text, text2] {
+                    assert_eq!(
+                        fast_words(&t, Normalize::default()),
+                        plain_words(&t, Normalize::default()),
+                        "{t:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn same_words_as_the_plain_pipeline(text in mixed()) {
+            prop_assert_eq!(
+                fast_words(&text, Normalize::default()),
+                plain_words(&text, Normalize::default())
+            );
+        }
+
+        #[test]
+        fn same_words_on_easy_text(text in easy_mix()) {
+            prop_assert_eq!(
+                fast_words(&text, Normalize::default()),
+                plain_words(&text, Normalize::default())
+            );
+        }
+
+        #[test]
+        fn same_words_under_any_settings(
+            text in mixed(),
+            nfkc in any::<bool>(),
+            lowercase in any::<bool>(),
+            ascii_quotes in any::<bool>(),
+        ) {
+            let n = Normalize { nfkc, lowercase, ascii_quotes, fold_whitespace: false };
+            prop_assert_eq!(fast_words(&text, n), plain_words(&text, n));
+        }
+
+        #[test]
+        fn same_words_on_any_text(text in any::<String>()) {
+            prop_assert_eq!(
+                fast_words(&text, Normalize::default()),
+                plain_words(&text, Normalize::default())
+            );
+        }
+
+        #[test]
+        fn ascii_words(text in "[\\x00-\\x7f]{0,200}") {
+            prop_assert_eq!(
+                fast_words(&text, Normalize::NONE),
+                plain_words(&text, Normalize::NONE)
+            );
+        }
+
+        #[test]
+        fn long_texts(parts in prop::collection::vec(
+            prop::sample::select(crate::fingerprint::normal::tests::POOL), 100..400)
+        ) {
+            let text = parts.concat();
+            prop_assert_eq!(
+                fast_words(&text, Normalize::default()),
+                plain_words(&text, Normalize::default())
+            );
+        }
+
+        #[test]
+        fn block_classes_agree(block in proptest::collection::vec(any::<u8>(), 64)) {
+            let (a, b) = (classify(&block), classify_scalar(&block));
+            prop_assert_eq!((a.block, a.lead), (b.block, b.lead));
+        }
+    }
+}
