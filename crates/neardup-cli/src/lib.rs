@@ -15,6 +15,7 @@ pub mod index;
 pub mod input;
 pub mod output;
 pub mod progress;
+pub mod report;
 mod rng;
 pub mod serve;
 pub mod truth;
