@@ -16,6 +16,7 @@ pub mod input;
 pub mod output;
 pub mod progress;
 pub mod redis;
+pub mod report;
 mod rng;
 pub mod serve;
 pub mod truth;
