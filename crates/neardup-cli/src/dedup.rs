@@ -223,6 +223,9 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     let n = prints.fps.len();
     let (candidates, matching) =
         find_candidates(&prints, rule, (cmd.blocks, cmd.lane_distance), &progress)?;
+    // The band keys (80 bytes a document) have given their candidates: freed before
+    // verification and assignment allocate theirs, which keeps the peak near pass 1's.
+    drop(prints.bands);
     let needed = candidates.needs();
     let sketches = read_sketches(prints.sketches, &needed)?;
     let sketch = |doc: u32| {
