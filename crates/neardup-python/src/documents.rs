@@ -21,31 +21,32 @@ use neardup_store::{
 use crate::convert::{size_arg, type_name};
 use crate::store::{store_error, ttl_arg};
 
-/// The writer of either backend.
+/// The writer of either backend. One per DocumentStore, under its mutex: both are large
+/// and unlike in size, so both are boxed (one allocation per store).
 enum Writer {
-    Local(DocStore),
-    Redis(RedisStore),
+    Local(Box<DocStore>),
+    Redis(Box<RedisStore>),
 }
 
 impl Writer {
     fn apply(&mut self, writes: Vec<Write>) -> neardup_store::Result<Vec<Outcome>> {
         match self {
-            Writer::Local(s) => Backend::apply(s, writes),
-            Writer::Redis(s) => Backend::apply(s, writes),
+            Writer::Local(s) => Backend::apply(&mut **s, writes),
+            Writer::Redis(s) => Backend::apply(&mut **s, writes),
         }
     }
 
     fn sweep(&mut self) -> neardup_store::Result<usize> {
         match self {
-            Writer::Local(s) => Backend::sweep(s),
-            Writer::Redis(s) => Backend::sweep(s),
+            Writer::Local(s) => Backend::sweep(&mut **s),
+            Writer::Redis(s) => Backend::sweep(&mut **s),
         }
     }
 
     fn reader(&self) -> Reader {
         match self {
-            Writer::Local(s) => Reader::Local(Backend::reader(s)),
-            Writer::Redis(s) => Reader::Redis(Backend::reader(s)),
+            Writer::Local(s) => Reader::Local(Backend::reader(&**s)),
+            Writer::Redis(s) => Reader::Redis(Backend::reader(&**s)),
         }
     }
 }
@@ -179,8 +180,8 @@ impl DocumentStore {
     fn wrap(store: Writer, place: Place) -> DocumentStore {
         let reader = store.reader();
         let config = match &store {
-            Writer::Local(s) => Backend::config(s),
-            Writer::Redis(s) => Backend::config(s),
+            Writer::Local(s) => Backend::config(&**s),
+            Writer::Redis(s) => Backend::config(&**s),
         };
         DocumentStore {
             reader: Mutex::new(Some(reader)),
@@ -258,7 +259,7 @@ pub fn connect(
         })
         .map_err(|e| store_error(py, e))?;
     Ok(DocumentStore::wrap(
-        Writer::Redis(store),
+        Writer::Redis(Box::new(store)),
         Place::Namespace(namespace.to_string()),
     ))
 }
@@ -283,7 +284,10 @@ impl DocumentStore {
         let store = py
             .detach(move || DocStore::create(&dir, config))
             .map_err(|e| store_error(py, e))?;
-        Ok(DocumentStore::wrap(Writer::Local(store), Place::Dir(path)))
+        Ok(DocumentStore::wrap(
+            Writer::Local(Box::new(store)),
+            Place::Dir(path),
+        ))
     }
 
     /// Opens the document store in the data directory `path` (one `create` or `neardup
@@ -295,7 +299,10 @@ impl DocumentStore {
         let store = py
             .detach(move || DocStore::open(&dir, None))
             .map_err(|e| store_error(py, e))?;
-        Ok(DocumentStore::wrap(Writer::Local(store), Place::Dir(path)))
+        Ok(DocumentStore::wrap(
+            Writer::Local(Box::new(store)),
+            Place::Dir(path),
+        ))
     }
 
     /// Opens (with `create`, makes) the corpus under `namespace` in the cluster of `urls`.
