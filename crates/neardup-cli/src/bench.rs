@@ -18,7 +18,7 @@ use crate::docs::{self, DocArgs};
 use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
 use crate::input::{read_decimal, read_u64_le, Source};
-use crate::output::Output;
+use crate::output::{refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::rng::SplitMix64;
 
@@ -106,6 +106,13 @@ fn round(x: f64, digits: i32) -> f64 {
 
 /// Runs the benchmark, printing one JSON line per block setting on standard output.
 pub fn find_all(args: &FindAllBench) -> Result<(), Failure> {
+    // Standard output appended to the input (`>> fps.txt`) would grow it while it is read.
+    let reads: Vec<Named<'_>> = args
+        .input
+        .iter()
+        .map(|p| ("the input", p.as_str()))
+        .collect();
+    refuse_overwrite(&[("output", "-")], &reads)?;
     let load = loadavg();
     let (fps, truth) = match (&args.input, args.generate) {
         (_, Some(n)) => {
@@ -175,13 +182,12 @@ pub fn find_all(args: &FindAllBench) -> Result<(), Failure> {
             run.pairs = pairs;
         }
     }
+    let mut out = Output::create("-")?;
     for mut run in runs {
-        println!(
-            "{}",
-            report(&mut run, &fps, truth.as_deref(), k, args.repeats, load)
-        );
+        let line = report(&mut run, &fps, truth.as_deref(), k, args.repeats, load);
+        out.line(line.to_string().as_bytes())?;
     }
-    Ok(())
+    out.finish()
 }
 
 /// One block setting's timings.
@@ -286,6 +292,26 @@ pub struct FingerprintBench {
 
 /// Runs the benchmark: per corpus, one JSON line for one thread, one for all threads.
 pub fn fingerprint(args: &FingerprintBench) -> Result<(), Failure> {
+    // A corpus read after the lines of an earlier one are written would hold them, if
+    // standard output were appended to it.
+    let mut reads: Vec<Named<'_>> = args
+        .input
+        .iter()
+        .map(|p| ("an input", p.as_str()))
+        .collect();
+    reads.extend(
+        args.fingerprint
+            .idf
+            .as_deref()
+            .map(|p| ("the idf table", p)),
+    );
+    reads.extend(
+        args.fingerprint
+            .weights
+            .as_deref()
+            .map(|p| ("the weights", p)),
+    );
+    refuse_overwrite(&[("output", "-")], &reads)?;
     let mut out = Output::create("-")?;
     for input in &args.input {
         fingerprint_corpus(args, input, &mut out)?;
@@ -429,6 +455,12 @@ pub struct IndexBench {
 pub fn index(args: &IndexBench) -> Result<(), Failure> {
     use neardup::corpus::Corpus;
 
+    let mut reads: Vec<Named<'_>> = vec![
+        ("the index file", args.index.as_str()),
+        ("the queries", args.queries.as_str()),
+    ];
+    reads.extend(args.truth.as_deref().map(|p| ("the truth file", p)));
+    refuse_overwrite(&[("output", "-")], &reads)?;
     let load = loadavg();
     let fps = read_u64_le(&args.index)?;
     let queries = read_u64_le(&args.queries)?;
@@ -489,10 +521,10 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
     });
     let found: usize = results.iter().map(Vec::len).sum();
     let build = median(&mut builds);
+    let mut out = Output::create("-")?;
     for (variant, secs) in [("one-by-one", &mut one), ("bulk", &mut bulk)] {
         let seconds = median(secs);
-        println!(
-            "{}",
+        out.line(
             json!({
                 "peer": "neardup", "workload": "index", "variant": variant,
                 "impl": format!("neardup {} Corpus, {blocks} blocks, find_all{}", env!("CARGO_PKG_VERSION"), if variant == "bulk" { "_bulk" } else { "" }),
@@ -504,7 +536,9 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
                 "bytes_per_fingerprint": round(heap as f64 / fps.len().max(1) as f64, 1),
                 "max_rss_mb": round(usage().max_rss_mb, 1), "loadavg": load,
             })
-        );
+            .to_string()
+            .as_bytes(),
+        )?;
     }
-    Ok(())
+    out.finish()
 }

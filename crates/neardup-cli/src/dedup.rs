@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use crate::docs::{self, Doc, DocArgs, ReadStats};
 use crate::failure::Failure;
 use crate::fpconfig::FingerprintArgs;
-use crate::output::Output;
+use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::report::dedup::Collector;
 
@@ -298,22 +298,8 @@ impl Outputs {
             )));
         }
         // Writing over an input would destroy it before the second pass reads it.
-        let inputs: Vec<std::path::PathBuf> = cmd
-            .docs
-            .inputs
-            .iter()
-            .chain(&cmd.docs.input_flags)
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect();
-        for out in &given {
-            if let Ok(path) = std::fs::canonicalize(out) {
-                if inputs.iter().any(|i| path.starts_with(i)) {
-                    return Err(Failure::input(anyhow!(
-                        "output '{out}' is an input: write the results elsewhere"
-                    )));
-                }
-            }
-        }
+        let writes: Vec<Named<'_>> = given.iter().map(|p| ("output", p.as_str())).collect();
+        refuse_overwrite(&writes, &reads_of(&cmd.docs, Some(&cmd.fingerprint)))?;
         let open = |p: &Option<String>| p.as_deref().map(Output::create).transpose();
         let out = Outputs {
             clusters: open(&cmd.clusters)?,

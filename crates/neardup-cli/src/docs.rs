@@ -262,7 +262,13 @@ pub fn read_as(
                     "Parquet input must be a file, not standard input"
                 )));
             };
-            parquet_docs(path, &name, args, &mut stats, &mut push)?;
+            // The parquet crate panics on some damaged files (arrow-rs #9992): an error.
+            crate::failure::catch_panic(|| parquet_docs(path, &name, args, &mut stats, &mut push))
+                .unwrap_or_else(|why| {
+                    Err(Failure::input(anyhow!(
+                        "{name}: not readable as Parquet: {why}"
+                    )))
+                })?;
             if let Source::File(p) = source {
                 read_bytes.fetch_add(
                     std::fs::metadata(p).map_or(0, |m| m.len()),
@@ -397,6 +403,8 @@ fn parquet_docs(
 
     let file = File::open(path)
         .map_err(|e| Failure::input(anyhow!("cannot open input '{shown}': {e}")))?;
+    crate::parquet_guard::check(path)
+        .map_err(|why| Failure::input(anyhow!("{shown}: not readable as Parquet: {why}")))?;
     let bad = |e: parquet::errors::ParquetError| {
         Failure::input(anyhow!("{shown}: not readable as Parquet: {e}"))
     };

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use crate::docs::{self, DocArgs};
 use crate::failure::Failure;
-use crate::output::Output;
+use crate::output::{reads_of, refuse_overwrite, Output};
 use crate::progress::Progress;
 use crate::rng::SplitMix64;
 
@@ -275,6 +275,19 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
             "only one output can be standard output ('-'): give --output or --report a file"
         )));
     }
+    let mut reads = reads_of(&cmd.docs, None);
+    reads.extend(cmd.truth.as_deref().map(|t| ("the truth file", t)));
+    let exported: Vec<String> = cmd
+        .export
+        .iter()
+        .flat_map(|d| {
+            ["dedup.jsonl", "dedup_truth.jsonl", "manifest.json"].map(|f| format!("{d}/{f}"))
+        })
+        .collect();
+    let mut writes = vec![("output", cmd.output.as_str())];
+    writes.extend(cmd.report.as_deref().map(|r| ("the report", r)));
+    writes.extend(exported.iter().map(|p| ("an --export file", p.as_str())));
+    refuse_overwrite(&writes, &reads)?;
     let mut out = Output::create(&cmd.output)?;
     let report = cmd.report.as_deref().map(Output::create).transpose()?;
     if let Some(truth) = &cmd.truth {

@@ -1,7 +1,11 @@
 //! Errors at the edge, each with the exit status it ends the process with.
 
+use std::cell::Cell;
 use std::fmt;
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
+use std::sync::Once;
 
 /// Exit status of a usage or input error: bad flags, a missing or unreadable input, a line
 /// that is not a fingerprint, an output that cannot be created.
@@ -38,7 +42,7 @@ impl Failure {
 
     /// Prints the error as `PROGRAM: error: …` and returns the exit status.
     pub fn report(self, program: &str) -> ExitCode {
-        eprintln!("{program}: error: {:#}", self.error);
+        note(format_args!("{program}: error: {:#}", self.error));
         ExitCode::from(self.status)
     }
 }
@@ -55,4 +59,63 @@ pub fn exit(program: &str, main: impl FnOnce() -> Result<(), Failure>) -> ExitCo
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => f.report(program),
     }
+}
+
+/// Writes a line to standard error, as `eprintln!` does but without its panic when standard
+/// error cannot be written (`2>/dev/full`): a message that cannot be shown is dropped.
+pub fn note(message: fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+}
+
+/// [`note`] with `format!`'s arguments: `eprintln!` for messages a full standard error
+/// must not turn into a panic.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::failure::note(format_args!($($arg)*))
+    };
+}
+
+/// The command line, parsed; or the exit status after clap's own output (help, version, a
+/// usage error), which is checked too: a help text that cannot be written is an error
+/// (exit 1), not a silent success.
+pub fn parse<P: clap::Parser>(program: &str) -> Result<P, ExitCode> {
+    P::try_parse().map_err(|e| match e.print() {
+        Ok(()) => ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_INPUT)),
+        Err(io) => {
+            let to = if e.use_stderr() { "stderr" } else { "stdout" };
+            Failure::io(anyhow::anyhow!("cannot write <{to}>: {io}")).report(program)
+        }
+    })
+}
+
+thread_local! {
+    /// Inside [`catch_panic`] on this thread: a panic is caught, its report not printed.
+    static CATCHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, a panic inside it turned into `Err` with the panic's message (and not
+/// reported on standard error): for third-party readers that panic on some damaged files
+/// instead of returning an error (the parquet crate's record reader). Only for code whose
+/// state is dropped with the error.
+pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    static QUIET_HOOK: Once = Once::new();
+    QUIET_HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CATCHING.with(Cell::get) {
+                report(info);
+            }
+        }));
+    });
+    let outer = CATCHING.with(|c| c.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(outer));
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into())
+    })
 }

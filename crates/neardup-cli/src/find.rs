@@ -8,7 +8,7 @@ use neardup::tables::{Blocks, Layout};
 
 use crate::failure::Failure;
 use crate::input::{read_decimal, Source};
-use crate::output::Output;
+use crate::output::{refuse_overwrite, Output};
 use crate::progress::Progress;
 
 /// What to find.
@@ -56,6 +56,7 @@ fn check_layout(blocks: Blocks, distance: u32) -> Result<(), Failure> {
 /// Runs the job.
 pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
     check_layout(opts.blocks, opts.distance)?;
+    refuse_overwrite(&[("output", &opts.output)], &[("the input", &opts.input)])?;
     let source = Source::open(&opts.input)?;
     let mut out = Output::create(&opts.output)?;
     let chatty = voice == Voice::SimhashCpp;
@@ -65,8 +66,8 @@ pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
     });
     if chatty {
         match opts.input.as_str() {
-            "-" => eprintln!("Reading hashes from stdin."),
-            path => eprintln!("Reading hashes from {path}"),
+            "-" => crate::note!("Reading hashes from stdin."),
+            path => crate::note!("Reading hashes from {path}"),
         }
     }
     let fps = read_decimal(source, &progress)?;
@@ -78,7 +79,7 @@ pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
     let bar = progress.clone();
     let matcher = Matcher::new(layout).on_progress(move |p| bar.set(p.done));
     if chatty {
-        eprintln!(
+        crate::note!(
             "{}",
             match job {
                 Job::Pairs => "Computing matches...",
@@ -86,9 +87,9 @@ pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
             }
         );
         match (opts.output.as_str(), job) {
-            ("-", _) => eprintln!("Writing results to stdout."),
-            (path, Job::Pairs) => eprintln!("Writing matches to {path}"),
-            (path, Job::Clusters) => eprintln!("Writing results to {path}"),
+            ("-", _) => crate::note!("Writing results to stdout."),
+            (path, Job::Pairs) => crate::note!("Writing matches to {path}"),
+            (path, Job::Clusters) => crate::note!("Writing results to {path}"),
         }
     }
     match job {

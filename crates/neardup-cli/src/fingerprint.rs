@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::docs::{self, Doc, DocArgs, ReadStats};
 use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
-use crate::output::Output;
+use crate::output::{reads_of, refuse_overwrite, Output};
 use crate::progress::Progress;
 
 /// Settings of `neardup fingerprint`.
@@ -97,19 +97,19 @@ fn render(
 /// Warnings about what reading found, on standard error.
 fn warn(stats: &ReadStats, empty: u64) {
     if stats.invalid_utf8 > 0 {
-        eprintln!(
+        crate::note!(
             "neardup: warning: {} documents held invalid UTF-8, read as U+FFFD",
             stats.invalid_utf8
         );
     }
     if stats.skipped > 0 {
-        eprintln!(
+        crate::note!(
             "neardup: warning: skipped {} invalid JSON lines (--skip-invalid)",
             stats.skipped
         );
     }
     if empty > 0 {
-        eprintln!("neardup: warning: {empty} empty documents (fingerprint 0)");
+        crate::note!("neardup: warning: {empty} empty documents (fingerprint 0)");
     }
 }
 
@@ -120,6 +120,10 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
         Pipeline::Neardup(fp) => fp.config().min_paragraph,
         Pipeline::Compat(_) => neardup::fingerprint::Config::default().min_paragraph,
     };
+    refuse_overwrite(
+        &[("output", &cmd.output)],
+        &reads_of(&cmd.docs, Some(&cmd.fingerprint)),
+    )?;
     let mut out = Output::create(&cmd.output)?;
     let progress = Progress::for_stderr();
     let mut empty = 0u64;
@@ -192,6 +196,10 @@ pub fn idf(cmd: &IdfCmd) -> Result<(), Failure> {
     }
     let fp = cmd.fingerprint.fingerprinter()?;
     // Fail on an unwritable output before reading anything.
+    refuse_overwrite(
+        &[("output", &cmd.output)],
+        &reads_of(&cmd.docs, Some(&cmd.fingerprint)),
+    )?;
     std::fs::File::create(&cmd.output)
         .map_err(|e| Failure::input(anyhow!("cannot create output '{}': {e}", cmd.output)))?;
     let progress = Progress::for_stderr();
@@ -206,7 +214,7 @@ pub fn idf(cmd: &IdfCmd) -> Result<(), Failure> {
     std::fs::write(&cmd.output, table.to_bytes())
         .map_err(|e| Failure::io(anyhow!("cannot write {}: {e}", cmd.output)))?;
     warn(&stats, 0);
-    eprintln!(
+    crate::note!(
         "neardup: idf of {} features over {} documents written to {}",
         table.len(),
         table.docs(),

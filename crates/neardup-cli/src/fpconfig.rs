@@ -173,7 +173,12 @@ impl FingerprintArgs {
                 Weighting::Custom(Arc::new(map))
             }
         };
-        Fingerprinter::new(config).map_err(|e| Failure::input(anyhow!("{e}")))
+        Fingerprinter::new(config).map_err(|e| match (&e, &self.weights) {
+            (neardup::Error::InvalidWeight { .. }, Some(path)) => {
+                Failure::input(anyhow!("'{path}': {e}"))
+            }
+            _ => Failure::input(anyhow!("{e}")),
+        })
     }
 
     /// The pipeline these flags select.

@@ -4,6 +4,8 @@
 //! fingerprints (`--fingerprints`: the JSON lines `neardup fingerprint` writes); queries
 //! print one JSON line per query.
 
+use std::io::BufRead;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -15,10 +17,10 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::docs::{self, DocArgs};
-use crate::failure::Failure;
+use crate::failure::{note, Failure};
 use crate::fpconfig::FingerprintArgs;
 use crate::input::Source;
-use crate::output::Output;
+use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::redis::RedisArgs;
 use crate::serve::store_failure;
@@ -92,6 +94,29 @@ pub enum IndexCmd {
         #[command(flatten)]
         at: At,
     },
+    /// Checks a store without writing it (every page's checksum, then its tables against
+    /// each other): one JSON line {"documents", "complete", "problems"}; exit status 2 when
+    /// anything is wrong.
+    Check {
+        /// The data directory.
+        dir: String,
+    },
+    /// Repairs a damaged store: a new file with every readable document takes its place;
+    /// the damaged one is kept beside it (neardup.redb.damaged-SECONDS).
+    Repair {
+        /// The data directory.
+        dir: String,
+    },
+    /// Writes every readable document, damaged store or not, as JSON lines {"id",
+    /// "fingerprint", "expires"} (what `index insert --fingerprints` reads back; expiries,
+    /// Unix seconds or null, are not).
+    Export {
+        /// The data directory.
+        dir: String,
+        /// Where to write ('-' for standard output).
+        #[arg(short, long, default_value = "-")]
+        output: String,
+    },
 }
 
 /// Where the corpus is: a data directory (a fingerprint store: simhash fingerprints,
@@ -132,9 +157,63 @@ fn open(dir: &str) -> Result<Store, Failure> {
     Store::open(dir, None).map_err(store_err)
 }
 
+/// The store's database file, as [`refuse_overwrite`] names it.
+fn store_file(dir: &str) -> String {
+    Path::new(dir)
+        .join(neardup_store::FILE)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// What inserting or querying `source` reads.
+fn reads(source: &Inputs) -> Vec<Named<'_>> {
+    reads_of(
+        &source.docs,
+        (!source.fingerprints).then_some(&source.fingerprint),
+    )
+}
+
+/// Calls `f` with each line of `path` ('-': standard input) and its number, without its
+/// line ending; a line that is not UTF-8 is an error naming the file and line.
+fn each_line(
+    path: &str,
+    mut f: impl FnMut(u64, &str) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let src = Source::open(path)?;
+    let name = src.name.clone();
+    let mut reader = src.into_reader();
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Failure::io(anyhow!("cannot read {name}: {e}")))?;
+        if read == 0 {
+            return Ok(());
+        }
+        n += 1;
+        let mut bytes = line.as_slice();
+        if let Some(b) = bytes.strip_suffix(b"\n") {
+            bytes = b.strip_suffix(b"\r").unwrap_or(b);
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            Failure::input(anyhow!(
+                "{name}:{n}: not UTF-8 (invalid byte at column {})",
+                e.valid_up_to() + 1
+            ))
+        })?;
+        f(n, text)?;
+    }
+}
+
 /// Runs an `neardup index` subcommand.
 pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
     let at = match cmd {
+        // A store's file checked, repaired or exported: always a data directory.
+        IndexCmd::Check { dir } | IndexCmd::Repair { dir } | IndexCmd::Export { dir, .. } => {
+            return run_dir(cmd, dir)
+        }
         IndexCmd::Create { at, .. }
         | IndexCmd::Insert { at, .. }
         | IndexCmd::Remove { at, .. }
@@ -169,6 +248,7 @@ fn with_redis(cmd: &IndexCmd) -> Result<IndexCmd, Failure> {
                 input.insert(0, first);
             }
         }
+        IndexCmd::Check { .. } | IndexCmd::Repair { .. } | IndexCmd::Export { .. } => {}
         IndexCmd::Create { at, .. } | IndexCmd::Sweep { at } | IndexCmd::Stats { at } => {
             if let Some(dir) = &at.dir {
                 return Err(Failure::input(anyhow!(
@@ -195,13 +275,14 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
                 fingerprint_version: VERSION,
             };
             let store = Store::create(dir, config, *expected).map_err(store_err)?;
-            eprintln!(
+            note(format_args!(
                 "neardup index: created {dir} (blocks {}, distance {distance})",
                 store.config().blocks
-            );
+            ));
             Ok(())
         }
         IndexCmd::Insert { source, ttl, .. } => {
+            refuse_overwrite(&[("the store", &store_file(dir))], &reads(source))?;
             let t = Instant::now();
             let mut store = open(dir)?;
             let opened = t.elapsed().as_secs_f64();
@@ -216,13 +297,15 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
                 count += docs.len();
                 Ok(())
             })?;
-            eprintln!(
+            note(format_args!(
                 "neardup index: {count} documents inserted; {} stored (opened in {opened:.2} s)",
                 store.len()
-            );
+            ));
             Ok(())
         }
         IndexCmd::Remove { input, .. } => {
+            let id_files: Vec<Named<'_>> = input.iter().map(|p| ("an input", p.as_str())).collect();
+            refuse_overwrite(&[("the store", &store_file(dir))], &id_files)?;
             let mut store = open(dir)?;
             let (mut asked, mut removed) = (0usize, 0usize);
             each_id_batch(input, |chunk| {
@@ -231,15 +314,19 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
                 asked += refs.len();
                 Ok(())
             })?;
-            eprintln!(
+            note(format_args!(
                 "neardup index: {removed} of {asked} ids removed ({} not stored)",
                 asked - removed
-            );
+            ));
             Ok(())
         }
         IndexCmd::Query { source, output, .. } => {
-            let mut out = Output::create(output)?;
+            let mut store_reads = reads(source);
+            let file = store_file(dir);
+            store_reads.push(("the store", &file));
+            refuse_overwrite(&[("output", output)], &store_reads)?;
             let store = open(dir)?;
+            let mut out = Output::create(output)?;
             each_batch(source, |batch| {
                 for (id, fp) in batch {
                     let matches: Vec<Value> = store
@@ -257,7 +344,7 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
         IndexCmd::Sweep { .. } => {
             let mut store = open(dir)?;
             let n = store.sweep().map_err(store_err)?;
-            eprintln!("neardup index: {n} expired documents deleted");
+            note(format_args!("neardup index: {n} expired documents deleted"));
             Ok(())
         }
         IndexCmd::Stats { .. } => {
@@ -266,18 +353,95 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
             let c = store.config();
             let bytes = std::fs::metadata(std::path::Path::new(dir).join(neardup_store::FILE))
                 .map_or(0, |m| m.len());
-            println!(
-                "{}",
-                json!({
-                    "documents": store.len(),
-                    "blocks": c.blocks.to_string(),
-                    "distance": c.distance,
-                    "fingerprint_version": c.fingerprint_version,
-                    "file_bytes": bytes,
-                    "memory_bytes": store.heap_bytes(),
-                    "open_seconds": (t.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
-                })
-            );
+            let stats = json!({
+                "documents": store.len(),
+                "blocks": c.blocks.to_string(),
+                "distance": c.distance,
+                "fingerprint_version": c.fingerprint_version,
+                "file_bytes": bytes,
+                "memory_bytes": store.heap_bytes(),
+                "open_seconds": (t.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+            });
+            let mut out = Output::create("-")?;
+            out.line(stats.to_string().as_bytes())?;
+            out.finish()
+        }
+        IndexCmd::Check { dir } => {
+            let found = neardup_store::check(dir).map_err(store_err)?;
+            let mut out = Output::create("-")?;
+            let report = json!({
+                "documents": found.documents,
+                "complete": found.complete,
+                "problems": found.problems,
+            });
+            out.line(report.to_string().as_bytes())?;
+            out.finish()?;
+            if found.problems.is_empty() {
+                return Ok(());
+            }
+            Err(Failure::input(anyhow!(
+                "{dir}: the store is damaged ({} problems); `neardup index repair {dir}` {}",
+                found.problems.len(),
+                if found.complete {
+                    "keeps every document"
+                } else {
+                    "keeps what can be read; `neardup index export` writes it out"
+                }
+            )))
+        }
+        IndexCmd::Repair { dir } => {
+            let done = neardup_store::repair(dir).map_err(store_err)?;
+            match &done.kept {
+                None => note(format_args!(
+                    "neardup index: {dir} is whole ({} documents): nothing to repair",
+                    done.documents
+                )),
+                Some(kept) => {
+                    for problem in &done.problems {
+                        note(format_args!("neardup index: found: {problem}"));
+                    }
+                    note(format_args!(
+                        "neardup index: repaired {dir}: {} documents kept{}; the damaged file is \
+                         kept as {}",
+                        done.documents,
+                        if done.complete {
+                            " (all of them)"
+                        } else {
+                            ", others could not be read"
+                        },
+                        kept.display()
+                    ));
+                }
+            }
+            Ok(())
+        }
+        IndexCmd::Export { dir, output } => {
+            let file = store_file(dir);
+            refuse_overwrite(&[("output", output)], &[("the store", &file)])?;
+            let mut out = Output::create(output)?;
+            let done = neardup_store::export(dir, |r| {
+                let line = json!({
+                    "id": r.id,
+                    "fingerprint": r.fingerprint.to_string(),
+                    "expires": r.expires,
+                });
+                out.line(line.to_string().as_bytes())
+            })
+            .map_err(store_err)??;
+            out.finish()?;
+            if done.complete {
+                note(format_args!(
+                    "neardup index: {} documents exported",
+                    done.documents
+                ));
+            } else {
+                note(format_args!(
+                    "neardup index: warning: {dir} is damaged: {} documents exported, others \
+                     could not be read ({})",
+                    done.documents,
+                    done.problems.join("; ")
+                ));
+            }
             Ok(())
         }
     }
@@ -290,15 +454,13 @@ fn each_id_batch(
 ) -> Result<(), Failure> {
     for path in input {
         let mut ids: Vec<String> = Vec::new();
-        let src = Source::open(path)?;
-        let name = src.name.clone();
-        for line in src.lines() {
-            let line = line.map_err(|e| Failure::io(anyhow!("cannot read {name}: {e}")))?;
-            let id = line.trim_end_matches('\r');
+        // Line by line with their numbers, so an id that is not UTF-8 names file and line.
+        each_line(path, |_, id| {
             if !id.is_empty() {
                 ids.push(id.to_string());
             }
-        }
+            Ok(())
+        })?;
         for chunk in ids.chunks(COMMIT_EVERY) {
             f(chunk)?;
         }
@@ -314,6 +476,9 @@ const DOC_BATCH: usize = 1_000;
 fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
     let place = redis.describe();
     match cmd {
+        IndexCmd::Check { .. } | IndexCmd::Repair { .. } | IndexCmd::Export { .. } => Err(
+            Failure::input(anyhow!("check, repair and export work on a data directory")),
+        ),
         IndexCmd::Create {
             expected,
             threshold,
@@ -325,7 +490,7 @@ fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
                 paragraphs: *paragraphs,
             };
             redis.open(Some(config), *expected as u64)?;
-            eprintln!(
+            crate::note!(
                 "neardup index: created {place} (threshold {}, paragraphs {})",
                 config.threshold,
                 if config.paragraphs { "on" } else { "off" }
@@ -336,7 +501,7 @@ fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
             refuse_fingerprints(source)?;
             let mut store = redis.open(None, 0)?;
             let count = insert_docs(&mut store, source, ttl.map(Duration::from_secs))?;
-            eprintln!(
+            crate::note!(
                 "neardup index: {count} documents inserted; {} stored",
                 Backend::len(&store)
             );
@@ -357,7 +522,7 @@ fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
                 }
                 Ok(())
             })?;
-            eprintln!(
+            crate::note!(
                 "neardup index: {removed} of {asked} ids removed ({} not stored)",
                 asked - removed
             );
@@ -373,7 +538,7 @@ fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
         IndexCmd::Sweep { .. } => {
             let mut store = redis.open(None, 0)?;
             let n = store.sweep().map_err(store_failure)?;
-            eprintln!("neardup index: {n} expired documents deleted");
+            crate::note!("neardup index: {n} expired documents deleted");
             Ok(())
         }
         IndexCmd::Stats { .. } => {
@@ -401,13 +566,6 @@ fn refuse_fingerprints(source: &Inputs) -> Result<(), Failure> {
         )));
     }
     Ok(())
-}
-
-fn id_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
-    }
 }
 
 /// Puts the documents of `source` into `store`, in batches; how many.
@@ -471,10 +629,6 @@ fn each_batch(
     source: &Inputs,
     mut f: impl FnMut(Vec<(String, u64)>) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
-    let id_text = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
-    };
     if source.fingerprints {
         let mut batch = Vec::new();
         let names: Vec<String> = source
@@ -490,33 +644,22 @@ fn each_batch(
             names
         };
         for path in names {
-            let src = Source::open(&path)?;
-            let name = src.name.clone();
-            for (n, line) in src.lines().enumerate() {
-                let line = line.map_err(|e| Failure::io(anyhow!("cannot read {name}: {e}")))?;
-                if line.trim().is_empty() {
-                    continue;
+            let name = if path == "-" {
+                "<stdin>"
+            } else {
+                path.as_str()
+            };
+            each_line(&path, |n, line| {
+                let parsed = parse_fingerprint_line(line)
+                    .map_err(|why| Failure::input(anyhow!("{name}:{n}: {why}")))?;
+                if let Some(doc) = parsed {
+                    batch.push(doc);
                 }
-                let bad = |why: &str| Failure::input(anyhow!("{name}:{}: {why}", n + 1));
-                let v: Value = serde_json::from_str(&line)
-                    .map_err(|e| bad(&format!("not valid JSON: {e}")))?;
-                let fp = match &v["fingerprint"] {
-                    Value::String(s) => s.parse::<u64>().ok(),
-                    Value::Number(x) => x.as_u64(),
-                    _ => None,
-                }
-                .ok_or_else(|| {
-                    bad("no \"fingerprint\" that is a u64 (decimal string or number)")
-                })?;
-                let id = match v.get("id") {
-                    Some(id) if !id.is_null() => id_text(id),
-                    _ => return Err(bad("no \"id\"")),
-                };
-                batch.push((id, fp));
                 if batch.len() >= COMMIT_EVERY {
                     f(std::mem::take(&mut batch))?;
                 }
-            }
+                Ok(())
+            })?;
         }
         if !batch.is_empty() {
             f(batch)?;
@@ -540,4 +683,33 @@ fn each_batch(
         f(pending)?;
     }
     Ok(())
+}
+
+/// An id as a string: a JSON string as is, any other JSON value as its JSON text.
+fn id_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// One line of `neardup fingerprint` output, `{"id", "fingerprint"}` (the fingerprint a
+/// decimal string or a number; the id any JSON value but null): `None` for a blank line,
+/// or why the line is not one.
+pub fn parse_fingerprint_line(line: &str) -> Result<Option<(String, u64)>, String> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let fp = match v.get("fingerprint") {
+        // Digits only, as `neardup fingerprint` writes them (Rust's parser takes a `+`).
+        Some(Value::String(s)) if s.bytes().all(|b| b.is_ascii_digit()) => s.parse::<u64>().ok(),
+        Some(Value::Number(x)) => x.as_u64(),
+        _ => None,
+    }
+    .ok_or("no \"fingerprint\" that is a u64 (decimal string or number)")?;
+    match v.get("id") {
+        Some(id) if !id.is_null() => Ok(Some((id_text(id), fp))),
+        _ => Err("no \"id\"".into()),
+    }
 }

@@ -48,10 +48,9 @@ impl Source {
 }
 
 impl Source {
-    /// The bytes, buffered, a line at a time.
-    pub fn lines(self) -> std::io::Lines<std::io::BufReader<Box<dyn Read>>> {
-        use std::io::BufRead;
-        std::io::BufReader::with_capacity(1 << 20, self.reader).lines()
+    /// The bytes, buffered (for reading lines as bytes: `BufRead::read_until`).
+    pub fn into_reader(self) -> std::io::BufReader<Box<dyn Read>> {
+        std::io::BufReader::with_capacity(1 << 20, self.reader)
     }
 }
 
@@ -281,7 +280,7 @@ mod tests {
         while text.len() < 5 * BLOCK {
             let v = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
             text.push_str(&v.to_string());
-            text.push_str(if i % 7 == 0 { "\r\n\n" } else { "\n" });
+            text.push_str(if i.is_multiple_of(7) { "\r\n\n" } else { "\n" });
             expected.push(v);
             i += 1;
         }

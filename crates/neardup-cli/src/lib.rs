@@ -14,6 +14,8 @@ pub mod fpconfig;
 pub mod index;
 pub mod input;
 pub mod output;
+#[cfg(feature = "parquet")]
+mod parquet_guard;
 pub mod progress;
 pub mod redis;
 pub mod report;

@@ -84,7 +84,10 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = match failure::parse("neardup") {
+        Ok(cli) => cli,
+        Err(status) => return status,
+    };
     failure::exit("neardup", || match cli.command {
         Command::FindAll {
             find,

@@ -8,6 +8,7 @@ use neardup_server::ServerConfig;
 use neardup_store::{Backend, DocConfig, DocStore, StoreError};
 
 use crate::failure::Failure;
+use crate::output::refuse_overwrite;
 use crate::redis::RedisArgs;
 
 /// Settings of `neardup serve`.
@@ -75,6 +76,15 @@ pub(crate) fn store_failure(e: StoreError) -> Failure {
 pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
     let token = match &cmd.token_file {
         Some(path) => {
+            // The store is written for as long as the service runs: a token read from
+            // its own file would be written over (and change under a restart).
+            if let Some(dir) = &cmd.data {
+                let store = std::path::Path::new(dir).join(neardup_store::FILE);
+                refuse_overwrite(
+                    &[("the store", &store.to_string_lossy())],
+                    &[("the token file", path)],
+                )?;
+            }
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Failure::input(anyhow!("cannot read the token file '{path}': {e}")))?;
             let token = text.trim_end_matches(['\n', '\r']).to_string();
@@ -139,7 +149,7 @@ fn run_on<B: Backend>(
             .local_addr()
             .map_err(|e| Failure::io(anyhow!("{e}")))?;
         let settings = store.config();
-        eprintln!(
+        crate::note!(
             "neardup serve: {} documents in {} (threshold {}, paragraphs {}), listening on http://{addr}",
             store.len(),
             place,
@@ -149,7 +159,7 @@ fn run_on<B: Backend>(
         let store = neardup_server::serve(listener, store, config, stop_signal())
             .await
             .map_err(|e| Failure::io(anyhow!("{e}")))?;
-        eprintln!("neardup serve: stopped; {} documents", store.len());
+        crate::note!("neardup serve: stopped; {} documents", store.len());
         Ok(())
     })
 }

@@ -200,3 +200,76 @@ fn kill_9_under_write_load_loses_no_acknowledged_write() {
         child.wait().unwrap();
     }
 }
+
+/// A store that cannot serve is exit 2 naming its file, before anything listens: cut
+/// short, or with its token file being the store's own file (written over while serving).
+/// A standard error that cannot be written (`2>/dev/full`) loses the messages, not the
+/// service.
+#[test]
+fn a_damaged_store_or_a_token_in_the_store_is_refused_and_stderr_may_be_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    let data = data.to_str().unwrap();
+    let port = free_port();
+    let mut child = start(data, port, true);
+    let (s, body) = request(
+        port,
+        "PUT",
+        "/v1/documents/a",
+        &format!(r#"{{"text": "{}"}}"#, text(1)),
+    )
+    .unwrap();
+    assert_eq!(s, 200, "{body}");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+
+    let file = format!("{data}/neardup.redb");
+    let o = neardup(&["serve", "--data", data, "--token-file", &file], b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("is the token file"), "{err}");
+
+    if std::path::Path::new("/dev/full").exists() {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["serve", "--data", data, "--listen", &listen])
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::options()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while request(port, "GET", "/healthz", "").is_err() {
+            assert_eq!(child.try_wait().unwrap(), None, "serve exited");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "serve did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(request(port, "GET", "/v1/documents/a", "").unwrap().0, 200);
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "{status} (101 is a panic on the full stderr)"
+        );
+    }
+
+    let whole = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &whole[..whole.len() / 2]).unwrap();
+    let o = neardup(&["serve", "--data", data], b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("neardup.redb") && err.contains("damaged") && err.contains("cut short"),
+        "{err}"
+    );
+}

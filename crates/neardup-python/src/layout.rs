@@ -51,12 +51,7 @@ impl Layout {
     /// The tables, in seomoz order (a new list of `Table` views each time).
     #[getter]
     fn tables(&self) -> Vec<Table> {
-        (0..self.inner.tables().len())
-            .map(|index| Table {
-                layout: Arc::clone(&self.inner),
-                index,
-            })
-            .collect()
+        tables_of(&self.inner)
     }
 
     fn __len__(&self) -> usize {
@@ -71,6 +66,17 @@ impl Layout {
             self.inner.tables().len()
         )
     }
+}
+
+/// `Table` views of every table of `layout`, in order (`Layout.tables`, and the old
+/// simhash-py `Corpus.tables`).
+pub(crate) fn tables_of(layout: &Arc<neardup::tables::Layout>) -> Vec<Table> {
+    (0..layout.tables().len())
+        .map(|index| Table {
+            layout: Arc::clone(layout),
+            index,
+        })
+        .collect()
 }
 
 /// One table of a `Layout` (get them from `Layout.tables`): the permutation that moves its

@@ -2,6 +2,7 @@
 //! `find_all` and the old `Corpus`. `shingle` is pure Python (`neardup/simhash.py`).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 
@@ -13,6 +14,7 @@ use crate::convert::{
     bytes_arg, core_error, detach_if, fingerprint, fingerprints, layout, layout_args,
 };
 use crate::corpus::Shared;
+use crate::layout::{tables_of, Table};
 
 /// Inputs at least this long are worked on with the GIL released.
 const DETACH_AT: usize = 1 << 14;
@@ -92,14 +94,18 @@ pub fn find_all(
 ///   None when nothing matches (the old one returned 0, which is also a fingerprint);
 /// - `hashes()` lists the stored fingerprints, `len()` counts them and `in` tests one.
 ///
+/// As in simhash-py, `tables` lists the tables (`neardup.Table`, each with `permute` and
+/// `unpermute`, in the same order with the same permutations) and `differing_bits` is
+/// the distance.
+///
 /// Inputs of the bulk methods are any iterable of ints or a numpy uint64 array. Bulk
 /// methods run with the GIL released; the corpus may be shared between threads, and
 /// queries never wait for writes.
 #[pyclass(frozen, module = "neardup.simhash", name = "Corpus")]
 pub struct Corpus {
     inner: Shared,
-    blocks: usize,
-    distance: u32,
+    /// The seomoz tables, for `tables`.
+    layout: Arc<neardup::tables::Layout>,
 }
 
 #[pymethods]
@@ -110,11 +116,25 @@ impl Corpus {
         let (blocks, distance) = layout_args(num_blocks, diff_bits)?;
         let index =
             neardup::corpus::Corpus::new(Blocks::Fixed(blocks), distance, 0).map_err(core_error)?;
+        let layout = neardup::tables::Layout::new(blocks, distance).map_err(core_error)?;
         Ok(Corpus {
             inner: Shared::new(index),
-            blocks,
-            distance,
+            layout: Arc::new(layout),
         })
+    }
+
+    /// The tables, one per choice of leading blocks, in simhash-py's order: each a
+    /// `neardup.Table` with `permute` and `unpermute` (a new list each time; the tables
+    /// themselves do not change).
+    #[getter]
+    fn tables(&self) -> Vec<Table> {
+        tables_of(&self.layout)
+    }
+
+    /// The largest distance matched (`diff_bits`), as simhash-py named it.
+    #[getter]
+    fn differing_bits(&self) -> u32 {
+        self.layout.distance()
     }
 
     /// Adds `hash`; nothing happens when it is already present.
@@ -241,8 +261,8 @@ impl Corpus {
     fn __repr__(&self) -> String {
         format!(
             "Corpus(num_blocks={}, diff_bits={}) with {} fingerprints",
-            self.blocks,
-            self.distance,
+            self.layout.blocks(),
+            self.layout.distance(),
             self.inner.reader.len()
         )
     }

@@ -4,6 +4,7 @@ behaviour, and brute-force models."""
 import array
 import doctest
 import inspect
+import itertools
 import json
 import random
 import re
@@ -471,6 +472,65 @@ def test_corpus_find_all_returns_each_match_once():
     got = corpus.find_all(base)
     assert got == [base, base ^ 1, base ^ (1 << 63), base ^ 0b11, base ^ 0b111 << 30]
     assert len(got) == len(set(got))
+
+
+@pytest.mark.parametrize("blocks, distance", [(6, 3), (6, 2), (8, 6), (4, 0), (2, 1)])
+def test_corpus_tables_as_simhash_py_had_them(blocks, distance):
+    """simhash-py's own test of Corpus.tables: unpermute undoes permute on every table."""
+    corpus = simhash.Corpus(blocks, distance)
+    assert corpus.differing_bits == distance
+    # One table per choice of blocks - distance leading blocks, in itertools order, as
+    # simhash-py's Corpus made them.
+    combos = itertools.combinations(range(blocks), blocks - distance)
+    assert [t.leading_blocks for t in corpus.tables] == [list(c) for c in combos]
+    rng = random.Random(blocks * 100 + distance)
+    queries = [rng.getrandbits(64) for _ in range(100)] + [0, 2**64 - 1]
+    for table in corpus.tables:
+        for q in queries:
+            assert table.unpermute(table.permute(q)) == q
+    # The same tables as neardup.Layout's (whose permutations the reference vectors pin).
+    layout = neardup.Layout(blocks, distance)
+    assert [t.bit_map() for t in corpus.tables] == [t.bit_map() for t in layout.tables]
+
+
+def test_corpus_tables_permute_as_the_reference_does():
+    with open(VECTORS / "permutations.jsonl", encoding="utf-8") as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    checked = 0
+    for case in cases:
+        try:
+            corpus = simhash.Corpus(case["blocks"], case["distance"])
+        except ValueError:  # more tables than an index keeps
+            continue
+        assert len(corpus.tables) == case["num_tables"]
+        for table, expected in zip(corpus.tables, case["tables"]):
+            for x_hex, y_hex in expected["apply"]:
+                assert table.permute(int(x_hex, 16)) == int(y_hex, 16)
+                assert table.unpermute(int(y_hex, 16)) == int(x_hex, 16)
+                checked += 1
+    assert checked > 100
+
+
+def test_corpus_tables_find_what_the_corpus_finds():
+    """Near fingerprints agree under some table's search mask (the pigeonhole the tables
+    rely on), and code that inspects the tables that way finds what the corpus finds."""
+    corpus = simhash.Corpus(6, 3)
+    rng = random.Random(7)
+    stored = [rng.getrandbits(64) for _ in range(200)]
+    corpus.insert_bulk(stored)
+    for x in stored[:40]:
+        q = x
+        for bit in rng.sample(range(64), rng.randrange(0, 6)):
+            q ^= 1 << bit
+        by_tables = {
+            s
+            for t in corpus.tables
+            for s in stored
+            if t.permute(s) & t.search_mask == t.permute(q) & t.search_mask
+            and simhash.num_differing_bits(s, q) <= corpus.differing_bits
+        }
+        assert by_tables == set(corpus.find_all(q))
+        assert (x in by_tables) == (simhash.num_differing_bits(x, q) <= 3)
 
 
 def test_corpus_empty_inputs_and_repr():

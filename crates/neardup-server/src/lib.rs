@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -294,9 +294,17 @@ fn body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiE
 /// `bytes` as a `T`: not JSON is `bad_json`, JSON of the wrong shape `invalid_request`.
 /// The field a value error is at is named (`ttl: invalid value…`).
 fn parse<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
-    let classify = |e: serde_json::Error, message: String| match e.classify() {
-        serde_json::error::Category::Data => ApiError::invalid(message),
-        _ => ApiError::bad_json(message),
+    let classify = |e: serde_json::Error, message: String| {
+        if e.classify() != serde_json::error::Category::Data {
+            return ApiError::bad_json(message);
+        }
+        // A field refused as soon as its key is read (an unknown one) comes before the rest
+        // of the body is parsed: a body that is not JSON at all is still `bad_json`, at the
+        // place its syntax breaks.
+        match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(_) => ApiError::invalid(message),
+            Err(syntax) => ApiError::bad_json(format!("{what}: {syntax}")),
+        }
     };
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -370,6 +378,13 @@ impl<R: BackendReader> AppState<R> {
     }
 }
 
+/// The id in the path. One axum cannot decode (not UTF-8 once percent-decoded) is refused
+/// in the API's error form: axum's own answer is plain text. Found by fuzzing.
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|Path(id)| id)
+        .map_err(|e| ApiError::invalid(format!("the id: {}", e.body_text())))
+}
+
 fn check_id(id: &str) -> Result<(), ApiError> {
     if id.is_empty() {
         return Err(ApiError::invalid("the id is empty"));
@@ -394,9 +409,10 @@ fn check_id(id: &str) -> Result<(), ApiError> {
 )]
 async fn put_document<R: BackendReader>(
     State(state): State<AppState<R>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<PutResponse>, ApiError> {
+    let id = path_id(id)?;
     check_id(&id)?;
     let req: PutBody = parse(&body(raw, state.limit())?, "the body")?;
     let doc = state.prepare(req.text, req.fingerprint, false, "").await?;
@@ -420,13 +436,15 @@ async fn put_document<R: BackendReader>(
         (status = 200, description = "The document", body = DocumentResponse),
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 404, description = "No such document (or it expired)", body = ErrorBody),
+        (status = 422, description = "An id that is not UTF-8", body = ErrorBody),
     ),
     security((), ("bearer" = []))
 )]
 async fn get_document<R: BackendReader>(
     State(state): State<AppState<R>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DocumentResponse>, ApiError> {
+    let id = path_id(id)?;
     match state.0.reader.get(&id)? {
         Some(doc) => Ok(Json(doc.into())),
         None => Err(ApiError::not_found(format!("no document {id:?}"))),
@@ -442,13 +460,15 @@ async fn get_document<R: BackendReader>(
         (status = 200, description = "Removed; durable", body = DeleteResponse),
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 404, description = "No such document", body = ErrorBody),
+        (status = 422, description = "An id that is not UTF-8", body = ErrorBody),
     ),
     security((), ("bearer" = []))
 )]
 async fn delete_document<R: BackendReader>(
     State(state): State<AppState<R>>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<DeleteResponse>, ApiError> {
+    let id = path_id(id)?;
     let outcome = state.write(vec![Write::Delete { id: id.clone() }]).await?;
     match outcome.first() {
         Some(Outcome::Delete { removed: true }) => Ok(Json(DeleteResponse { removed: true })),

@@ -304,6 +304,24 @@ async fn every_error_is_a_4xx_with_a_code() {
             "bad_json",
             "EOF",
         ),
+        // Not JSON, though its first key is one no body has (found by fuzzing: the
+        // unknown field was refused, 422, before the syntax was read).
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(r#"{"txt" "x"}"#.into()),
+            400,
+            "bad_json",
+            "expected `:`",
+        ),
+        (
+            "POST",
+            "/v1/bulk/check",
+            Some("{\"text\": \"a\"}\n{\"txt\" 1}\n".into()),
+            400,
+            "bad_json",
+            "line 2: expected `:`",
+        ),
         (
             "PUT",
             "/v1/documents/a",
@@ -409,6 +427,32 @@ async fn every_error_is_a_4xx_with_a_code() {
             "line 2",
         ),
         ("GET", "/v1/documents/nope", None, 404, "not_found", "nope"),
+        // An id that is not UTF-8, in the API's error form (found by fuzzing: axum's plain
+        // text answer).
+        (
+            "GET",
+            "/v1/documents/%FF%FE",
+            None,
+            422,
+            "invalid_request",
+            "UTF-8",
+        ),
+        (
+            "DELETE",
+            "/v1/documents/a%FF",
+            None,
+            422,
+            "invalid_request",
+            "UTF-8",
+        ),
+        (
+            "PUT",
+            "/v1/documents/%C3",
+            Some(r#"{"text": "x"}"#.into()),
+            422,
+            "invalid_request",
+            "UTF-8",
+        ),
         ("GET", "/v1/nothing", None, 404, "not_found", "no route"),
         (
             "PATCH",

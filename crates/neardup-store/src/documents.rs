@@ -244,7 +244,9 @@ fn signature_of(path: &Path, bytes: &[u8]) -> Result<Signature> {
 
 /// The paragraphs of a [`PARAS`] row.
 fn paragraphs_of(path: &Path, bytes: &[u8]) -> Result<Vec<(Range<u32>, Signature)>> {
-    if bytes.len() % PARA_BYTES != 0 {
+    // More than MAX_PARAGRAPHS would give paragraphs the index ids of the next document's.
+    if !bytes.len().is_multiple_of(PARA_BYTES) || bytes.len() / PARA_BYTES > MAX_PARAGRAPHS as usize
+    {
         return Err(StoreError::Damaged {
             path: path.to_path_buf(),
             detail: format!("a paragraph list of {} bytes", bytes.len()),
@@ -761,6 +763,15 @@ impl DocStore {
             for row in db!(&path, table.iter())? {
                 let (internal, v) = db!(&path, row)?;
                 let internal = internal.value();
+                // A number past next_id is damage, and would overflow the paragraph ids.
+                if internal >= next_id {
+                    return Err(StoreError::Damaged {
+                        path: path.clone(),
+                        detail: format!(
+                            "paragraphs of document {internal}, numbered past next_id {next_id}"
+                        ),
+                    });
+                }
                 for (i, (_, sig)) in paragraphs_of(&path, v.value())?.iter().enumerate() {
                     paras.push((internal * MAX_PARAGRAPHS + i as u64, sig.index_keys()));
                 }
@@ -1086,4 +1097,234 @@ fn describe(c: &DocConfig) -> String {
         c.threshold,
         if c.paragraphs { "on" } else { "off" }
     )
+}
+
+/// A stored document as [`crate::check`] and [`crate::repair`] read it: its rows, kept
+/// as bytes (a repair writes them back as they were).
+pub(crate) struct DocRow {
+    id: String,
+    expires: u64,
+    signature: Vec<u8>,
+    paragraphs: Option<Vec<u8>>,
+}
+
+/// What can be read of a document store's file (a copy of it, after redb's own check):
+/// its settings and every document whose row reads whole.
+#[derive(Default)]
+pub(crate) struct DocRows {
+    /// Every setting of the "meta" table, as stored.
+    meta: Vec<(String, u64)>,
+    /// Documents by internal id.
+    docs: std::collections::BTreeMap<u64, DocRow>,
+    /// Whether every row of the documents table was read.
+    pub(crate) complete: bool,
+}
+
+impl DocRows {
+    /// Documents read.
+    pub(crate) fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    fn setting(&self, key: &str) -> Option<u64> {
+        self.meta.iter().find(|(k, _)| k == key).map(|&(_, v)| v)
+    }
+
+    /// The settings a repaired store is made with, when they are all there and make a
+    /// document store of this version; else what is wrong.
+    pub(crate) fn settings(&self) -> std::result::Result<DocConfig, String> {
+        for key in [
+            "format",
+            "threshold",
+            "paragraphs",
+            "fingerprint_version",
+            "sketch_version",
+            "next_id",
+        ] {
+            if self.setting(key).is_none() {
+                return Err(format!("setting \"{key}\" is missing"));
+            }
+        }
+        let versions = [
+            (
+                "fingerprint_version",
+                u64::from(neardup::fingerprint::VERSION),
+            ),
+            ("sketch_version", u64::from(SKETCH_VERSION)),
+        ];
+        for (key, want) in versions {
+            let have = self.setting(key).unwrap_or(0);
+            if have != want {
+                return Err(format!("{key} {have}; this neardup makes {want}"));
+            }
+        }
+        let bits = self.setting("threshold").unwrap_or(0);
+        let threshold =
+            Threshold::new(f64::from_bits(bits)).map_err(|e| format!("its threshold: {e}"))?;
+        Ok(DocConfig {
+            threshold,
+            paragraphs: self.setting("paragraphs") != Some(0),
+        })
+    }
+}
+
+/// Reads a document store's tables in `txn` (of the copy at `copy`) into `rows`: the
+/// documents first, as they are what a repair keeps (a row whose signature has the wrong
+/// length is not kept); then the id, paragraph and expiry tables, checked against them.
+/// Every inconsistency goes to `note`.
+pub(crate) fn read_rows(
+    copy: &Path,
+    txn: &redb::ReadTransaction,
+    rows: &mut DocRows,
+    note: &mut dyn FnMut(String),
+) -> Result<()> {
+    let meta = db!(copy, txn.open_table(META))?;
+    for row in db!(copy, meta.iter())? {
+        let (key, value) = db!(copy, row)?;
+        rows.meta.push((key.value().to_string(), value.value()));
+    }
+    if let Err(why) = rows.settings() {
+        note(format!("its settings (table \"meta\"): {why}"));
+    }
+    let next_id = rows.setting("next_id");
+    let docs = db!(copy, txn.open_table(DOCS))?;
+    let mut by_id: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for row in db!(copy, docs.iter())? {
+        let (internal, v) = db!(copy, row)?;
+        let internal = internal.value();
+        let (id, expires, signature) = v.value();
+        if signature.len() != Signature::BYTES {
+            note(format!(
+                "document \"{id}\" ({internal}) has a signature of {} bytes, not {}: not kept",
+                signature.len(),
+                Signature::BYTES
+            ));
+            continue;
+        }
+        if let Some(n) = next_id.filter(|&n| internal >= n) {
+            note(format!(
+                "document \"{id}\" is numbered {internal}, past next_id {n}"
+            ));
+        }
+        if let Some(other) = by_id.insert(id.to_string(), internal) {
+            note(format!(
+                "documents {other} and {internal} are both \"{id}\" (the later is kept)"
+            ));
+            rows.docs.remove(&other);
+        }
+        rows.docs.insert(
+            internal,
+            DocRow {
+                id: id.to_string(),
+                expires,
+                signature: signature.to_vec(),
+                paragraphs: None,
+            },
+        );
+    }
+    rows.complete = true;
+
+    let ids = db!(copy, txn.open_table(IDS))?;
+    let mut named = std::collections::HashSet::new();
+    for row in db!(copy, ids.iter())? {
+        let (id, internal) = db!(copy, row)?;
+        let (id, internal) = (id.value(), internal.value());
+        match rows.docs.get(&internal) {
+            Some(doc) if doc.id == id => {
+                named.insert(internal);
+            }
+            Some(doc) => note(format!(
+                "id \"{id}\" names document {internal}, which is \"{}\"",
+                doc.id
+            )),
+            None => note(format!(
+                "id \"{id}\" names document {internal}, which is missing"
+            )),
+        }
+    }
+    for (internal, doc) in &rows.docs {
+        if !named.contains(internal) {
+            note(format!(
+                "document \"{}\" ({internal}) is missing from the id table",
+                doc.id
+            ));
+        }
+    }
+    let paras = db!(copy, txn.open_table(PARAS))?;
+    for row in db!(copy, paras.iter())? {
+        let (internal, bytes) = db!(copy, row)?;
+        let (internal, bytes) = (internal.value(), bytes.value());
+        if !bytes.len().is_multiple_of(PARA_BYTES)
+            || bytes.len() / PARA_BYTES > MAX_PARAGRAPHS as usize
+        {
+            note(format!(
+                "document {internal}'s paragraph list has {} bytes, not a multiple of \
+                 {PARA_BYTES} up to {MAX_PARAGRAPHS} paragraphs: not kept",
+                bytes.len()
+            ));
+            continue;
+        }
+        match rows.docs.get_mut(&internal) {
+            Some(doc) => doc.paragraphs = Some(bytes.to_vec()),
+            None => note(format!(
+                "paragraphs of document {internal}, which is missing"
+            )),
+        }
+    }
+    let expiry = db!(copy, txn.open_table(EXPIRY))?;
+    let mut timed = std::collections::HashSet::new();
+    for row in db!(copy, expiry.iter())? {
+        let (key, _) = db!(copy, row)?;
+        let (at, internal) = key.value();
+        match rows.docs.get(&internal) {
+            Some(doc) if doc.expires == at => {
+                timed.insert(internal);
+            }
+            other => note(format!(
+                "an expiry ({at}) for document {internal}, which has {}",
+                other.map_or("none".to_string(), |d| d.expires.to_string())
+            )),
+        }
+    }
+    for (internal, doc) in &rows.docs {
+        if doc.expires != 0 && !timed.contains(internal) {
+            note(format!("document {internal}'s expiry is not indexed"));
+        }
+    }
+    Ok(())
+}
+
+/// A new document store file at `path` holding `rows` with their settings, the documents
+/// numbered afresh in their order (a damaged number could be past next_id, or overflow
+/// the paragraphs' index ids).
+pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
+    let db = db!(path, Database::create(path))?;
+    let txn = db!(path, db.begin_write())?;
+    {
+        let mut meta = db!(path, txn.open_table(META))?;
+        for (key, value) in &rows.meta {
+            if key != "next_id" {
+                db!(path, meta.insert(key.as_str(), *value))?;
+            }
+        }
+        db!(path, meta.insert("next_id", rows.docs.len() as u64))?;
+        let mut ids = db!(path, txn.open_table(IDS))?;
+        let mut docs = db!(path, txn.open_table(DOCS))?;
+        let mut paras = db!(path, txn.open_table(PARAS))?;
+        let mut expiry = db!(path, txn.open_table(EXPIRY))?;
+        for (internal, doc) in (0u64..).zip(rows.docs.values()) {
+            db!(path, ids.insert(doc.id.as_str(), internal))?;
+            db!(
+                path,
+                docs.insert(internal, (doc.id.as_str(), doc.expires, &doc.signature[..]))
+            )?;
+            if let Some(p) = &doc.paragraphs {
+                db!(path, paras.insert(internal, &p[..]))?;
+            }
+            if doc.expires != 0 {
+                db!(path, expiry.insert((doc.expires, internal), ()))?;
+            }
+        }
+    }
+    db!(path, txn.commit())
 }

@@ -8,11 +8,13 @@
 //! reads the header first and refuses such a file with a message; [`guard`] is the last
 //! line, for damage inside the file that only redb's own walk can meet.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
 
 use crate::{Result, StoreError, FILE};
 
@@ -109,6 +111,9 @@ pub(crate) fn inspect(path: &Path) -> Result<Kind> {
     if region_header_pages == 0 || region_pages == 0 || (full_regions == 0 && trailing_pages == 0) {
         return Err(damaged(path, "its header's region layout is empty".into()));
     }
+    if let Some(why) = implausible(region_header_pages, region_pages).or_else(|| tracker(&head)) {
+        return Err(damaged(path, why));
+    }
     // The length redb expects: a page of header, the full regions, the trailing one.
     let expected = u128::from(page)
         + u128::from(full_regions)
@@ -128,6 +133,38 @@ pub(crate) fn inspect(path: &Path) -> Result<Kind> {
     Ok(Kind::Redb)
 }
 
+/// Regions larger than redb makes them (a million pages of 4 KiB), or a region header
+/// larger than its region's allocator state can take (130 pages for a million), are
+/// damage: redb would read that header whole, gigabytes for a damaged field (found by
+/// fuzzing, in `check` of a file lengthened to what its header says).
+fn implausible(region_header_pages: u64, region_pages: u64) -> Option<String> {
+    const MAX_REGION_PAGES: u64 = 1 << 24;
+    if region_pages > MAX_REGION_PAGES {
+        return Some(format!(
+            "its header says regions of {region_pages} pages, more than redb makes"
+        ));
+    }
+    if region_header_pages > region_pages / 64 + 16 {
+        return Some(format!(
+            "its header says region headers of {region_header_pages} pages, for regions of \
+             {region_pages} pages"
+        ));
+    }
+    None
+}
+
+/// The page of the region tracker, in a file of redb's format 2 (whose open reads it,
+/// `4096 << order` bytes): an order above 12 (16 MiB, the tracker of millions of regions)
+/// is damage (found by fuzzing: a damaged order made redb read 64 GiB).
+fn tracker(head: &[u8]) -> Option<String> {
+    const FORMAT_2: u8 = 2;
+    let format_2 = head[64] == FORMAT_2 || head[64 + 128] == FORMAT_2;
+    let page = u64::from_le_bytes(head[32..40].try_into().unwrap_or([0; 8]));
+    let order = page >> 59;
+    (format_2 && order > 12)
+        .then(|| format!("its header says the region tracker is a page of order {order}, over 12"))
+}
+
 /// The header's length for the database at `path` (see [`inspect`]), or `None` when the
 /// header itself is unreadable.
 pub(crate) fn expected_len(path: &Path) -> Option<u64> {
@@ -144,6 +181,9 @@ pub(crate) fn expected_len(path: &Path) -> Option<u64> {
     let rp = u64::from(u32_at(&head, 20));
     let full = u64::from(u32_at(&head, 24));
     let trailing = u64::from(u32_at(&head, 28));
+    if implausible(rh, rp).or_else(|| tracker(&head)).is_some() {
+        return None;
+    }
     let regions = full.checked_mul(rh.checked_add(rp)?)?.checked_mul(PAGE)?;
     let tail = if trailing > 0 {
         (rh + trailing).checked_mul(PAGE)?
@@ -153,10 +193,34 @@ pub(crate) fn expected_len(path: &Path) -> Option<u64> {
     PAGE.checked_add(regions)?.checked_add(tail)
 }
 
+thread_local! {
+    /// Inside [`quietly`] on this thread: a panic is caught there, and not reported.
+    static GUARDED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic inside it without reporting it on standard error (the panic
+/// hook skips it): the caller turns it into an error.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    static QUIET: Once = Once::new();
+    QUIET.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(Cell::get) {
+                report(info);
+            }
+        }));
+    });
+    let outer = GUARDED.with(|g| g.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(outer));
+    result
+}
+
 /// Runs `f`, turning a panic inside it (redb meeting damage that its header did not show)
-/// into [`StoreError::Damaged`].
+/// into [`StoreError::Damaged`], which carries the panic's message.
 pub(crate) fn guard<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+    let result = quietly(f);
+    result.unwrap_or_else(|payload| {
         let why = payload
             .downcast_ref::<&str>()
             .map(|s| (*s).to_string())

@@ -180,7 +180,7 @@ impl std::ops::Deref for Db {
 impl Drop for Db {
     fn drop(&mut self) {
         let db = self.0.take();
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db)));
+        let _ = file::quietly(move || drop(db));
     }
 }
 

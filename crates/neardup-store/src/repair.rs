@@ -9,6 +9,11 @@
 //! check ([`redb::Database::check_integrity`], which verifies every page's checksum and
 //! repairs what a crash can leave) runs first; then the store's tables are read and checked
 //! against each other: every document has its name and its expiry, nothing else does.
+//!
+//! A document store ([`crate::DocStore`], `neardup serve`'s) is checked and repaired the
+//! same way, with its own tables (documents, ids, paragraphs, expiries); [`export`] is for
+//! fingerprint stores only, as a document store's documents are signatures that no command
+//! reads back in.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
@@ -18,9 +23,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use neardup::tables::Blocks;
 use redb::{Database, ReadableTable};
 
+use crate::documents::{self, DocRows};
 use crate::file::{self, guard, Kind};
 use crate::{
-    describe, Record, Result, StoreConfig, StoreError, DOCS, EXPIRES, FILE, FORMAT, META, NAMES,
+    describe, Record, Result, StoreConfig, StoreError, DOCS, DOC_FORMAT, EXPIRES, FILE, FORMAT,
+    META, NAMES,
 };
 
 /// What [`check`] found.
@@ -69,6 +76,8 @@ struct Examined {
     _lock: redb::backends::FileBackend,
     settings: Option<(StoreConfig, u64)>,
     records: Vec<Record>,
+    /// What a document store (`neardup serve`'s) holds, when the file is one.
+    docs: Option<DocRows>,
     complete: bool,
     problems: Vec<String>,
 }
@@ -83,6 +92,14 @@ impl Drop for Copy {
 }
 
 impl Examined {
+    /// Documents read.
+    fn documents(&self) -> u64 {
+        match &self.docs {
+            Some(rows) => rows.len() as u64,
+            None => self.records.len() as u64,
+        }
+    }
+
     fn note(&mut self, problem: String) {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(problem);
@@ -136,7 +153,8 @@ fn examine(dir: &Path) -> Result<Examined> {
         source,
     };
     std::fs::copy(&path, &copy.0).map_err(io)?;
-    if let Some(want) = file::expected_len(&copy.0) {
+    let want = file::expected_len(&copy.0);
+    if let Some(want) = want {
         let f = OpenOptions::new().write(true).open(&copy.0).map_err(io)?;
         if f.metadata().map_err(io)?.len() < want {
             f.set_len(want).map_err(io)?;
@@ -147,9 +165,15 @@ fn examine(dir: &Path) -> Result<Examined> {
         _lock: lock,
         settings: None,
         records: Vec::new(),
+        docs: None,
         complete: false,
         problems,
     };
+    if want.is_none() {
+        // Without a layout redb cannot read it, and may read damaged sizes whole.
+        found.note("its header's layout is unreadable: nothing in it can be read".into());
+        return Ok(found);
+    }
     let copy = found.copy.0.clone();
     // redb's check, on a database of its own: its repair may leave it unusable.
     let integrity = guard(&copy, || {
@@ -178,10 +202,8 @@ fn examine(dir: &Path) -> Result<Examined> {
             StoreError::Damaged { detail, .. } => detail,
             e => e.to_string(),
         };
-        found.note(format!(
-            "reading stopped after {} documents: {detail}",
-            found.records.len()
-        ));
+        let read = found.documents();
+        found.note(format!("reading stopped after {read} documents: {detail}"));
     }
     Ok(found)
 }
@@ -191,6 +213,21 @@ fn examine(dir: &Path) -> Result<Examined> {
 fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
     let db = db!(copy, Database::open(copy))?;
     let txn = db!(copy, db.begin_read())?;
+    // A document store has tables of its own.
+    let format = match txn.open_table(META) {
+        Ok(meta) => db!(copy, meta.get("format"))?.map(|v| v.value()),
+        Err(_) => None,
+    };
+    if format == Some(DOC_FORMAT) {
+        let mut problems = Vec::new();
+        let rows = found.docs.insert(DocRows::default());
+        let read = documents::read_rows(copy, &txn, rows, &mut |p| problems.push(p));
+        found.complete = rows.complete;
+        for p in problems {
+            found.note(p);
+        }
+        return read;
+    }
     let settings = (|| -> Result<Option<(StoreConfig, u64)>> {
         let Ok(meta) = txn.open_table(META) else {
             return Ok(None);
@@ -313,7 +350,7 @@ fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
 pub fn check(dir: impl AsRef<Path>) -> Result<Check> {
     let found = examine(dir.as_ref())?;
     Ok(Check {
-        documents: found.records.len() as u64,
+        documents: found.documents(),
         complete: found.complete,
         problems: found.problems,
     })
@@ -326,7 +363,17 @@ pub fn export<E>(
     dir: impl AsRef<Path>,
     mut each: impl FnMut(Record) -> std::result::Result<(), E>,
 ) -> Result<std::result::Result<Export, E>> {
-    let found = examine(dir.as_ref())?;
+    let dir = dir.as_ref();
+    let found = examine(dir)?;
+    if found.docs.is_some() {
+        // Its documents are signatures, which no command reads back in.
+        return Err(StoreError::Setting(format!(
+            "{}: a document store (neardup serve), whose documents are signatures, not \
+             fingerprints: export reads fingerprint stores; `neardup index repair` keeps what \
+             can be read of a document store",
+            dir.join(FILE).display()
+        )));
+    }
     let documents = found.records.len() as u64;
     for r in found.records {
         if let Err(e) = each(r) {
@@ -350,21 +397,34 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     let found = examine(dir)?;
     if found.problems.is_empty() {
         return Ok(Repair {
-            documents: found.records.len() as u64,
+            documents: found.documents(),
             complete: true,
             ..Repair::default()
         });
     }
     let path = dir.join(FILE);
-    let Some((config, _)) = found.settings else {
-        return Err(StoreError::Setting(format!(
-            "{}: its settings are unreadable, so it cannot be repaired in place: make a new \
-             store (`neardup index create`) and insert what `neardup index export` saves",
-            path.display()
-        )));
-    };
     let partial = file::aside(dir, "partial");
-    let built = rebuild(&partial, config, &found.records);
+    let built = match (&found.docs, found.settings) {
+        (Some(rows), _) => match rows.settings() {
+            Ok(_) => documents::rebuild(&partial, rows),
+            Err(why) => {
+                return Err(StoreError::Setting(format!(
+                    "{}: a document store whose settings are unreadable ({why}), so it cannot \
+                     be repaired in place: make a new one (`neardup serve --create`) and put the \
+                     documents again",
+                    path.display()
+                )))
+            }
+        },
+        (None, Some((config, _))) => rebuild(&partial, config, &found.records),
+        (None, None) => {
+            return Err(StoreError::Setting(format!(
+                "{}: its settings are unreadable, so it cannot be repaired in place: make a new \
+                 store (`neardup index create`) and insert what `neardup index export` saves",
+                path.display()
+            )))
+        }
+    };
     if let Err(e) = built {
         let _ = std::fs::remove_file(&partial);
         return Err(e);
@@ -390,7 +450,7 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     std::fs::rename(&partial, &path).map_err(io)?;
     file::sync_dir(dir).map_err(io)?;
     Ok(Repair {
-        documents: found.records.len() as u64,
+        documents: found.documents(),
         complete: found.complete,
         problems: found.problems,
         kept: Some(kept),

@@ -63,7 +63,7 @@ proptest! {
     ) {
         // Some runs start from documents built in one pass, as a store's open does.
         let mut model: BTreeMap<u64, BandKeys> = first;
-        let mut ix = if model.len() % 2 == 0 {
+        let mut ix = if model.len().is_multiple_of(2) {
             BandIndex::from_docs(model.iter().map(|(&id, &k)| (id, k)).collect()).unwrap()
         } else {
             model.clear();

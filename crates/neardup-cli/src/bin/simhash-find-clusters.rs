@@ -3,13 +3,12 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use neardup_cli::failure;
 use neardup_cli::find::{self, Job, Voice};
 
 /// Read simhashes from input, find all clusters using the provided distance threshold,
 /// writing them to output.
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "simhash-find-clusters", version)]
 struct Args {
     #[command(flatten)]
@@ -17,7 +16,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args: Args = match failure::parse("simhash-find-clusters") {
+        Ok(args) => args,
+        Err(status) => return status,
+    };
     failure::exit("simhash-find-clusters", || {
         find::run(Job::Clusters, &args.find.options(), Voice::SimhashCpp)
     })

@@ -4,6 +4,8 @@ from typing import Iterable, List, Optional, Tuple, Union
 
 from typing_extensions import Buffer
 
+from neardup import Table
+
 # Any iterable of ints in 0..2**64-1, or a one-dimensional buffer of 8-byte integers
 # (a numpy uint64 array).
 Fingerprints = Union[Iterable[int], Buffer]
@@ -29,6 +31,10 @@ def legacy_cpp_fingerprint(data: Union[bytes, bytearray, memoryview]) -> int: ..
 
 class Corpus:
     def __init__(self, num_blocks: int, diff_bits: int) -> None: ...
+    @property
+    def tables(self) -> List[Table]: ...
+    @property
+    def differing_bits(self) -> int: ...
     def insert(self, hash: int) -> None: ...
     def insert_bulk(self, hashes: Fingerprints) -> None: ...
     def remove(self, hash: int) -> None: ...

@@ -1,0 +1,218 @@
+//! Damaged, cut and busy document stores (`DocStore`, the service's), held to the promises
+//! the fingerprint store's tests (faults.rs) hold it to: every case is an error naming the
+//! file, never a panic; `check` finds the damage and `repair` keeps every document that
+//! can be read.
+
+use std::path::Path;
+use std::time::Duration;
+
+use neardup::jaccard::Threshold;
+use neardup_store::{DocConfig, DocStore, StoreError, StoredDoc, Write, FILE};
+
+fn config() -> DocConfig {
+    DocConfig {
+        threshold: Threshold::default(),
+        paragraphs: true,
+    }
+}
+
+/// Two paragraphs of 40 words each, shared by no other `i`.
+fn text(i: usize) -> String {
+    let word = |j: usize| format!("w{}", (i * 7919 + j * 104_729) % 1_000_003);
+    let first: Vec<String> = (0..40).map(word).collect();
+    let second: Vec<String> = (40..80).map(word).collect();
+    format!("{}\n\n{}", first.join(" "), second.join(" "))
+}
+
+/// A store of `n` documents (every third expiring, far ahead), closed; each id with what
+/// `get` gave for it.
+fn filled(dir: &Path, n: usize) -> Vec<(String, StoredDoc)> {
+    let mut store = DocStore::create(dir, config()).unwrap();
+    let prep = store.preparer();
+    let ids: Vec<String> = (0..n).map(|i| format!("doc-{i}")).collect();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let writes = chunk
+            .iter()
+            .map(|&i| Write::Put {
+                id: ids[i].clone(),
+                doc: Box::new(prep.prepare(&text(i), false)),
+                ttl: (i % 3 == 0).then(|| Duration::from_secs(1_000_000)),
+                only_if_unique: false,
+            })
+            .collect();
+        store.apply(writes).unwrap();
+    }
+    ids.into_iter()
+        .map(|id| {
+            let doc = store.get(&id).unwrap().unwrap();
+            (id, doc)
+        })
+        .collect()
+}
+
+/// Every call of a store on a damaged file: a value, or an error naming the file.
+fn use_store(dir: &Path) {
+    let named = |e: StoreError| {
+        let msg = e.to_string();
+        assert!(msg.contains(FILE), "{msg}");
+    };
+    let mut store = match DocStore::open(dir, None) {
+        Ok(store) => store,
+        Err(e) => return named(e),
+    };
+    let prep = store.preparer();
+    for i in [0, 1, 7, 299] {
+        let doc = prep.prepare(&text(i), true);
+        let _ = store.get(&format!("doc-{i}")).map_err(named);
+        let _ = store.check(&doc).map_err(named);
+        let _ = store.check_paragraphs(&doc).map_err(named);
+    }
+    let writes = vec![
+        Write::Put {
+            id: "new".into(),
+            doc: Box::new(prep.prepare(&text(5000), false)),
+            ttl: Some(Duration::from_secs(60)),
+            only_if_unique: true,
+        },
+        Write::Delete { id: "doc-2".into() },
+    ];
+    let _ = store.apply(writes).map_err(named);
+    let _ = store.sweep().map_err(named);
+}
+
+#[test]
+fn a_document_store_cut_short_is_a_damaged_error_at_every_length() {
+    let dir = tempfile::tempdir().unwrap();
+    filled(dir.path(), 300);
+    let path = dir.path().join(FILE);
+    let whole = std::fs::read(&path).unwrap();
+    let mut lengths: Vec<usize> = (4096..whole.len()).step_by(4096 * 5).collect();
+    lengths.extend([0, 1, 9, 100, 320, 4095, whole.len() - 4096, whole.len() - 1]);
+    for len in lengths {
+        std::fs::write(&path, &whole[..len]).unwrap();
+        let err = DocStore::open(dir.path(), None).unwrap_err();
+        let msg = err.to_string();
+        match len {
+            0 => assert!(matches!(err, StoreError::Unfinished(_)), "{len}: {msg}"),
+            _ => {
+                assert!(matches!(err, StoreError::Damaged { .. }), "{len}: {msg}");
+                assert!(msg.contains(FILE) && msg.contains("cut short"), "{msg}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = filled(dir.path(), 300);
+    let path = dir.path().join(FILE);
+    let whole = std::fs::read(&path).unwrap();
+    // redb's file ends in free space: the last page holds nothing of the store.
+    let cut = &whole[..whole.len() - 4096];
+    std::fs::write(&path, cut).unwrap();
+
+    let check = neardup_store::check(dir.path()).unwrap();
+    assert!(check.problems[0].contains("cut short"), "{check:?}");
+    assert!(check.complete, "{check:?}");
+    assert_eq!(check.documents, 300);
+    assert_eq!(std::fs::read(&path).unwrap(), cut, "check wrote the store");
+    // Its documents are signatures: export says so, and writes nothing.
+    let err = neardup_store::export(dir.path(), |_| Ok::<(), ()>(())).unwrap_err();
+    assert!(err.to_string().contains("a document store"), "{err}");
+
+    let repair = neardup_store::repair(dir.path()).unwrap();
+    assert!(repair.complete && repair.documents == 300, "{repair:?}");
+    assert_eq!(std::fs::read(repair.kept.unwrap()).unwrap(), cut);
+    let store = DocStore::open(dir.path(), Some(config())).unwrap();
+    assert_eq!(store.len(), 300);
+    for (id, doc) in &docs {
+        assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
+    }
+    // The indexes are whole again: a document finds itself, and its paragraphs.
+    let query = store.preparer().prepare(&text(7), true);
+    let hits = store.check(&query).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].id, "doc-7");
+    let paras = store.check_paragraphs(&query).unwrap();
+    assert_eq!(paras.len(), 1);
+    assert_eq!(paras[0].id, "doc-7");
+    drop(store);
+    assert!(neardup_store::check(dir.path())
+        .unwrap()
+        .problems
+        .is_empty());
+}
+
+#[test]
+fn damage_inside_a_document_store_is_an_error_or_found_by_check() {
+    let dir = tempfile::tempdir().unwrap();
+    filled(dir.path(), 300);
+    let path = dir.path().join(FILE);
+    let whole = std::fs::read(&path).unwrap();
+    // 64 bytes flipped in used pages past the header, a page at a time: each open and call
+    // is a value or an error naming the file; check notices some of them; a repair, where
+    // one is made, opens.
+    let mut found = 0;
+    let pages = whole.len() / 4096;
+    for page in (1..pages).step_by(pages / 30 + 1) {
+        let mut bytes = whole.clone();
+        let at = page * 4096 + 100;
+        if bytes[at..at + 64].iter().all(|&b| b == 0) {
+            continue;
+        }
+        for b in &mut bytes[at..at + 64] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        use_store(dir.path());
+        std::fs::write(&path, &bytes).unwrap();
+        let check = neardup_store::check(dir.path()).unwrap();
+        if !check.problems.is_empty() {
+            found += 1;
+            if neardup_store::repair(dir.path()).is_ok() {
+                DocStore::open(dir.path(), None).unwrap();
+            }
+        }
+    }
+    assert!(found > 0, "no damaged page was noticed");
+}
+
+#[test]
+fn inconsistent_document_tables_are_found_and_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = filled(dir.path(), 20);
+    let path = dir.path().join(FILE);
+    {
+        // An id lost, as a bug or a hand edit could lose it.
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let ids: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("ids");
+        txn.open_table(ids).unwrap().remove("doc-3").unwrap();
+        txn.commit().unwrap();
+    }
+    let check = neardup_store::check(dir.path()).unwrap();
+    assert_eq!(
+        check.problems,
+        vec!["document \"doc-3\" (3) is missing from the id table".to_string()]
+    );
+    let repair = neardup_store::repair(dir.path()).unwrap();
+    assert!(repair.complete && repair.documents == 20, "{repair:?}");
+    let store = DocStore::open(dir.path(), Some(config())).unwrap();
+    for (id, doc) in &docs {
+        assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
+    }
+}
+
+#[test]
+fn a_document_store_in_use_says_by_whom() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DocStore::create(dir.path(), config()).unwrap();
+    let err = DocStore::open(dir.path(), None).unwrap_err();
+    assert!(matches!(err, StoreError::InUse { .. }), "{err}");
+    assert!(err.to_string().contains("in use by this process"), "{err}");
+    let err = neardup_store::check(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::InUse { .. }), "{err}");
+    drop(store);
+    assert!(DocStore::open(dir.path(), None).is_ok());
+}

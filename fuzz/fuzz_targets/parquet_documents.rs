@@ -1,0 +1,32 @@
+//! Parquet input: any bytes named `.parquet` are read as documents or refused with an
+//! error naming the file; skipping invalid rows never loses a valid one.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use neardup_cli::docs::{self, Doc, DocArgs};
+use neardup_cli::progress::Progress;
+use neardup_fuzz::file;
+
+fn read(path: &str, skip_invalid: bool) -> Result<Vec<Doc>, String> {
+    let mut args = DocArgs::paths(vec![path.to_string()]);
+    args.skip_invalid = skip_invalid;
+    let mut got = Vec::new();
+    docs::read(&args, &Progress::hidden(), |batch| {
+        got.extend(batch);
+        Ok(())
+    })
+    .map(|_| got)
+    .map_err(|e| e.to_string())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let path = file("in.parquet", data);
+    let strict = read(&path, false);
+    if let Err(message) = &strict {
+        assert!(message.starts_with(&path), "{message} should name the file");
+    }
+    let lenient = read(&path, true);
+    if let Ok(docs) = strict {
+        assert_eq!(lenient, Ok(docs));
+    }
+});

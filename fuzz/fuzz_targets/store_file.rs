@@ -1,0 +1,147 @@
+//! Opening a damaged store file: a whole store (made once per process: documents with
+//! and without expiries, some replaced, some removed) is cut short or overwritten as the
+//! input says, then opened and used, or checked and exported. Every outcome is a value or
+//! a `StoreError`; none panics, hangs or takes unbounded memory.
+//!
+//! The input is a list of edits: a byte `op`, three bytes of offset, and for writes their
+//! bytes. `op & 3`: 0 cuts the file at the offset, 1 writes `op >> 2` bytes, 2 flips
+//! the byte's bits given by the next byte, 3 writes a little-endian u32. The offset is
+//! within the first page (the header) when `op & 4`, else anywhere in the file.
+#![no_main]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use libfuzzer_sys::fuzz_target;
+use neardup::tables::Blocks;
+use neardup_fuzz::scratch;
+use neardup_store::{Store, StoreConfig, FILE};
+
+const CONFIG: StoreConfig = StoreConfig {
+    blocks: Blocks::Fixed(4),
+    distance: 3,
+    fingerprint_version: 1,
+};
+
+fn fp(i: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The whole store's file, made once.
+fn whole() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let dir = scratch().join("whole");
+        let mut store = Store::create(&dir, CONFIG, 1000).expect("creates");
+        let docs: Vec<(String, u64, Option<Duration>)> = (0..300)
+            .map(|i| {
+                let ttl = (i % 3 == 0).then(|| Duration::from_secs(i % 2 * 3600));
+                (format!("doc-{i}"), fp(i), ttl)
+            })
+            .collect();
+        let refs: Vec<(&str, u64, Option<Duration>)> = docs
+            .iter()
+            .map(|(id, f, t)| (id.as_str(), *f, *t))
+            .collect();
+        store.insert_bulk(&refs, |_| {}).expect("inserts");
+        for i in (0..300).step_by(7) {
+            store
+                .insert(&format!("doc-{i}"), fp(i + 1000), None)
+                .expect("replaces");
+        }
+        for i in (0..300).step_by(11) {
+            store.remove(&format!("doc-{i}")).expect("removes");
+        }
+        drop(store);
+        std::fs::read(dir.join(FILE)).expect("reads the store back")
+    })
+}
+
+/// The whole file with the input's edits.
+fn damaged(data: &[u8]) -> Vec<u8> {
+    let mut file = whole().to_vec();
+    let mut rest = data;
+    while let [op, a, b, c, tail @ ..] = rest {
+        rest = tail;
+        let raw = u32::from_le_bytes([*a, *b, *c, 0]) as usize;
+        let len = file.len().max(1);
+        let at = if op & 4 != 0 { raw % 4096 } else { raw } % len;
+        match op & 3 {
+            0 => file.truncate(at),
+            1 => {
+                let n = usize::from(op >> 3).min(rest.len());
+                let (bytes, tail) = rest.split_at(n);
+                rest = tail;
+                for (i, &byte) in bytes.iter().enumerate() {
+                    if let Some(b) = file.get_mut(at + i) {
+                        *b = byte;
+                    }
+                }
+            }
+            2 => {
+                let Some((&mask, tail)) = rest.split_first() else {
+                    break;
+                };
+                rest = tail;
+                if let Some(b) = file.get_mut(at) {
+                    *b ^= mask.max(1);
+                }
+            }
+            _ => {
+                let n = 4.min(rest.len());
+                let (bytes, tail) = rest.split_at(n);
+                rest = tail;
+                for (i, &byte) in bytes.iter().enumerate() {
+                    if let Some(b) = file.get_mut(at + i) {
+                        *b = byte;
+                    }
+                }
+            }
+        }
+    }
+    file
+}
+
+fn place(bytes: &[u8]) -> PathBuf {
+    let dir = scratch().join("store");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("makes the directory");
+    std::fs::write(dir.join(FILE), bytes).expect("writes the file");
+    dir
+}
+
+fn use_store(dir: &Path) {
+    let Ok(mut store) = Store::open(dir, None) else {
+        return;
+    };
+    let _ = store.records();
+    for i in [0, 1, 7, 299] {
+        let _ = store.find_all(fp(i));
+    }
+    let _ = store.insert("new", fp(5000), Some(Duration::from_secs(60)));
+    let _ = store.insert("doc-1", fp(5001), None);
+    let _ = store.remove("doc-2");
+    let _ = store.sweep();
+    drop(store);
+    if let Ok(store) = Store::open(dir, None) {
+        let _ = store.records();
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&what, edits)) = data.split_first() else {
+        return;
+    };
+    let dir = place(&damaged(edits));
+    if what & 1 == 0 {
+        use_store(&dir);
+    } else {
+        let _ = neardup_store::check(&dir);
+        let _ = neardup_store::export(&dir, |_| Ok::<(), ()>(()));
+        if neardup_store::repair(&dir).is_ok() {
+            let store = Store::open(&dir, None).expect("a repaired store opens");
+            store.records().expect("a repaired store reads");
+        }
+    }
+});
