@@ -258,7 +258,7 @@ fn paragraphs_bytes(paras: &[(Range<u32>, Signature)]) -> Vec<u8> {
 }
 
 fn parse_paragraphs(bytes: &[u8]) -> Option<Vec<(Range<u32>, Signature)>> {
-    if bytes.len() % PARA_BYTES != 0 {
+    if !bytes.len().is_multiple_of(PARA_BYTES) {
         return None;
     }
     bytes
