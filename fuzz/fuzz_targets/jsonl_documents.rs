@@ -1,7 +1,15 @@
 //! JSON Lines documents (`--format jsonl`, and `.gz` / `.zst` around them): the reader
-//! against an obvious oracle (serde_json on each line, decoded lossily), under the flags
-//! the first byte picks.
+//! against an obvious oracle (serde_json's `Value` on each line, decoded lossily), under the
+//! flags and field names the first byte picks. The reader's fast path (a visitor that keeps
+//! only the id and text, `docs::fast_record`) is held to the `Value` path it replaces
+//! (`docs::record`) line by line: the same lines accepted, with the same id and text.
+//!
+//! The body is also read gzipped in members of a few bytes each: the decoder hands out at
+//! most a member at a time, so lines arrive cut across many reads, as a large file's lines
+//! are cut across the reader's buffers.
 #![no_main]
+
+use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
 use neardup_cli::docs::{self, Doc, DocArgs};
@@ -9,25 +17,54 @@ use neardup_cli::progress::Progress;
 use neardup_fuzz::{file, lines};
 use serde_json::Value;
 
+/// `bytes` gzipped as members of `size` bytes each.
+fn gzip_members(bytes: &[u8], size: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for piece in bytes.chunks(size) {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(piece).expect("writes to memory");
+        out.extend(gz.finish().expect("writes to memory"));
+    }
+    out
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&flags, body)) = data.split_first() else {
         return;
     };
-    let name = match flags & 3 {
-        1 => "in.jsonl.gz",
-        2 => "in.jsonl.zst",
-        _ => "in.jsonl",
+    // Field names: the defaults, one name for both (the text wins, as in a Value map
+    // from which the text is taken first), short ones, and the empty name.
+    let (text_field, id_field) = match (flags >> 4) & 3 {
+        0 => ("text", "id"),
+        1 => ("id", "id"),
+        2 => ("t", "i"),
+        _ => ("", "text"),
     };
-    let path = file(name, body);
+    if body.is_empty() {
+        return;
+    }
+    let (name, bytes, checked) = match flags & 3 {
+        0 => ("in.jsonl", body.to_vec(), true),
+        1 => ("in.jsonl.gz", body.to_vec(), false),
+        2 => ("in.jsonl.zst", body.to_vec(), false),
+        _ => (
+            "in.jsonl.gz",
+            gzip_members(body, usize::from(flags >> 6) + 1),
+            true,
+        ),
+    };
+    let path = file(name, &bytes);
     let mut args = DocArgs::paths(vec![path.clone()]);
     args.skip_invalid = flags & 4 != 0;
     args.keep_records = flags & 8 != 0;
+    args.text_field = text_field.into();
+    args.id_field = id_field.into();
     let mut got: Vec<Doc> = Vec::new();
     let read = docs::read(&args, &Progress::hidden(), |batch| {
         got.extend(batch);
         Ok(())
     });
-    if name != "in.jsonl" {
+    if !checked {
         return;
     }
 
@@ -36,17 +73,18 @@ fuzz_target!(|data: &[u8]| {
     let mut bad_line = None;
     let all = lines(body);
     for (n, &raw) in all.iter().enumerate() {
-        // A newline ends the line, and a CR before it goes too.
-        let ended = n + 1 < all.len() || body.ends_with(b"\n");
-        let raw = if ended {
-            raw.strip_suffix(b"\r").unwrap_or(raw)
-        } else {
-            raw
-        };
+        // A newline or the end of the input ends the line, and one CR before either goes.
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let text = String::from_utf8_lossy(raw).into_owned();
         if text.trim().is_empty() {
             continue;
         }
+        let fast = docs::fast_record(&text, &args).map(|(id, t)| (id, t.into_owned()));
+        let dom = docs::record(&text, &args).ok();
+        assert_eq!(
+            fast, dom,
+            "the fast path and the Value path differ on {text:?}"
+        );
         let doc = match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(mut fields)) => match fields.remove(&args.text_field) {
                 Some(Value::String(body)) => Some(Doc {

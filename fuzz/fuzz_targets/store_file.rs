@@ -1,7 +1,9 @@
 //! Opening a damaged store file: a whole store (made once per process: documents with
 //! and without expiries, some replaced, some removed) is cut short or overwritten as the
 //! input says, then opened and used, or checked and exported. Every outcome is a value or
-//! a `StoreError`; none panics, hangs or takes unbounded memory.
+//! a `StoreError`; none panics, hangs or takes unbounded memory. The store is a
+//! fingerprint store (`neardup index`) or a document store (`DocStore`, `neardup serve`'s)
+//! as the first byte says.
 //!
 //! The input is a list of edits: a byte `op`, three bytes of offset, and for writes their
 //! bytes. `op & 3`: 0 cuts the file at the offset, 1 writes `op >> 2` bytes, 2 flips
@@ -14,9 +16,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
 use neardup_fuzz::scratch;
-use neardup_store::{Store, StoreConfig, FILE};
+use neardup_store::{DocConfig, DocStore, Store, StoreConfig, Write, FILE};
 
 const CONFIG: StoreConfig = StoreConfig {
     blocks: Blocks::Fixed(4),
@@ -58,9 +61,57 @@ fn whole() -> &'static [u8] {
     })
 }
 
+/// A text of two paragraphs, shared by no other `i`.
+fn text(i: u64) -> String {
+    let word = |j: u64| format!("w{}", (i * 7919 + j * 104_729) % 1_000_003);
+    let first: Vec<String> = (0..30).map(word).collect();
+    let second: Vec<String> = (30..60).map(word).collect();
+    format!("{}\n\n{}", first.join(" "), second.join(" "))
+}
+
+fn doc_config() -> DocConfig {
+    DocConfig {
+        threshold: Threshold::default(),
+        paragraphs: true,
+    }
+}
+
+/// A whole document store's file, made once: as the fingerprint store's, documents with
+/// and without expiries, some replaced, some removed.
+fn whole_documents() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let dir = scratch().join("whole-documents");
+        let mut store = DocStore::create(&dir, doc_config()).expect("creates");
+        let prep = store.preparer();
+        let put = |i: u64, ttl: Option<Duration>| Write::Put {
+            id: format!("doc-{}", i % 1000),
+            doc: Box::new(prep.prepare(&text(i), false)),
+            ttl,
+            only_if_unique: false,
+        };
+        let writes = (0..300)
+            .map(|i| put(i, (i % 3 == 0).then(|| Duration::from_secs(i % 2 * 3600))))
+            .collect();
+        store.apply(writes).expect("puts");
+        store
+            .apply((0..300).step_by(7).map(|i| put(i + 1000, None)).collect())
+            .expect("replaces");
+        let removes = (0..300)
+            .step_by(11)
+            .map(|i| Write::Delete {
+                id: format!("doc-{i}"),
+            })
+            .collect();
+        store.apply(removes).expect("removes");
+        drop(store);
+        std::fs::read(dir.join(FILE)).expect("reads the store back")
+    })
+}
+
 /// The whole file with the input's edits.
-fn damaged(data: &[u8]) -> Vec<u8> {
-    let mut file = whole().to_vec();
+fn damaged(whole: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut file = whole.to_vec();
     let mut rest = data;
     while let [op, a, b, c, tail @ ..] = rest {
         rest = tail;
@@ -129,19 +180,67 @@ fn use_store(dir: &Path) {
     }
 }
 
+fn use_documents(dir: &Path) {
+    let Ok(mut store) = DocStore::open(dir, None) else {
+        return;
+    };
+    let prep = store.preparer();
+    for i in [0, 1, 7, 299, 1007] {
+        let _ = store.get(&format!("doc-{}", i % 1000));
+        let doc = prep.prepare(&text(i), true);
+        let _ = store.check(&doc);
+        let _ = store.check_paragraphs(&doc);
+    }
+    let _ = store.apply(vec![
+        Write::Put {
+            id: "new".into(),
+            doc: Box::new(prep.prepare(&text(5000), false)),
+            ttl: Some(Duration::from_secs(60)),
+            only_if_unique: true,
+        },
+        Write::Put {
+            id: "doc-1".into(),
+            doc: Box::new(prep.prepare(&text(5001), false)),
+            ttl: None,
+            only_if_unique: false,
+        },
+        Write::Delete { id: "doc-2".into() },
+    ]);
+    let _ = store.sweep();
+    drop(store);
+    if let Ok(store) = DocStore::open(dir, None) {
+        let _ = store.get("doc-1");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&what, edits)) = data.split_first() else {
         return;
     };
-    let dir = place(&damaged(edits));
+    let documents = what & 2 != 0;
+    let whole = if documents {
+        whole_documents()
+    } else {
+        whole()
+    };
+    let dir = place(&damaged(whole, edits));
     if what & 1 == 0 {
-        use_store(&dir);
+        if documents {
+            use_documents(&dir);
+        } else {
+            use_store(&dir);
+        }
     } else {
         let _ = neardup_store::check(&dir);
         let _ = neardup_store::export(&dir, |_| Ok::<(), ()>(()));
         if neardup_store::repair(&dir).is_ok() {
-            let store = Store::open(&dir, None).expect("a repaired store opens");
-            store.records().expect("a repaired store reads");
+            if documents {
+                let store = DocStore::open(&dir, None).expect("a repaired store opens");
+                store.get("doc-1").expect("a repaired store reads");
+            } else {
+                let store = Store::open(&dir, None).expect("a repaired store opens");
+                store.records().expect("a repaired store reads");
+            }
         }
     }
 });
