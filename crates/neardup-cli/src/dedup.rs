@@ -33,6 +33,7 @@ use crate::failure::Failure;
 use crate::fpconfig::FingerprintArgs;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
+use crate::report::dedup::Collector;
 
 /// Which document of a group of near-duplicates is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -108,6 +109,12 @@ pub struct DedupCmd {
     /// No summary on standard error.
     #[arg(short, long)]
     quiet: bool,
+    /// Write an HTML page of what was removed, for review: the summary, histograms of
+    /// cluster sizes and similarities, counts per source, the largest clusters and the
+    /// removed documents nearest the threshold beside their kept ones, differences marked
+    /// (docs/report.md).
+    #[arg(long, value_name = "FILE")]
+    report: Option<String>,
 }
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {
@@ -216,6 +223,9 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     let n = prints.fps.len();
     let (candidates, matching) =
         find_candidates(&prints, rule, (cmd.blocks, cmd.lane_distance), &progress)?;
+    // The band keys (80 bytes a document) have given their candidates: freed before
+    // verification and assignment allocate theirs, which keeps the peak near pass 1's.
+    drop(prints.bands);
     let needed = candidates.needs();
     let sketches = read_sketches(prints.sketches, &needed)?;
     let sketch = |doc: u32| {
@@ -228,8 +238,20 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     timings.matching = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    if outputs.any() {
-        write_outputs(&mut args, &mut outputs, &found, n, &progress)?;
+    // The report's samples are chosen now; the second pass fills in their texts.
+    let mut report = outputs
+        .report
+        .take()
+        .map(|out| Collector::plan(out, &found, &prints.text_hashes, rule, n));
+    if outputs.any() || report.is_some() {
+        write_outputs(
+            &mut args,
+            &mut outputs,
+            &found,
+            n,
+            &progress,
+            report.as_mut(),
+        )?;
     }
     progress.finish();
     outputs.finish()?;
@@ -246,6 +268,9 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
         out.line(text.trim_end().as_bytes())?;
         out.finish()?;
     }
+    if let Some(report) = report {
+        report.write(&summary, &found, &prints.text_hashes, &cmd.docs)?;
+    }
     Ok(())
 }
 
@@ -254,6 +279,7 @@ struct Outputs {
     clusters: Option<Output>,
     pairs: Option<Output>,
     deduplicated: Option<Output>,
+    report: Option<Output>,
 }
 
 impl Outputs {
@@ -263,6 +289,7 @@ impl Outputs {
             &cmd.pairs,
             &cmd.deduplicated,
             &cmd.stats_json,
+            &cmd.report,
         ];
         let given: Vec<&String> = paths.iter().filter_map(|p| p.as_ref()).collect();
         if given.iter().filter(|p| p.as_str() == "-").count() > 1 {
@@ -278,6 +305,7 @@ impl Outputs {
             clusters: open(&cmd.clusters)?,
             pairs: open(&cmd.pairs)?,
             deduplicated: open(&cmd.deduplicated)?,
+            report: open(&cmd.report)?,
         };
         if let Some(path) = &cmd.stats_json {
             if path != "-" {
@@ -431,6 +459,7 @@ fn write_outputs(
     found: &Dedup,
     n: usize,
     progress: &Progress,
+    mut report: Option<&mut Collector>,
 ) -> Result<(), Failure> {
     // Documents whose ids the clusters and pairs need, in input order. (A document of a
     // pair need not be in a cluster: kept, with its near-duplicate removed for another.)
@@ -465,6 +494,9 @@ fn write_outputs(
             if index >= n {
                 index += 1;
                 continue;
+            }
+            if let Some(r) = report.as_deref_mut() {
+                r.see(index as u32, &doc);
             }
             if involved.get(next) == Some(&(index as u32)) {
                 ids.push(doc.id.to_string());

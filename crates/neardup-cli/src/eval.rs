@@ -74,6 +74,10 @@ pub struct EvalCmd {
     /// Where to write the results ('-' for standard output).
     #[arg(short, long, default_value = "-")]
     output: String,
+    /// Also write the results as an HTML page, precision and recall plotted against the
+    /// threshold (--truth) or the distance (docs/report.md).
+    #[arg(long, value_name = "FILE")]
+    report: Option<String>,
 }
 
 /// The configurations to evaluate.
@@ -266,6 +270,11 @@ struct Score {
 
 /// Runs `neardup eval`.
 pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
+    if cmd.report.as_deref() == Some("-") && cmd.output == "-" {
+        return Err(Failure::input(anyhow!(
+            "only one output can be standard output ('-'): give --output or --report a file"
+        )));
+    }
     let mut reads = reads_of(&cmd.docs, None);
     reads.extend(cmd.truth.as_deref().map(|t| ("the truth file", t)));
     let exported: Vec<String> = cmd
@@ -276,12 +285,18 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
         })
         .collect();
     let mut writes = vec![("output", cmd.output.as_str())];
+    writes.extend(cmd.report.as_deref().map(|r| ("the report", r)));
     writes.extend(exported.iter().map(|p| ("an --export file", p.as_str())));
     refuse_overwrite(&writes, &reads)?;
     let mut out = Output::create(&cmd.output)?;
+    let report = cmd.report.as_deref().map(Output::create).transpose()?;
     if let Some(truth) = &cmd.truth {
-        crate::truth::run(&cmd.docs, truth, &cmd.thresholds, cmd.markdown, &mut out)?;
-        return out.finish();
+        let t = crate::truth::run(&cmd.docs, truth, &cmd.thresholds, cmd.markdown, &mut out)?;
+        out.finish()?;
+        if let Some(report) = report {
+            crate::report::eval::write_truth(report, &t.rows, t.documents, &cmd.docs, truth)?;
+        }
+        return Ok(());
     }
     if cmd.levels.iter().any(|l| !(0.0..=1.0).contains(l)) {
         return Err(Failure::input(anyhow!("--levels must lie between 0 and 1")));
@@ -417,7 +432,11 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
             out.line(r.to_string().as_bytes())?;
         }
     }
-    out.finish()
+    out.finish()?;
+    if let Some(report) = report {
+        crate::report::eval::write_grid(report, &rows, docs.len(), &cmd.docs)?;
+    }
+    Ok(())
 }
 
 fn round4(x: f64) -> f64 {

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use neardup::fingerprint::VERSION;
+use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
-use neardup_store::{Store, StoreConfig};
+use neardup_store::{Backend, BackendReader, DocConfig, Outcome, Store, StoreConfig, Write};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
@@ -21,6 +22,8 @@ use crate::fpconfig::FingerprintArgs;
 use crate::input::Source;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
+use crate::redis::RedisArgs;
+use crate::serve::store_failure;
 
 /// Documents committed per transaction when inserting in bulk.
 const COMMIT_EVERY: usize = 10_000;
@@ -30,23 +33,32 @@ const COMMIT_EVERY: usize = 10_000;
 pub enum IndexCmd {
     /// Makes an empty data directory.
     Create {
-        /// The data directory.
-        dir: String,
+        #[command(flatten)]
+        at: At,
         /// Largest distance matched.
         #[arg(short, long, default_value_t = 3)]
         distance: u32,
         /// Blocks ('auto': the planner's choice for --expected documents).
         #[arg(short, long, default_value = "auto")]
         blocks: Blocks,
-        /// Documents expected, for --blocks auto.
+        /// Documents expected, for --blocks auto (with --redis: how finely each band is
+        /// split into buckets).
         #[arg(long, default_value_t = 1_000_000)]
         expected: usize,
+        /// With --redis: documents at or above this estimated Jaccard similarity of their
+        /// word 5-shingle sets are near-duplicates (--distance and --blocks are for the
+        /// fingerprint store in a directory).
+        #[arg(long, requires = "redis", value_parser = parse_threshold)]
+        threshold: Option<Threshold>,
+        /// With --redis: index paragraphs too.
+        #[arg(long, requires = "redis")]
+        paragraphs: bool,
     },
     /// Adds documents (an id already there is replaced). Each batch of 10,000 is on disk
     /// before the next is read.
     Insert {
-        /// The data directory.
-        dir: String,
+        #[command(flatten)]
+        at: At,
         #[command(flatten)]
         source: Inputs,
         /// Documents expire after this many seconds.
@@ -55,8 +67,8 @@ pub enum IndexCmd {
     },
     /// Removes documents by id: one id per line (unknown ids are counted, not errors).
     Remove {
-        /// The data directory.
-        dir: String,
+        #[command(flatten)]
+        at: At,
         /// Files of ids, one per line ('-' for standard input, the default).
         #[arg(short, long = "input", default_value = "-")]
         input: Vec<String>,
@@ -64,8 +76,8 @@ pub enum IndexCmd {
     /// Finds the stored near-duplicates of each input: one JSON line per query,
     /// {"id", "matches": [{"id", "distance"}]}.
     Query {
-        /// The data directory.
-        dir: String,
+        #[command(flatten)]
+        at: At,
         #[command(flatten)]
         source: Inputs,
         /// Where to write ('-' for standard output).
@@ -74,13 +86,13 @@ pub enum IndexCmd {
     },
     /// Deletes expired documents.
     Sweep {
-        /// The data directory.
-        dir: String,
+        #[command(flatten)]
+        at: At,
     },
     /// The directory's settings and size, as JSON.
     Stats {
-        /// The data directory.
-        dir: String,
+        #[command(flatten)]
+        at: At,
     },
     /// Checks a store without writing it (every page's checksum, then its tables against
     /// each other): one JSON line {"documents", "complete", "problems"}; exit status 2 when
@@ -105,6 +117,23 @@ pub enum IndexCmd {
         #[arg(short, long, default_value = "-")]
         output: String,
     },
+}
+
+/// Where the corpus is: a data directory (a fingerprint store: simhash fingerprints,
+/// matched within --distance bits), or with --redis a document corpus in a Redis Cluster
+/// (texts, matched by estimated Jaccard similarity as `neardup serve` decides). With
+/// --redis, a first positional argument is an input, not a directory.
+#[derive(clap::Args, Clone, Debug)]
+#[command(group(clap::ArgGroup::new("at").required(true).multiple(true).args(["dir", "redis"])))]
+pub struct At {
+    /// The data directory.
+    dir: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
+}
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
 /// Documents or fingerprints to insert or query.
@@ -180,12 +209,65 @@ fn each_line(
 
 /// Runs an `neardup index` subcommand.
 pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
+    let at = match cmd {
+        // A store's file checked, repaired or exported: always a data directory.
+        IndexCmd::Check { dir } | IndexCmd::Repair { dir } | IndexCmd::Export { dir, .. } => {
+            return run_dir(cmd, dir)
+        }
+        IndexCmd::Create { at, .. }
+        | IndexCmd::Insert { at, .. }
+        | IndexCmd::Remove { at, .. }
+        | IndexCmd::Query { at, .. }
+        | IndexCmd::Sweep { at }
+        | IndexCmd::Stats { at } => at,
+    };
+    match (&at.dir, &at.redis.redis) {
+        (Some(dir), None) => run_dir(cmd, dir),
+        (_, Some(_)) => run_docs(&with_redis(cmd)?, &at.redis),
+        (None, None) => Err(Failure::input(anyhow!("give a data directory or --redis"))),
+    }
+}
+
+/// `cmd` with --redis: the first positional argument is then no directory but the first
+/// input (clap cannot tell them apart by position), so `neardup index insert --redis URLS
+/// docs.jsonl` reads docs.jsonl.
+fn with_redis(cmd: &IndexCmd) -> Result<IndexCmd, Failure> {
+    let mut cmd = cmd.clone();
+    match &mut cmd {
+        IndexCmd::Insert { at, source, .. } | IndexCmd::Query { at, source, .. } => {
+            if let Some(first) = at.dir.take() {
+                source.docs.inputs.insert(0, first);
+            }
+        }
+        IndexCmd::Remove { at, input } => {
+            if let Some(first) = at.dir.take() {
+                // `--input` defaults to standard input: a file named instead replaces it.
+                if input.len() == 1 && input[0] == "-" {
+                    input.clear();
+                }
+                input.insert(0, first);
+            }
+        }
+        IndexCmd::Check { .. } | IndexCmd::Repair { .. } | IndexCmd::Export { .. } => {}
+        IndexCmd::Create { at, .. } | IndexCmd::Sweep { at } | IndexCmd::Stats { at } => {
+            if let Some(dir) = &at.dir {
+                return Err(Failure::input(anyhow!(
+                    "'{dir}': a data directory or --redis, not both"
+                )));
+            }
+        }
+    }
+    Ok(cmd)
+}
+
+/// An `neardup index` subcommand on a fingerprint store in directory `dir`.
+fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
     match cmd {
         IndexCmd::Create {
-            dir,
             distance,
             blocks,
             expected,
+            ..
         } => {
             let config = StoreConfig {
                 blocks: *blocks,
@@ -199,7 +281,7 @@ pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
             ));
             Ok(())
         }
-        IndexCmd::Insert { dir, source, ttl } => {
+        IndexCmd::Insert { source, ttl, .. } => {
             refuse_overwrite(&[("the store", &store_file(dir))], &reads(source))?;
             let t = Instant::now();
             let mut store = open(dir)?;
@@ -221,36 +303,24 @@ pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
             ));
             Ok(())
         }
-        IndexCmd::Remove { dir, input } => {
+        IndexCmd::Remove { input, .. } => {
             let id_files: Vec<Named<'_>> = input.iter().map(|p| ("an input", p.as_str())).collect();
             refuse_overwrite(&[("the store", &store_file(dir))], &id_files)?;
             let mut store = open(dir)?;
             let (mut asked, mut removed) = (0usize, 0usize);
-            for path in input {
-                let mut ids: Vec<String> = Vec::new();
-                each_line(path, |_, id| {
-                    if !id.is_empty() {
-                        ids.push(id.to_string());
-                    }
-                    Ok(())
-                })?;
-                for chunk in ids.chunks(COMMIT_EVERY) {
-                    let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-                    removed += store.remove_bulk(&refs).map_err(store_err)?;
-                    asked += refs.len();
-                }
-            }
+            each_id_batch(input, |chunk| {
+                let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                removed += store.remove_bulk(&refs).map_err(store_err)?;
+                asked += refs.len();
+                Ok(())
+            })?;
             note(format_args!(
                 "neardup index: {removed} of {asked} ids removed ({} not stored)",
                 asked - removed
             ));
             Ok(())
         }
-        IndexCmd::Query {
-            dir,
-            source,
-            output,
-        } => {
+        IndexCmd::Query { source, output, .. } => {
             let mut store_reads = reads(source);
             let file = store_file(dir);
             store_reads.push(("the store", &file));
@@ -271,13 +341,13 @@ pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
             })?;
             out.finish()
         }
-        IndexCmd::Sweep { dir } => {
+        IndexCmd::Sweep { .. } => {
             let mut store = open(dir)?;
             let n = store.sweep().map_err(store_err)?;
             note(format_args!("neardup index: {n} expired documents deleted"));
             Ok(())
         }
-        IndexCmd::Stats { dir } => {
+        IndexCmd::Stats { .. } => {
             let t = Instant::now();
             let store = open(dir)?;
             let c = store.config();
@@ -375,6 +445,182 @@ pub fn run(cmd: &IndexCmd) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+/// The ids of the files `input`, one a line, in batches of [`COMMIT_EVERY`].
+fn each_id_batch(
+    input: &[String],
+    mut f: impl FnMut(&[String]) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    for path in input {
+        let mut ids: Vec<String> = Vec::new();
+        // Line by line with their numbers, so an id that is not UTF-8 names file and line.
+        each_line(path, |_, id| {
+            if !id.is_empty() {
+                ids.push(id.to_string());
+            }
+            Ok(())
+        })?;
+        for chunk in ids.chunks(COMMIT_EVERY) {
+            f(chunk)?;
+        }
+    }
+    Ok(())
+}
+
+/// Documents per batch written to a document corpus: each batch is one round of
+/// pipelines and one `WAIT` in Redis.
+const DOC_BATCH: usize = 1_000;
+
+/// An `neardup index` subcommand on a document corpus in Redis.
+fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
+    let place = redis.describe();
+    match cmd {
+        IndexCmd::Check { .. } | IndexCmd::Repair { .. } | IndexCmd::Export { .. } => Err(
+            Failure::input(anyhow!("check, repair and export work on a data directory")),
+        ),
+        IndexCmd::Create {
+            expected,
+            threshold,
+            paragraphs,
+            ..
+        } => {
+            let config = DocConfig {
+                threshold: threshold.unwrap_or_default(),
+                paragraphs: *paragraphs,
+            };
+            redis.open(Some(config), *expected as u64)?;
+            crate::note!(
+                "neardup index: created {place} (threshold {}, paragraphs {})",
+                config.threshold,
+                if config.paragraphs { "on" } else { "off" }
+            );
+            Ok(())
+        }
+        IndexCmd::Insert { source, ttl, .. } => {
+            refuse_fingerprints(source)?;
+            let mut store = redis.open(None, 0)?;
+            let count = insert_docs(&mut store, source, ttl.map(Duration::from_secs))?;
+            crate::note!(
+                "neardup index: {count} documents inserted; {} stored",
+                Backend::len(&store)
+            );
+            Ok(())
+        }
+        IndexCmd::Remove { input, .. } => {
+            let mut store = redis.open(None, 0)?;
+            let (mut asked, mut removed) = (0usize, 0usize);
+            each_id_batch(input, |chunk| {
+                for ids in chunk.chunks(DOC_BATCH) {
+                    let writes = ids.iter().map(|id| Write::Delete { id: id.clone() });
+                    let outcomes = store.apply(writes.collect()).map_err(store_failure)?;
+                    removed += outcomes
+                        .iter()
+                        .filter(|o| matches!(o, Outcome::Delete { removed: true }))
+                        .count();
+                    asked += ids.len();
+                }
+                Ok(())
+            })?;
+            crate::note!(
+                "neardup index: {removed} of {asked} ids removed ({} not stored)",
+                asked - removed
+            );
+            Ok(())
+        }
+        IndexCmd::Query { source, output, .. } => {
+            refuse_fingerprints(source)?;
+            let store = redis.open(None, 0)?;
+            let mut out = Output::create(output)?;
+            query_docs(&store, source, &mut out)?;
+            out.finish()
+        }
+        IndexCmd::Sweep { .. } => {
+            let mut store = redis.open(None, 0)?;
+            let n = store.sweep().map_err(store_failure)?;
+            crate::note!("neardup index: {n} expired documents deleted");
+            Ok(())
+        }
+        IndexCmd::Stats { .. } => {
+            let store = redis.open(None, 0)?;
+            let c = Backend::config(&store);
+            let stats = json!({
+                "documents": Backend::len(&store),
+                "threshold": c.threshold.get(),
+                "paragraphs": c.paragraphs,
+                "namespace": redis.redis_namespace,
+            });
+            let mut out = Output::create("-")?;
+            out.line(stats.to_string().as_bytes())?;
+            out.finish()
+        }
+    }
+}
+
+/// A document corpus keeps sketches of texts, which fingerprints alone cannot give.
+fn refuse_fingerprints(source: &Inputs) -> Result<(), Failure> {
+    if source.fingerprints {
+        return Err(Failure::input(anyhow!(
+            "--fingerprints: a corpus in Redis stores documents (sketches of their words), \
+             so it needs their texts"
+        )));
+    }
+    Ok(())
+}
+
+/// Puts the documents of `source` into `store`, in batches; how many.
+fn insert_docs<B: Backend>(
+    store: &mut B,
+    source: &Inputs,
+    ttl: Option<Duration>,
+) -> Result<usize, Failure> {
+    let preparer = store.preparer();
+    let mut count = 0usize;
+    docs::read(&source.docs, &Progress::hidden(), |batch| {
+        for chunk in batch.chunks(DOC_BATCH) {
+            let writes: Vec<Write> = chunk
+                .par_iter()
+                .map(|d| Write::Put {
+                    id: id_text(&d.id),
+                    doc: Box::new(preparer.prepare(&d.text, false)),
+                    ttl,
+                    only_if_unique: false,
+                })
+                .collect();
+            count += writes.len();
+            store.apply(writes).map_err(store_failure)?;
+        }
+        Ok(())
+    })?;
+    Ok(count)
+}
+
+/// One JSON line per document of `source`: its stored near-duplicates.
+fn query_docs<B: Backend>(store: &B, source: &Inputs, out: &mut Output) -> Result<(), Failure> {
+    let reader = store.reader();
+    let preparer = store.preparer();
+    docs::read(&source.docs, &Progress::hidden(), |batch| {
+        let answers: Vec<Result<Value, Failure>> = batch
+            .par_iter()
+            .map(|d| {
+                let hits = reader
+                    .check_text(&preparer, &d.text)
+                    .map_err(store_failure)?;
+                let matches: Vec<Value> = hits
+                    .into_iter()
+                    .map(
+                        |h| json!({"id": h.id, "similarity": h.similarity, "distance": h.distance}),
+                    )
+                    .collect();
+                Ok(json!({"id": id_text(&d.id), "matches": matches}))
+            })
+            .collect();
+        for a in answers {
+            out.line(a?.to_string().as_bytes())?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// The inputs as `(id, fingerprint)` batches: ids as strings (a JSON string id as is,

@@ -17,6 +17,8 @@ pub mod output;
 #[cfg(feature = "parquet")]
 mod parquet_guard;
 pub mod progress;
+pub mod redis;
+pub mod report;
 mod rng;
 pub mod serve;
 pub mod truth;

@@ -5,21 +5,26 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{DocConfig, DocStore, StoreError};
+use neardup_store::{Backend, DocConfig, DocStore, StoreError};
 
 use crate::failure::Failure;
 use crate::output::refuse_overwrite;
+use crate::redis::RedisArgs;
 
 /// Settings of `neardup serve`.
 #[derive(clap::Args, Clone, Debug)]
+#[command(group(clap::ArgGroup::new("store").required(true).args(["data", "redis"])))]
 pub struct ServeCmd {
-    /// The store's data directory.
+    /// The store's data directory (the embedded store, on this machine).
     #[arg(long, value_name = "DIR")]
-    data: String,
+    data: Option<String>,
+    #[command(flatten)]
+    redis: RedisArgs,
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
-    /// Make a new store in --data first (with --threshold and --paragraphs).
+    /// Make a new store in --data (or a new corpus under --redis-namespace) first, with
+    /// --threshold and --paragraphs.
     #[arg(long)]
     create: bool,
     /// With --create: documents at or above this estimated Jaccard similarity of their word
@@ -29,6 +34,15 @@ pub struct ServeCmd {
     /// With --create: index paragraphs too, for `"paragraphs": true` checks.
     #[arg(long, requires = "create")]
     paragraphs: bool,
+    /// With --redis and --create: documents expected, which fixes how finely each band is
+    /// split into buckets in Redis.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        requires = "redis"
+    )]
+    expected: u64,
     /// Require `Authorization: Bearer <token>` on every /v1 request, the token being this
     /// file's content (without its trailing newline).
     #[arg(long, value_name = "FILE")]
@@ -48,9 +62,12 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
     s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
-fn store_failure(e: StoreError) -> Failure {
+/// A store error at the edge: an unreadable disk or an unreachable cluster is a failure
+/// while working, anything else (a directory that is not a store, settings that differ)
+/// an input error.
+pub(crate) fn store_failure(e: StoreError) -> Failure {
     match e {
-        StoreError::Io { .. } | StoreError::Db { .. } => Failure::io(e),
+        StoreError::Io { .. } | StoreError::Db { .. } | StoreError::Remote { .. } => Failure::io(e),
         _ => Failure::input(e),
     }
 }
@@ -61,11 +78,13 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
         Some(path) => {
             // The store is written for as long as the service runs: a token read from
             // its own file would be written over (and change under a restart).
-            let store = std::path::Path::new(&cmd.data).join(neardup_store::FILE);
-            refuse_overwrite(
-                &[("the store", &store.to_string_lossy())],
-                &[("the token file", path)],
-            )?;
+            if let Some(dir) = &cmd.data {
+                let store = std::path::Path::new(dir).join(neardup_store::FILE);
+                refuse_overwrite(
+                    &[("the store", &store.to_string_lossy())],
+                    &[("the token file", path)],
+                )?;
+            }
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Failure::input(anyhow!("cannot read the token file '{path}': {e}")))?;
             let token = text.trim_end_matches(['\n', '\r']).to_string();
@@ -81,20 +100,39 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             "--sweep-every must be at least 1 second"
         )));
     }
-    let store = if cmd.create {
-        let config = DocConfig {
-            threshold: cmd.threshold.unwrap_or_default(),
-            paragraphs: cmd.paragraphs,
-        };
-        DocStore::create(&cmd.data, config).map_err(store_failure)?
-    } else {
-        DocStore::open(&cmd.data, None).map_err(store_failure)?
-    };
     let config = ServerConfig {
         token,
         body_limit: cmd.body_limit,
         sweep_every: Duration::from_secs(cmd.sweep_every),
     };
+    let create = cmd.create.then(|| DocConfig {
+        threshold: cmd.threshold.unwrap_or_default(),
+        paragraphs: cmd.paragraphs,
+    });
+    match &cmd.data {
+        Some(dir) => {
+            let store = match create {
+                Some(c) => DocStore::create(dir, c),
+                None => DocStore::open(dir, None),
+            }
+            .map_err(store_failure)?;
+            run_on(cmd, store, dir, config)
+        }
+        None => {
+            let store = cmd.redis.open(create, cmd.expected)?;
+            let place = cmd.redis.describe();
+            run_on(cmd, store, &place, config)
+        }
+    }
+}
+
+/// Serves `store` (found at `place`, for messages) until SIGTERM or SIGINT.
+fn run_on<B: Backend>(
+    cmd: &ServeCmd,
+    store: B,
+    place: &str,
+    config: ServerConfig,
+) -> Result<(), Failure> {
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = cmd.threads {
         runtime.worker_threads(n.max(1));
@@ -114,7 +152,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
         crate::note!(
             "neardup serve: {} documents in {} (threshold {}, paragraphs {}), listening on http://{addr}",
             store.len(),
-            cmd.data,
+            place,
             settings.threshold,
             if settings.paragraphs { "on" } else { "off" },
         );

@@ -41,6 +41,12 @@ const BANDS: [(f64, f64, &str); 6] = [
     (0.5, 0.6, "0.5-0.6"),
 ];
 
+/// What [`run`] scored: its rows (one per threshold, as written) and the corpus size.
+pub struct Scores {
+    pub rows: Vec<Value>,
+    pub documents: usize,
+}
+
 /// Scores dedup on `args`'s documents against `truth_path` at each of `thresholds`, one
 /// JSON line each (or a Markdown table).
 pub fn run(
@@ -49,7 +55,7 @@ pub fn run(
     thresholds: &[f64],
     markdown: bool,
     out: &mut Output,
-) -> Result<(), Failure> {
+) -> Result<Scores, Failure> {
     let thresholds: Vec<Threshold> = thresholds
         .iter()
         .map(|&t| Threshold::new(t).map_err(Failure::input))
@@ -124,7 +130,7 @@ pub fn run(
             out.line(r.to_string().as_bytes())?;
         }
     }
-    Ok(())
+    Ok(Scores { rows, documents: n })
 }
 
 /// The truth's pairs by document position, `(smaller, larger)` → Jaccard. Pairs naming a

@@ -8,6 +8,7 @@
 
 mod convert;
 mod corpus;
+mod documents;
 mod idf;
 mod layout;
 mod legacy;
@@ -38,6 +39,8 @@ mod native {
     mod own {
         #[pymodule_export]
         use crate::corpus::Corpus;
+        #[pymodule_export]
+        use crate::documents::DocumentStore;
         #[pymodule_export]
         use crate::idf::Idf;
         #[pymodule_export]

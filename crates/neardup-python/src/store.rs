@@ -16,7 +16,7 @@ use crate::convert::{blocks_arg, core_error, distance_arg, fingerprint, size_arg
 
 /// A store error as the exception of `neardup` (defined in Python, in `neardup/_errors.py`,
 /// so that they can also be `FileNotFoundError`, `FileExistsError` or `ValueError`).
-fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
+pub(crate) fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
     let e = match e {
         StoreError::Core(core) => return core_error(core),
         other => other,
@@ -40,7 +40,7 @@ fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
 }
 
 /// A time to live in seconds, as the store takes it.
-fn ttl_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+pub(crate) fn ttl_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
@@ -172,6 +172,27 @@ impl Store {
 
 #[pymethods]
 impl Store {
+    /// The document corpus under `namespace` in the Redis Cluster of `urls` (seed nodes,
+    /// comma-separated): a `DocumentStore` of texts, shared with `neardup serve --redis`
+    /// (see `DocumentStore`). Unlike `Store.open`'s fingerprint store it takes texts.
+    #[staticmethod]
+    #[pyo3(signature = (urls, namespace = "neardup", create = false, threshold = 0.8, paragraphs = false, expected = None, replicas = 1))]
+    #[allow(clippy::too_many_arguments)]
+    fn connect(
+        py: Python<'_>,
+        urls: &str,
+        namespace: &str,
+        create: bool,
+        threshold: f64,
+        paragraphs: bool,
+        expected: Option<&Bound<'_, PyAny>>,
+        replicas: u32,
+    ) -> PyResult<crate::documents::DocumentStore> {
+        crate::documents::connect(
+            py, urls, namespace, create, threshold, paragraphs, expected, replicas,
+        )
+    }
+
     /// Makes a new store in the directory `path` (created if missing).
     #[staticmethod]
     #[pyo3(signature = (path, distance = None, blocks = None, fingerprint_version = None, expected = None))]

@@ -741,7 +741,7 @@ def test_dedup_errors():
 
 def test_public_names():
     assert set(neardup.__all__) == {
-        "Corpus", "Fingerprinter", "ForeignStoreError", "Idf", "Layout", "NotAStoreError",
+        "Corpus", "DocumentStore", "Fingerprinter", "ForeignStoreError", "Idf", "Layout", "NotAStoreError",
         "Store", "StoreError", "StoreExistsError", "StoreReader", "Table", "clusters", "dedup",
         "find_all", "fingerprint", "fingerprint_many", "simhash",
     }

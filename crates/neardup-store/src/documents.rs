@@ -564,6 +564,14 @@ impl DocStoreReader {
 struct Pending {
     internal: u64,
     signature: Signature,
+    keys: BandKeys,
+    name: String,
+}
+
+/// Whether two documents' index keys agree in some band: what makes stored documents
+/// candidates ([`BandIndex::candidates`]), asked of the batch's own puts too.
+fn share_a_band(a: &BandKeys, b: &BandKeys) -> bool {
+    a.iter().zip(b).any(|(&x, &y)| x != 0 && x == y)
 }
 
 impl DocStore {
@@ -907,10 +915,12 @@ impl DocStore {
                         only_if_unique,
                     } => {
                         let sig = doc.signature;
+                        let keys = sig.index_keys();
                         let own = db!(path, t.ids.get(id.as_str()))?.map(|v| v.value());
                         // The near-duplicates stored now: in the index (as this
-                        // transaction sees them) and among this batch's puts.
-                        let found = self.docs.candidates(&sig.index_keys());
+                        // transaction sees them) and among this batch's puts, each
+                        // found by its band keys alike.
+                        let found = self.docs.candidates(&keys);
                         let mut candidates = Vec::with_capacity(found.len());
                         let mut names = std::collections::HashMap::new();
                         for internal in found.into_iter().filter(|&i| Some(i) != own) {
@@ -922,14 +932,15 @@ impl DocStore {
                                 }
                             }
                         }
-                        for p in pending.iter().filter(|p| Some(p.internal) != own) {
+                        for p in pending
+                            .iter()
+                            .filter(|p| Some(p.internal) != own && share_a_band(&keys, &p.keys))
+                        {
                             if let std::collections::hash_map::Entry::Vacant(slot) =
                                 names.entry(p.internal)
                             {
                                 candidates.push((p.internal, p.signature));
-                                if let Some(row) = db!(path, t.docs.get(p.internal))? {
-                                    slot.insert(row.value().0.to_string());
-                                }
+                                slot.insert(p.name.clone());
                             }
                         }
                         let matches: Vec<Hit> = rule
@@ -982,6 +993,8 @@ impl DocStore {
                         pending.push(Pending {
                             internal,
                             signature: sig,
+                            keys,
+                            name: id,
                         });
                         added.push((internal, *doc));
                         outcomes.push(Outcome::Put {

@@ -96,6 +96,15 @@ pub enum StoreError {
     /// Settings that cannot make a store.
     #[error("{0}")]
     Setting(String),
+    /// A store on other machines (the Redis Cluster backend) failed: unreachable, a
+    /// command refused, no corpus where one was expected, or data this neardup cannot read.
+    #[error("{target}: {detail}")]
+    Remote {
+        /// The store: its seed nodes and namespace.
+        target: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// A layout the core refuses.
     #[error(transparent)]
     Core(#[from] neardup::Error),
@@ -233,6 +242,8 @@ macro_rules! db {
 mod backend;
 mod documents;
 mod file;
+#[cfg(feature = "redis")]
+mod redis;
 mod repair;
 
 pub use backend::{Backend, BackendReader};
@@ -241,6 +252,8 @@ pub use documents::{
     StoredDoc, Write, DOC_FORMAT, MAX_PARAGRAPHS,
 };
 
+#[cfg(feature = "redis")]
+pub use self::redis::{Interrupt, RedisOptions, RedisReader, RedisStore};
 use file::{guard, Kind};
 pub use repair::{check, export, repair, Check, Export, Repair};
 

@@ -12,6 +12,10 @@ neardup's own API:
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
   ``Store`` the same, durable in a data directory, with str ids and expiry, and
   ``Store.reader()`` a ``StoreReader`` to query it from other threads;
+- ``DocumentStore.create(path, threshold=0.8)`` and ``DocumentStore.open(path)`` keep the
+  document corpus of ``neardup serve --data`` in a data directory, ``Store.connect(urls)``
+  opens the one of ``neardup serve --redis`` in a Redis Cluster: texts in, near-duplicates
+  by Jaccard similarity (as ``dedup`` decides them) out;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records (word 5-shingle Jaccard
   at least ``threshold``, default 0.8), as ``neardup dedup``; ``neardup.ray.dedup(paths or
   a Ray Dataset)`` does the same as a Ray job on many machines (``pip install
@@ -49,11 +53,13 @@ Corpus = _own.Corpus
 Layout = _own.Layout
 Table = _own.Table
 Store = _own.Store
+DocumentStore = _own.DocumentStore
 StoreReader = _own.StoreReader
 dedup = _own.dedup
 
 __all__ = [
     "Corpus",
+    "DocumentStore",
     "Fingerprinter",
     "ForeignStoreError",
     "Idf",

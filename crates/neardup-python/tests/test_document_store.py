@@ -1,0 +1,200 @@
+"""DocumentStore over a data directory (the embedded store of ``neardup serve --data``):
+its match decisions against ``neardup.dedup`` (the batch dedup, keep first), a store made
+here read by ``neardup serve`` and by a reopen, and its errors. The Redis backend is in
+test_redis.py."""
+
+import json
+import os
+import random
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import neardup
+from test_neardup import PARA_A, PARA_B, edit
+
+OTHER = ("A recipe for bread: mix flour, water, salt and yeast, knead for ten minutes, "
+         "let it rise for an hour, shape it, and bake it in a hot oven until golden.")
+
+
+def planted_records():
+    """The planted near-duplicates of test_neardup's dedup test (pairs measured there:
+    a~a1 0.780, a~a2 0.753, a1~a2 0.583, b~b1 0.877), then random word edits of both
+    paragraphs, some a few words away and some many, so that at 0.8 and 0.6 there are
+    documents on both sides of the threshold and some near only to a removed one."""
+    a1 = edit(PARA_A, ("Tuesday", "Wednesday"), ("long", "lengthy"))
+    a2 = edit(PARA_A, ("roof", "roofs"), ("winter storms", "autumn storms"),
+              ("quietly", "in peace"))
+    b1 = edit(PARA_B, ("hundreds", "thousands"))
+    records = [("a1", a1), ("a", PARA_A), ("x", OTHER), ("b", PARA_B), ("empty", ""),
+               ("a2", a2), ("empty2", ""), ("b1", b1), ("b-copy", PARA_B)]
+    rng = random.Random(14)
+    for n in range(40):
+        words = (PARA_A if n % 2 else PARA_B).split()
+        for _ in range(rng.choice([1, 2, 3, 5, 8, 12])):
+            words[rng.randrange(len(words))] = f"w{rng.randrange(1000)}"
+        records.append((f"e{n}", " ".join(words)))
+    return records
+
+
+def kept_by_dedup(records, threshold):
+    """The ids `dedup` keeps, in input order: all but the removed (each cluster's tail)."""
+    removed = {i for c in neardup.dedup(records, threshold=threshold) for i in c[1:]}
+    return [i for i, _ in records if i not in removed]
+
+
+@pytest.mark.parametrize("threshold", [0.8, 0.6])
+def test_unique_puts_keep_what_dedup_keeps(tmp_path, threshold):
+    records = planted_records()
+    kept = kept_by_dedup(records, threshold)
+    # Not a vacuous comparison: the threshold removes some documents and keeps others.
+    assert 2 < len(kept) < len(records) - 2
+    inserted = []
+    with neardup.DocumentStore.create(tmp_path / "docs", threshold=threshold) as store:
+        assert store.threshold == threshold and not store.paragraphs
+        for id, text in records:
+            out = store.put(id, text, only_if_unique=True)
+            # Refused exactly when it has a stored near-duplicate, which it names.
+            assert out["inserted"] == (not out["matches"]), (id, out)
+            assert not out["replaced"]
+            for match, similarity in out["matches"]:
+                assert match in inserted and similarity >= threshold
+            if out["inserted"]:
+                inserted.append(id)
+        assert inserted == kept
+        assert len(store) == len(kept)
+        assert all(id in store for id in kept)
+        assert not any(id in store for id, _ in records if id not in kept)
+
+
+def test_reopened_and_served_stores_answer_as_the_one_made(tmp_path):
+    path = tmp_path / "docs"
+    records = planted_records()
+    store = neardup.DocumentStore.create(path, threshold=0.7, paragraphs=True)
+    assert store.put_many(records) == len(records)
+    queries = [text for _, text in records] + [edit(PARA_A, ("books", "novels")), "nothing"]
+    answers = [store.check(q) for q in queries]
+    # Every stored text finds itself at similarity 1 (there are no ids twice).
+    for (id, _), found in zip(records, answers):
+        assert (id, 1.0) in found
+    store.close()
+    with pytest.raises(ValueError, match="closed"):
+        store.check("x")
+    assert len(store) == 0
+
+    with neardup.DocumentStore.open(path) as again:
+        assert (again.threshold, again.paragraphs, again.path) == (0.7, True, path)
+        assert len(again) == len(records)
+        assert [again.check(q) for q in queries] == answers
+
+    cli = os.environ.get("NEARDUP_CLI") or str(
+        Path(__file__).resolve().parents[3] / "target" / "debug" / "neardup")
+    if not os.path.exists(cli):
+        pytest.skip(f"no neardup binary at {cli} (set NEARDUP_CLI)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([cli, "serve", "--data", str(path), "--listen", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def call(method, route, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{route}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return json.loads(r.read() or b"null")
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read().decode()
+                assert time.monotonic() < deadline, "neardup serve did not start"
+                time.sleep(0.05)
+        for q, found in zip(queries, answers):
+            got = call("POST", "/v1/check", {"text": q})["matches"]
+            # The service rounds similarities to 3 decimals (MatchJson): within half of
+            # the last place of the one the store gives (plus f32 slack).
+            assert [m["id"] for m in got] == [i for i, _ in found]
+            assert [m["similarity"] for m in got] == pytest.approx([s for _, s in found],
+                                                                   abs=5e-4 + 1e-6)
+        # And the other way: a put through the service is seen here after it stops.
+        out = call("PUT", "/v1/documents/served", {"text": queries[-2], "only_if_unique": True})
+        assert out["inserted"] is False and out["matches"]
+        call("PUT", "/v1/documents/served", {"text": "served text " * 10})
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with neardup.DocumentStore.open(path) as again:
+        assert "served" in again and len(again) == len(records) + 1
+        assert again.check("served text " * 10) == [("served", 1.0)]
+
+
+def test_delete_ttl_and_sweep(tmp_path):
+    with neardup.DocumentStore.create(tmp_path / "docs") as store:
+        assert store.put("a", PARA_A)["inserted"]
+        assert store.put("a", PARA_B)["replaced"]
+        assert store.check(PARA_A) == [] and store.check(PARA_B) == [("a", 1.0)]
+        store.put("gone", OTHER, ttl=0)
+        # Expired at once: not found, counted until swept.
+        assert "gone" not in store and store.check(OTHER) == [] and len(store) == 2
+        assert store.sweep() == 1 and len(store) == 1
+        assert store.delete("a") and not store.delete("a") and len(store) == 0
+        assert repr(store) == f"DocumentStore('{tmp_path / 'docs'}', threshold=0.8, paragraphs=False)"
+        assert store.namespace is None
+
+
+def test_errors_name_the_path(tmp_path):
+    missing = tmp_path / "missing"
+    with pytest.raises(neardup.NotAStoreError, match=str(missing)) as e:
+        neardup.DocumentStore.open(missing)
+    assert isinstance(e.value, FileNotFoundError)
+    # A fingerprint store is not a document store, and the other way round.
+    fps = tmp_path / "fps"
+    neardup.Store.create(fps).close()
+    with pytest.raises(neardup.ForeignStoreError, match="fingerprint store") as e:
+        neardup.DocumentStore.open(fps)
+    assert str(fps) in str(e.value) and isinstance(e.value, ValueError)
+    docs = tmp_path / "docs"
+    store = neardup.DocumentStore.create(docs)
+    with pytest.raises(neardup.StoreError, match=str(docs)):
+        neardup.Store.open(docs)
+    # One holder at a time, and no second store over the first.
+    with pytest.raises(neardup.StoreError, match="in use"):
+        neardup.DocumentStore.open(docs)
+    store.close()
+    with pytest.raises(neardup.StoreExistsError, match=str(docs)):
+        neardup.DocumentStore.create(docs)
+    with pytest.raises(ValueError, match="threshold"):
+        neardup.DocumentStore.create(tmp_path / "t", threshold=1.5)
+    assert not (tmp_path / "t").exists()
+    with pytest.raises(TypeError):
+        neardup.DocumentStore.create(5)
+    with pytest.raises(TypeError):
+        neardup.DocumentStore.create(tmp_path / "t", threshold="high")
+    with pytest.raises(TypeError):
+        neardup.DocumentStore.open(None)
+    with neardup.DocumentStore.open(docs) as store:
+        with pytest.raises(TypeError, match="id must be a str, got int"):
+            store.put(1, "text")
+        with pytest.raises(TypeError, match="text must be a str, got bytes"):
+            store.put("a", b"text")
+        with pytest.raises(TypeError, match="text must be a str"):
+            store.check(None)
+        with pytest.raises(TypeError, match="id must be a str"):
+            1 in store
+        with pytest.raises(TypeError, match="tuples"):
+            store.put_many([("a",)])
+        with pytest.raises(TypeError, match="iterable"):
+            store.put_many(5)
+        with pytest.raises(ValueError, match="ttl"):
+            store.put("a", "text", ttl=-1)
+        # Nothing of the refused calls was stored.
+        assert len(store) == 0

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Load test of `neardup serve` with wrk (Debian's `wrk` package), on loopback.
+
+  python3 scripts/service_load.py --corpus corpus.jsonl.zst --stored 1000000 \\
+      --neardup target/release/neardup --seconds 60 [--data DIR] [--keep-data]
+
+1. Starts `neardup serve` on a fresh store in --data (or reuses the store there when it
+   already holds --stored documents and --reuse is given), and stores the first --stored
+   documents of --corpus through POST /v1/bulk/documents (NDJSON, 1,000 per request, two
+   requests in flight), timing it: durable inserts per second in bulk.
+2. Takes --queries documents from after the stored ones as the bodies of requests, and
+   runs wrk for --seconds each:
+   - `check`: POST /v1/check of each body in turn (whole documents);
+   - `mix`:   nine checks, then one PUT /v1/documents/q-<n> of the next body (new ids:
+     every tenth request is a durable insert);
+   - `put`:   PUT /v1/documents/p-<n> only (durable single inserts under concurrency).
+3. Prints one JSON line per scenario: requests/s, latency p50/p99/max (ms, from wrk's own
+   histogram), non-2xx answers, the server's CPU seconds per second and its RSS (sampled
+   every second from /proc: first, last and peak), so flat p99 and RSS over a long run
+   show in the samples written with --samples.
+
+The corpus is JSON Lines of {"id", "text"} (scripts/make_corpus.py makes 2 KB documents of
+English text, a tenth of them edited copies, some with typographic quotes and dashes);
+.zst files are read through the `zstd` program. Plain Python 3 and wrk; nothing else.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+LUA = r"""
+local bodies = {}
+local n = 0
+for line in io.lines(os.getenv("LOAD_BODIES")) do
+  n = n + 1
+  bodies[n] = line
+end
+local mode = os.getenv("LOAD_MODE")
+local prefix = os.getenv("LOAD_PREFIX") or "q"
+local counter = 0
+local thread_id = 0
+local next_id = 0
+
+function setup(thread)
+  thread:set("thread_id", next_id)
+  next_id = next_id + 1
+end
+
+function init(args)
+  counter = thread_id * 7919
+end
+
+local json_headers = { ["Content-Type"] = "application/json" }
+
+function request()
+  counter = counter + 1
+  local body = bodies[(counter % n) + 1]
+  if mode == "put" or (mode == "mix" and counter % 10 == 0) then
+    return wrk.format("PUT", "/v1/documents/" .. prefix .. "-" .. thread_id .. "-" .. counter, json_headers, body)
+  end
+  return wrk.format("POST", "/v1/check", json_headers, body)
+end
+
+function done(summary, latency, requests)
+  local errors = summary.errors
+  io.stderr:write(string.format(
+    'LOADRESULT {"requests": %d, "seconds": %.3f, "p50_ms": %.3f, "p90_ms": %.3f, "p99_ms": %.3f, "max_ms": %.3f, "mean_ms": %.3f, "non2xx": %d, "socket_errors": %d}\n',
+    summary.requests, summary.duration / 1e6, latency:percentile(50) / 1e3,
+    latency:percentile(90) / 1e3, latency:percentile(99) / 1e3, latency.max / 1e3,
+    latency.mean / 1e3, errors.status, errors.connect + errors.read + errors.write + errors.timeout))
+end
+"""
+
+
+def lines(path):
+    """The corpus's lines (bytes, without the newline)."""
+    if path.endswith(".zst"):
+        proc = subprocess.Popen(["zstd", "-dcq", path], stdout=subprocess.PIPE)
+        try:
+            for line in proc.stdout:
+                yield line.rstrip(b"\r\n")
+        finally:
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
+    else:
+        with open(path, "rb") as f:
+            for line in f:
+                yield line.rstrip(b"\r\n")
+
+
+def post(url, body, content_type="application/x-ndjson"):
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return r.read()
+
+
+def proc_stats(pid):
+    """(CPU seconds, RSS bytes) of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    with open(f"/proc/{pid}/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return cpu, rss
+
+
+class Sampler(threading.Thread):
+    """Samples a process's CPU and RSS every second."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.stop = pid, [], threading.Event()
+
+    def run(self):
+        t0 = time.monotonic()
+        while not self.stop.is_set():
+            try:
+                cpu, rss = proc_stats(self.pid)
+            except OSError:
+                return
+            self.samples.append((round(time.monotonic() - t0, 2), cpu, rss))
+            self.stop.wait(1.0)
+
+
+def wait_healthy(base, server):
+    for _ in range(600):
+        if server.poll() is not None:
+            sys.exit(f"neardup serve exited with {server.returncode}")
+        try:
+            urllib.request.urlopen(base + "/healthz", timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit("neardup serve did not answer /healthz")
+
+
+def load(base, it, count, batch=1000, in_flight=2):
+    """Stores `count` lines of `it` in bulk; returns the seconds it took."""
+    sem = threading.Semaphore(in_flight)
+    failures = []
+
+    def send(body):
+        try:
+            post(base + "/v1/bulk/documents", body)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(repr(e))
+        finally:
+            sem.release()
+
+    t0 = time.monotonic()
+    threads, chunk, done = [], [], 0
+    for line in it:
+        chunk.append(line)
+        done += 1
+        if len(chunk) == batch or done == count:
+            sem.acquire()
+            t = threading.Thread(target=send, args=(b"\n".join(chunk) + b"\n",))
+            t.start()
+            threads.append(t)
+            threads = [t for t in threads if t.is_alive()]
+            chunk = []
+            if done % 100_000 == 0:
+                print(f"  stored {done:,} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        if done == count:
+            break
+    for t in threads:
+        t.join()
+    if failures:
+        sys.exit(f"bulk insert failed: {failures[0]}")
+    return time.monotonic() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--stored", type=int, required=True, help="documents stored before the runs")
+    ap.add_argument("--queries", type=int, default=20_000, help="distinct request bodies")
+    ap.add_argument("--neardup", default="target/release/neardup")
+    ap.add_argument("--data", help="store directory (default: a temporary one)")
+    ap.add_argument("--reuse", action="store_true", help="serve the store already in --data")
+    ap.add_argument("--listen", default="127.0.0.1:18181")
+    ap.add_argument("--seconds", type=int, default=30)
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--wrk-threads", type=int, default=1)
+    ap.add_argument("--server-threads", type=int, help="neardup serve --threads")
+    ap.add_argument("--scenarios", default="check,mix,put")
+    ap.add_argument("--samples", help="write the per-second CPU/RSS samples here (JSON lines)")
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed (Debian: apt-get install wrk)")
+
+    tmp = tempfile.mkdtemp(prefix="neardup-load-")
+    data = args.data or os.path.join(tmp, "store")
+    cmd = [args.neardup, "serve", "--data", data, "--listen", args.listen, "--body-limit", str(64 << 20)]
+    if not args.reuse:
+        cmd.append("--create")
+    if args.server_threads:
+        cmd += ["--threads", str(args.server_threads)]
+    base = f"http://{args.listen}"
+    server = subprocess.Popen(cmd)
+    try:
+        t0 = time.monotonic()
+        wait_healthy(base, server)
+        startup = time.monotonic() - t0
+        it = lines(args.corpus)
+        result = {"stored": args.stored, "startup_s": round(startup, 2)}
+        if not args.reuse:
+            secs = load(base, it, args.stored)
+            cpu, rss = proc_stats(server.pid)
+            result.update(bulk_load_s=round(secs, 1), bulk_inserts_per_s=round(args.stored / secs),
+                          rss_after_load_mb=round(rss / 2**20, 1), cpu_after_load_s=round(cpu, 1))
+        else:
+            for _ in zip(range(args.stored), it):
+                pass
+        bodies = os.path.join(tmp, "bodies.jsonl")
+        with open(bodies, "wb") as f:
+            for _, line in zip(range(args.queries), it):
+                text = json.loads(line)["text"]
+                f.write(json.dumps({"text": text}).encode() + b"\n")
+        du = subprocess.run(["du", "-sb", data], capture_output=True, text=True).stdout.split()
+        result["disk_mb"] = round(int(du[0]) / 2**20, 1) if du else None
+        print(json.dumps({"scenario": "load", **result}), flush=True)
+        lua = os.path.join(tmp, "load.lua")
+        with open(lua, "w") as f:
+            f.write(LUA)
+        for scenario in args.scenarios.split(","):
+            sampler = Sampler(server.pid)
+            cpu0, _ = proc_stats(server.pid)
+            sampler.start()
+            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_MODE=scenario, LOAD_PREFIX=f"{scenario}{int(time.time())}")
+            run = subprocess.run(
+                ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.seconds}s",
+                 "--timeout", "10s", "-s", lua, base],
+                env=env, capture_output=True, text=True)
+            sampler.stop.set()
+            sampler.join()
+            cpu1, rss = proc_stats(server.pid)
+            out = [l for l in run.stderr.splitlines() if l.startswith("LOADRESULT ")]
+            if run.returncode != 0 or not out:
+                sys.exit(f"wrk failed: {run.stdout}\n{run.stderr}")
+            r = json.loads(out[-1][len("LOADRESULT "):])
+            rss_s = [s[2] for s in sampler.samples] or [rss]
+            r.update(scenario=scenario, stored=args.stored, connections=args.connections,
+                     requests_per_s=round(r["requests"] / r["seconds"]),
+                     server_cpu_per_s=round((cpu1 - cpu0) / r["seconds"], 2),
+                     rss_first_mb=round(rss_s[0] / 2**20, 1), rss_last_mb=round(rss_s[-1] / 2**20, 1),
+                     rss_peak_mb=round(max(rss_s) / 2**20, 1))
+            print(json.dumps(r), flush=True)
+            if args.samples:
+                with open(args.samples, "a") as f:
+                    for s in sampler.samples:
+                        f.write(json.dumps({"scenario": scenario, "t": s[0], "cpu_s": s[1], "rss": s[2]}) + "\n")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
