@@ -15,6 +15,7 @@
 //! group commit, and `only_if_unique` inserts stay atomic: of two near-identical documents
 //! in one batch, only the first gets in.
 
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -273,7 +274,69 @@ fn paragraphs_bytes(paras: &[(Range<u32>, Signature)]) -> Vec<u8> {
 }
 
 /// A stored document's id and paragraphs.
-type StoredParagraphs = (String, Vec<(Range<u32>, Signature)>);
+pub(crate) type StoredParagraphs = (String, Vec<(Range<u32>, Signature)>);
+
+/// The paragraph check's decision, the same over every backend: per stored document,
+/// each query paragraph's most similar near-duplicate among its paragraphs, and the share
+/// of the query's paragraph bytes those cover; most covered first. `found[i]` names query
+/// paragraph `i`'s candidates as (document, paragraph index); `stored` holds every
+/// document named, `None` when it is gone or expired.
+pub(crate) fn paragraph_hits(
+    rule: Rule,
+    paras: &[(Range<u32>, Signature)],
+    found: &[Vec<(u64, usize)>],
+    mut stored: HashMap<u64, Option<StoredParagraphs>>,
+) -> Vec<ParagraphHit> {
+    let mut by_doc: BTreeMap<u64, Vec<SpanMatch>> = BTreeMap::new();
+    for ((span, sig), cands) in paras.iter().zip(found) {
+        let mut best: HashMap<u64, SpanMatch> = HashMap::new();
+        for &(doc, at) in cands {
+            let Some(Some((_, list))) = stored.get(&doc) else {
+                continue;
+            };
+            let Some((other_span, other)) = list.get(at) else {
+                continue;
+            };
+            if let Some(m) = rule.decide(sig, other) {
+                if best.get(&doc).is_none_or(|b| m.similarity > b.similarity) {
+                    best.insert(
+                        doc,
+                        SpanMatch {
+                            query: span.clone(),
+                            stored: other_span.clone(),
+                            similarity: m.similarity,
+                        },
+                    );
+                }
+            }
+        }
+        for (doc, m) in best {
+            by_doc.entry(doc).or_default().push(m);
+        }
+    }
+    let total: u64 = paras.iter().map(|(s, _)| u64::from(s.end - s.start)).sum();
+    let mut out: Vec<ParagraphHit> = by_doc
+        .into_iter()
+        .filter_map(|(doc, spans)| {
+            let (id, _) = stored.remove(&doc).flatten()?;
+            let covered: u64 = spans
+                .iter()
+                .map(|s| u64::from(s.query.end - s.query.start))
+                .sum();
+            Some(ParagraphHit {
+                id,
+                coverage: (covered as f64 / total.max(1) as f64) as f32,
+                spans,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.coverage
+            .total_cmp(&a.coverage)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    out
+}
 
 /// Whether an expiry (0 for none) has passed at `now`.
 fn expired(expires: u64, now: u64) -> bool {
@@ -301,7 +364,7 @@ impl View {
             let txn = db!(path, self.db.begin_read())?;
             let docs = db!(path, txn.open_table(DOCS))?;
             let mut candidates = Vec::with_capacity(ids.len());
-            let mut names = std::collections::HashMap::new();
+            let mut names = HashMap::new();
             for &internal in ids {
                 // Gone since the index was read: removed after this query began.
                 let Some(row) = db!(path, docs.get(internal))? else {
@@ -325,7 +388,7 @@ impl View {
     }
 
     /// The stored documents sharing near-duplicate paragraphs with `paras` (the query's),
-    /// whose candidates per paragraph are `found`.
+    /// whose candidates per paragraph are `found` (paragraph ids).
     fn paragraph_hits(
         &self,
         paras: &[(Range<u32>, Signature)],
@@ -334,87 +397,39 @@ impl View {
         if found.iter().all(Vec::is_empty) {
             return Ok(Vec::new());
         }
+        let found: Vec<Vec<(u64, usize)>> = found
+            .iter()
+            .map(|ids| {
+                ids.iter()
+                    .map(|&pid| (pid / MAX_PARAGRAPHS, (pid % MAX_PARAGRAPHS) as usize))
+                    .collect()
+            })
+            .collect();
         guard(&self.path, || {
             let path = &self.path;
             let now = self.clock.now();
-            let rule = self.config.rule();
             let txn = db!(path, self.db.begin_read())?;
             let docs = db!(path, txn.open_table(DOCS))?;
             let para_table = db!(path, txn.open_table(PARAS))?;
-            // Per stored document read: its id and paragraphs, if it is live.
-            let mut stored: std::collections::HashMap<u64, Option<StoredParagraphs>> =
-                std::collections::HashMap::new();
-            // Per stored document: per query paragraph, its best stored paragraph.
-            let mut by_doc: std::collections::BTreeMap<u64, Vec<SpanMatch>> =
-                std::collections::BTreeMap::new();
-            for ((span, sig), ids) in paras.iter().zip(found) {
-                let mut best: std::collections::HashMap<u64, SpanMatch> =
-                    std::collections::HashMap::new();
-                for &pid in ids {
-                    let (internal, at) = (pid / MAX_PARAGRAPHS, (pid % MAX_PARAGRAPHS) as usize);
-                    if let std::collections::hash_map::Entry::Vacant(slot) = stored.entry(internal)
-                    {
-                        let entry = match db!(path, docs.get(internal))? {
-                            Some(row) if !expired(row.value().1, now) => {
-                                let id = row.value().0.to_string();
-                                let list = match db!(path, para_table.get(internal))? {
-                                    Some(p) => paragraphs_of(path, p.value())?,
-                                    None => Vec::new(),
-                                };
-                                Some((id, list))
-                            }
-                            _ => None,
-                        };
-                        slot.insert(entry);
-                    }
-                    let Some(Some((_, list))) = stored.get(&internal) else {
-                        continue;
-                    };
-                    let Some((other_span, other)) = list.get(at) else {
-                        continue;
-                    };
-                    if let Some(m) = rule.decide(sig, other) {
-                        let better = best
-                            .get(&internal)
-                            .is_none_or(|b| m.similarity > b.similarity);
-                        if better {
-                            best.insert(
-                                internal,
-                                SpanMatch {
-                                    query: span.clone(),
-                                    stored: other_span.clone(),
-                                    similarity: m.similarity,
-                                },
-                            );
+            // Per stored document a candidate names: its id and paragraphs, if it is live.
+            let mut stored: HashMap<u64, Option<StoredParagraphs>> = HashMap::new();
+            for &(internal, _) in found.iter().flatten() {
+                if let std::collections::hash_map::Entry::Vacant(slot) = stored.entry(internal) {
+                    let entry = match db!(path, docs.get(internal))? {
+                        Some(row) if !expired(row.value().1, now) => {
+                            let id = row.value().0.to_string();
+                            let list = match db!(path, para_table.get(internal))? {
+                                Some(p) => paragraphs_of(path, p.value())?,
+                                None => Vec::new(),
+                            };
+                            Some((id, list))
                         }
-                    }
-                }
-                for (internal, m) in best {
-                    by_doc.entry(internal).or_default().push(m);
+                        _ => None,
+                    };
+                    slot.insert(entry);
                 }
             }
-            let total: u64 = paras.iter().map(|(s, _)| u64::from(s.end - s.start)).sum();
-            let mut out: Vec<ParagraphHit> = by_doc
-                .into_iter()
-                .filter_map(|(internal, spans)| {
-                    let (id, _) = stored.remove(&internal).flatten()?;
-                    let covered: u64 = spans
-                        .iter()
-                        .map(|s| u64::from(s.query.end - s.query.start))
-                        .sum();
-                    Some(ParagraphHit {
-                        id,
-                        coverage: (covered as f64 / total.max(1) as f64) as f32,
-                        spans,
-                    })
-                })
-                .collect();
-            out.sort_by(|a, b| {
-                b.coverage
-                    .total_cmp(&a.coverage)
-                    .then_with(|| a.id.cmp(&b.id))
-            });
-            Ok(out)
+            Ok(paragraph_hits(self.config.rule(), paras, &found, stored))
         })
     }
 
@@ -922,7 +937,7 @@ impl DocStore {
                         // found by its band keys alike.
                         let found = self.docs.candidates(&keys);
                         let mut candidates = Vec::with_capacity(found.len());
-                        let mut names = std::collections::HashMap::new();
+                        let mut names = HashMap::new();
                         for internal in found.into_iter().filter(|&i| Some(i) != own) {
                             if let Some(row) = db!(path, t.docs.get(internal))? {
                                 let (name, expires, bytes) = row.value();
@@ -1115,7 +1130,7 @@ pub(crate) struct DocRows {
     /// Every setting of the "meta" table, as stored.
     meta: Vec<(String, u64)>,
     /// Documents by internal id.
-    docs: std::collections::BTreeMap<u64, DocRow>,
+    docs: BTreeMap<u64, DocRow>,
     /// Whether every row of the documents table was read.
     pub(crate) complete: bool,
 }
@@ -1188,7 +1203,7 @@ pub(crate) fn read_rows(
     }
     let next_id = rows.setting("next_id");
     let docs = db!(copy, txn.open_table(DOCS))?;
-    let mut by_id: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let mut by_id: HashMap<String, u64> = HashMap::new();
     for row in db!(copy, docs.iter())? {
         let (internal, v) = db!(copy, row)?;
         let internal = internal.value();

@@ -38,7 +38,7 @@
 //! acknowledged only if each primary's replicas (at least `wait_replicas` of them) have it,
 //! so a write acknowledged survives the failover of its primary.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,8 +49,8 @@ use ::redis::{RedisError, Value};
 use neardup::decide::{Match, Signature};
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
 
-use crate::documents::{DocConfig, Hit, Outcome, ParagraphHit, Prepared, SpanMatch, StoredDoc};
-use crate::documents::{Write, MAX_PARAGRAPHS};
+use crate::documents::{paragraph_hits, StoredParagraphs, Write, MAX_PARAGRAPHS};
+use crate::documents::{DocConfig, Hit, Outcome, ParagraphHit, Prepared, StoredDoc};
 use crate::{Clock, Result, StoreError, SystemClock};
 
 /// The `format` a Redis corpus records in its `meta` hash.
@@ -1444,7 +1444,7 @@ impl RedisReader {
         })
     }
 
-    /// The decision of `DocStore`'s paragraph check, on records read from Redis.
+    /// The paragraph check's decision ([`paragraph_hits`]), on records read from Redis.
     #[allow(clippy::type_complexity)]
     fn paragraph_hits(
         &self,
@@ -1453,9 +1453,7 @@ impl RedisReader {
         records: HashMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)>,
     ) -> Vec<ParagraphHit> {
         let now = self.shared.clock.now();
-        let rule = self.shared.config.rule();
-        let mut stored: HashMap<u64, Option<(String, Vec<(Range<u32>, Signature)>)>> =
-            HashMap::new();
+        let mut stored: HashMap<u64, Option<StoredParagraphs>> = HashMap::new();
         for (n, (rec, list)) in records {
             let live = rec
                 .as_deref()
@@ -1470,55 +1468,11 @@ impl RedisReader {
                 });
             stored.insert(n, live);
         }
-        let mut by_doc: BTreeMap<u64, Vec<SpanMatch>> = BTreeMap::new();
-        for ((span, sig), cands) in paras.iter().zip(found) {
-            let mut best: HashMap<u64, SpanMatch> = HashMap::new();
-            for &(_, n, at) in cands {
-                let Some(Some((_, list))) = stored.get(&n) else {
-                    continue;
-                };
-                let Some((other_span, other)) = list.get(at as usize) else {
-                    continue;
-                };
-                if let Some(m) = rule.decide(sig, other) {
-                    if best.get(&n).is_none_or(|b| m.similarity > b.similarity) {
-                        best.insert(
-                            n,
-                            SpanMatch {
-                                query: span.clone(),
-                                stored: other_span.clone(),
-                                similarity: m.similarity,
-                            },
-                        );
-                    }
-                }
-            }
-            for (n, m) in best {
-                by_doc.entry(n).or_default().push(m);
-            }
-        }
-        let total: u64 = paras.iter().map(|(s, _)| u64::from(s.end - s.start)).sum();
-        let mut out: Vec<ParagraphHit> = by_doc
-            .into_iter()
-            .filter_map(|(n, spans)| {
-                let (id, _) = stored.remove(&n).flatten()?;
-                let covered: u64 = spans
-                    .iter()
-                    .map(|s| u64::from(s.query.end - s.query.start))
-                    .sum();
-                Some(ParagraphHit {
-                    id,
-                    coverage: (covered as f64 / total.max(1) as f64) as f32,
-                    spans,
-                })
-            })
+        let found: Vec<Vec<(u64, usize)>> = found
+            .iter()
+            .map(|c| c.iter().map(|&(_, n, at)| (n, usize::from(at))).collect())
             .collect();
-        out.sort_by(|a, b| {
-            b.coverage
-                .total_cmp(&a.coverage)
-                .then_with(|| a.id.cmp(&b.id))
-        });
-        out
+        paragraph_hits(self.shared.config.rule(), paras, &found, stored)
     }
 
     /// As [`crate::DocStore::get`].
