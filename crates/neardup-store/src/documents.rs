@@ -680,20 +680,9 @@ impl DocStore {
     /// Opens the document store in `dir` and rebuilds its indexes. With `expect`, its
     /// settings must be those on disk.
     pub fn open(dir: impl AsRef<Path>, expect: Option<DocConfig>) -> Result<DocStore> {
-        let dir = dir.as_ref();
-        let path = dir.join(FILE);
-        if !path.is_file() {
-            return Err(StoreError::NotAStore(dir.to_path_buf()));
-        }
-        file::remove_leftovers(dir);
-        match file::inspect(&path)? {
-            Kind::Missing => return Err(StoreError::NotAStore(dir.to_path_buf())),
-            Kind::Unfinished => return Err(StoreError::Unfinished(dir.to_path_buf())),
-            Kind::Redb => {}
-        }
-        let store = guard(&path, || DocStore::open_file(dir, &path, expect))?;
-        file::claim(dir);
-        Ok(store)
+        file::open_store(dir.as_ref(), |dir, path| {
+            DocStore::open_file(dir, path, expect)
+        })
     }
 
     fn open_file(dir: &Path, path: &Path, expect: Option<DocConfig>) -> Result<DocStore> {

@@ -313,6 +313,29 @@ pub(crate) fn remove_leftovers(dir: &Path) {
     }
 }
 
+/// Opens the store in `dir` with `open_file` (given the directory and its database file),
+/// as both kinds of store open: a directory without a finished database is not a store,
+/// leftovers of killed processes are removed first, a panic in redb is damage, and the
+/// opened store is claimed for this process.
+pub(crate) fn open_store<T>(
+    dir: &Path,
+    open_file: impl FnOnce(&Path, &Path) -> Result<T>,
+) -> Result<T> {
+    let path = dir.join(FILE);
+    if !path.is_file() {
+        return Err(StoreError::NotAStore(dir.to_path_buf()));
+    }
+    remove_leftovers(dir);
+    match inspect(&path)? {
+        Kind::Missing => return Err(StoreError::NotAStore(dir.to_path_buf())),
+        Kind::Unfinished => return Err(StoreError::Unfinished(dir.to_path_buf())),
+        Kind::Redb => {}
+    }
+    let store = guard(&path, || open_file(dir, &path))?;
+    claim(dir);
+    Ok(store)
+}
+
 /// The file beside the database that names the process holding it.
 pub(crate) const PID_FILE: &str = "neardup.pid";
 

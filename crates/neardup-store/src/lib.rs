@@ -397,20 +397,9 @@ impl Store {
     /// [`repair`] and [`export`] save what can be saved); a directory another `Store`
     /// holds is [`StoreError::InUse`].
     pub fn open(dir: impl AsRef<Path>, expect: Option<StoreConfig>) -> Result<Store> {
-        let dir = dir.as_ref();
-        let path = dir.join(FILE);
-        if !path.is_file() {
-            return Err(StoreError::NotAStore(dir.to_path_buf()));
-        }
-        file::remove_leftovers(dir);
-        match file::inspect(&path)? {
-            Kind::Missing => return Err(StoreError::NotAStore(dir.to_path_buf())),
-            Kind::Unfinished => return Err(StoreError::Unfinished(dir.to_path_buf())),
-            Kind::Redb => {}
-        }
-        let store = guard(&path, || Store::open_file(dir, &path, expect))?;
-        file::claim(dir);
-        Ok(store)
+        file::open_store(dir.as_ref(), |dir, path| {
+            Store::open_file(dir, path, expect)
+        })
     }
 
     fn open_file(dir: &Path, path: &Path, expect: Option<StoreConfig>) -> Result<Store> {
