@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{Backend, DocConfig, DocStore, StoreError};
+use neardup_store::{Backend, DocConfig, DocStore, Opened, StoreError};
 
 use crate::failure::Failure;
 use crate::output::refuse_overwrite;
@@ -53,6 +53,11 @@ pub struct ServeCmd {
     /// Seconds between sweeps of expired documents.
     #[arg(long, default_value_t = 60)]
     sweep_every: u64,
+    /// Seconds between snapshots of the in-memory index (written beside the store while
+    /// the service runs, when it changed, so that the next start reads it instead of
+    /// rebuilding it); 0 for only when the service stops.
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    snapshot_every: u64,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -104,6 +109,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
         token,
         body_limit: cmd.body_limit,
         sweep_every: Duration::from_secs(cmd.sweep_every),
+        snapshot_every: (cmd.snapshot_every > 0).then(|| Duration::from_secs(cmd.snapshot_every)),
     };
     let create = cmd.create.then(|| DocConfig {
         threshold: cmd.threshold.unwrap_or_default(),
@@ -111,11 +117,22 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
     });
     match &cmd.data {
         Some(dir) => {
+            let started = std::time::Instant::now();
             let store = match create {
                 Some(c) => DocStore::create(dir, c),
                 None => DocStore::open(dir, None),
             }
             .map_err(store_failure)?;
+            let took = started.elapsed().as_secs_f64();
+            match store.opened() {
+                Opened::Created => {}
+                Opened::Snapshot { caught_up } => crate::note!(
+                    "neardup serve: index read from its snapshot in {took:.1} s ({caught_up} documents added or removed since)"
+                ),
+                Opened::Rebuilt { why } => crate::note!(
+                    "neardup serve: index rebuilt from the stored documents in {took:.1} s ({why})"
+                ),
+            }
             run_on(cmd, store, dir, config)
         }
         None => {

@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// How often expired documents are swept.
     pub sweep_every: Duration,
+    /// How often the store's indexes are snapshotted, when they changed (`None`: only
+    /// when the service stops).
+    pub snapshot_every: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +66,7 @@ impl Default for ServerConfig {
             token: None,
             body_limit: 4 << 20,
             sweep_every: Duration::from_secs(60),
+            snapshot_every: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -185,6 +189,9 @@ pub async fn serve<B: Backend>(
     let writer = std::thread::Builder::new()
         .name("neardup-writer".into())
         .spawn(move || writer::run(store, queue, writer_metrics))?;
+    let snapshots = config
+        .snapshot_every
+        .map(|every| tokio::spawn(snapshot_every(jobs.clone(), every)));
     let sweeper = tokio::spawn(sweep_every(jobs, config.sweep_every));
     let app = router(state);
     let served = axum::serve(listener, app)
@@ -192,6 +199,10 @@ pub async fn serve<B: Backend>(
         .await;
     sweeper.abort();
     let _ = sweeper.await;
+    if let Some(task) = snapshots {
+        task.abort();
+        let _ = task.await;
+    }
     // Every sender is gone now: the writer finishes what it holds and returns the store.
     let store = tokio::task::spawn_blocking(move || writer.join())
         .await
@@ -199,6 +210,17 @@ pub async fn serve<B: Backend>(
         .map_err(|_| ServerError::Writer)?;
     served?;
     Ok(store)
+}
+
+async fn snapshot_every(jobs: mpsc::Sender<Job>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if jobs.send(Job::Snapshot).await.is_err() {
+            return;
+        }
+    }
 }
 
 async fn sweep_every(jobs: mpsc::Sender<Job>, every: Duration) {

@@ -21,6 +21,8 @@ pub struct Metrics {
     commit_seconds: Histogram,
     sweeps: IntCounter,
     swept: IntCounter,
+    snapshots: IntCounterVec,
+    snapshot_seconds: Histogram,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -68,6 +70,17 @@ impl Metrics {
         )?;
         let sweeps = IntCounter::new("neardup_sweeps_total", "Expiry sweeps run")?;
         let swept = IntCounter::new("neardup_swept_total", "Expired documents deleted by sweeps")?;
+        let snapshots = IntCounterVec::new(
+            Opts::new(
+                "neardup_snapshots_total",
+                "Snapshots of the indexes written, by outcome",
+            ),
+            &["outcome"],
+        )?;
+        let snapshot_seconds = Histogram::with_opts(
+            HistogramOpts::new("neardup_snapshot_seconds", "Time to write a snapshot")
+                .buckets(vec![0.01, 0.1, 1.0, 5.0, 15.0, 60.0, 300.0]),
+        )?;
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(latency.clone()),
@@ -78,6 +91,8 @@ impl Metrics {
             Box::new(commit_seconds.clone()),
             Box::new(sweeps.clone()),
             Box::new(swept.clone()),
+            Box::new(snapshots.clone()),
+            Box::new(snapshot_seconds.clone()),
         ] {
             registry.register(c)?;
         }
@@ -92,6 +107,8 @@ impl Metrics {
             commit_seconds,
             sweeps,
             swept,
+            snapshots,
+            snapshot_seconds,
         })
     }
 
@@ -117,6 +134,15 @@ impl Metrics {
         self.sweeps.inc();
         if let Some(n) = swept {
             self.swept.inc_by(n as u64);
+        }
+    }
+
+    /// Counts a snapshot written (or one that failed), and its time.
+    pub fn snapshot(&self, written: bool, took: Duration) {
+        let outcome = if written { "written" } else { "failed" };
+        self.snapshots.with_label_values(&[outcome]).inc();
+        if written {
+            self.snapshot_seconds.observe(took.as_secs_f64());
         }
     }
 

@@ -2,11 +2,16 @@
 //! while a batch commits; the next batch takes all of them (group commit: one transaction
 //! and one fsync for many requests), and each request hears its outcome only after the
 //! fsync that covers it.
+//!
+//! Now and then, and when the service stops, the writer also snapshots the store's
+//! in-memory indexes (a few `Arc`s taken between batches, written by another thread while
+//! writes go on), so that the next start reads them instead of rebuilding them.
 
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
-use neardup_store::{Backend, Outcome, StoreError, Write};
+use neardup_store::{Backend, Outcome, SnapshotJob, StoreError, Write};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::Metrics;
@@ -20,6 +25,52 @@ pub(crate) enum Job {
     Writes(Vec<Write>, oneshot::Sender<Result<Vec<Outcome>, String>>),
     /// Delete the expired documents.
     Sweep(oneshot::Sender<Result<usize, String>>),
+    /// Start a snapshot of the indexes, unless one is being written.
+    Snapshot,
+}
+
+/// A snapshot being written on its own thread.
+type InFlight = (
+    JoinHandle<Result<(), StoreError>>,
+    Arc<SnapshotJob>,
+    Instant,
+);
+
+/// Starts writing a snapshot of `store` if there is something new to write.
+fn start_snapshot<B: Backend>(store: &mut B, metrics: &Metrics) -> Option<InFlight> {
+    if !store.snapshot_due() {
+        return None;
+    }
+    match store.begin_snapshot() {
+        Ok(Some(job)) => {
+            let job = Arc::new(job);
+            let writing = Arc::clone(&job);
+            let started = Instant::now();
+            match std::thread::Builder::new()
+                .name("neardup-snapshot".into())
+                .spawn(move || writing.write())
+            {
+                Ok(handle) => Some((handle, job, started)),
+                Err(_) => {
+                    metrics.snapshot(false, started.elapsed());
+                    None
+                }
+            }
+        }
+        Ok(None) => None,
+        Err(_) => {
+            metrics.snapshot(false, Default::default());
+            None
+        }
+    }
+}
+
+/// Waits for the snapshot `in_flight`, and tells the store it is written.
+fn finish_snapshot<B: Backend>(store: &mut B, in_flight: InFlight, metrics: &Metrics) {
+    let (handle, job, started) = in_flight;
+    let written = matches!(handle.join(), Ok(Ok(())));
+    let ok = written && store.snapshot_written(&job).is_ok();
+    metrics.snapshot(ok, started.elapsed());
 }
 
 /// Runs the writer until every sender is gone, then returns the store.
@@ -28,11 +79,17 @@ pub(crate) fn run<B: Backend>(
     mut jobs: mpsc::Receiver<Job>,
     metrics: Arc<Metrics>,
 ) -> B {
+    let mut in_flight: Option<InFlight> = None;
     while let Some(first) = jobs.blocking_recv() {
+        if in_flight.as_ref().is_some_and(|f| f.0.is_finished()) {
+            if let Some(done) = in_flight.take() {
+                finish_snapshot(&mut store, done, &metrics);
+            }
+        }
         let mut batch = vec![first];
         let mut writes = match &batch[0] {
             Job::Writes(w, _) => w.len(),
-            Job::Sweep(_) => 0,
+            Job::Sweep(_) | Job::Snapshot => 0,
         };
         while writes < MAX_BATCH {
             match jobs.try_recv() {
@@ -59,6 +116,11 @@ pub(crate) fn run<B: Backend>(
                     metrics.sweep(swept.as_ref().ok().copied(), started.elapsed());
                     let _ = reply.send(swept);
                 }
+                Job::Snapshot => {
+                    if in_flight.is_none() {
+                        in_flight = start_snapshot(&mut store, &metrics);
+                    }
+                }
             }
         }
         if waiting.is_empty() {
@@ -82,6 +144,13 @@ pub(crate) fn run<B: Backend>(
                 }
             }
         }
+    }
+    // Stopping: the last snapshot is the state every acknowledged write left.
+    if let Some(done) = in_flight.take() {
+        finish_snapshot(&mut store, done, &metrics);
+    }
+    if let Some(last) = start_snapshot(&mut store, &metrics) {
+        finish_snapshot(&mut store, last, &metrics);
     }
     store
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use neardup::jaccard::Threshold;
 use neardup_server::{serve, ServerConfig};
-use neardup_store::{Clock, DocConfig, DocStore};
+use neardup_store::{Clock, DocConfig, DocStore, Opened};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -665,6 +665,8 @@ async fn shutdown_finishes_the_writes_in_flight() {
     }
     drop(store);
     let store = DocStore::open(&path, None).unwrap();
+    // The service snapshotted its index as it stopped: the next start reads it whole.
+    assert_eq!(store.opened(), &Opened::Snapshot { caught_up: 0 });
     assert!(store.len() >= acked.len());
     for i in &acked {
         assert!(
@@ -672,6 +674,54 @@ async fn shutdown_finishes_the_writes_in_flight() {
             "acknowledged d{i} not on disk"
         );
     }
+}
+
+/// While it runs, the service snapshots its index when it changed, on another thread
+/// (catching up from such a snapshot is the store's tests' business).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_are_taken_while_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let store = DocStore::create(&path, DocConfig::default()).unwrap();
+    let server = ServerConfig {
+        snapshot_every: Some(Duration::from_millis(50)),
+        ..ServerConfig::default()
+    };
+    let svc = Running::on(store, server, None).await;
+    for i in 0..20 {
+        let (status, _) = svc
+            .json(
+                "PUT",
+                &format!("/v1/documents/d{i}"),
+                json!({"text": text(i, None)}),
+            )
+            .await;
+        assert_eq!(status, 200);
+    }
+    let written = |m: &str| {
+        m.lines()
+            .find(|l| l.starts_with("neardup_snapshots_total{outcome=\"written\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut waited = 0;
+    loop {
+        let (_, m) = svc.send("GET", "/metrics", None).await;
+        if written(m.as_str().unwrap_or("")) > 0 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 200, "no snapshot in 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(path.join("bands.snapshot").exists());
+    let store = svc.stop().await;
+    let before = store.len();
+    drop(store);
+    let store = DocStore::open(&path, None).unwrap();
+    assert!(matches!(store.opened(), Opened::Snapshot { .. }));
+    assert_eq!(store.len(), before);
+    assert_eq!(before, 20);
 }
 
 fn texts(path: &str) -> Vec<String> {

@@ -2,6 +2,7 @@
 //! or a store on other machines alike: a writer that applies batches of writes durably,
 //! and readers that answer checks without waiting for it.
 
+use crate::SnapshotJob;
 use crate::{DocConfig, DocStore, DocStoreReader, Hit, Outcome, ParagraphHit, Prepared, Preparer};
 use crate::{Result, StoredDoc, Write};
 
@@ -33,6 +34,24 @@ pub trait Backend: Send + 'static {
     /// A preparer for this store's documents.
     fn preparer(&self) -> Preparer {
         Preparer::new(self.config())
+    }
+
+    /// A snapshot of what the store keeps in memory, to write on another thread so that
+    /// the next start is quick ([`DocStore::begin_snapshot`]); `None` for a store that
+    /// keeps nothing to rebuild.
+    fn begin_snapshot(&mut self) -> Result<Option<SnapshotJob>> {
+        Ok(None)
+    }
+
+    /// `job` is written ([`DocStore::snapshot_written`]).
+    fn snapshot_written(&mut self, job: &SnapshotJob) -> Result<()> {
+        let _ = job;
+        Ok(())
+    }
+
+    /// Whether the store changed since its last snapshot ([`DocStore::snapshot_due`]).
+    fn snapshot_due(&self) -> bool {
+        false
     }
 }
 
@@ -86,6 +105,18 @@ impl Backend for DocStore {
 
     fn config(&self) -> DocConfig {
         DocStore::config(self)
+    }
+
+    fn begin_snapshot(&mut self) -> Result<Option<SnapshotJob>> {
+        DocStore::begin_snapshot(self).map(Some)
+    }
+
+    fn snapshot_written(&mut self, job: &SnapshotJob) -> Result<()> {
+        DocStore::snapshot_written(self, job)
+    }
+
+    fn snapshot_due(&self) -> bool {
+        DocStore::snapshot_due(self)
     }
 }
 

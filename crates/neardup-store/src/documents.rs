@@ -25,16 +25,19 @@ use neardup::corpus::{BandIndex, BandIndexReader};
 use neardup::decide::{Match, Rule, Signature};
 use neardup::fingerprint::Fingerprinter;
 use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition};
 
 use crate::file::{self, guard, Kind};
+use crate::snapshot;
 use crate::{db_err, open_error, Clock, Db, Result, StoreError, SystemClock, FILE};
 
 /// The `format` setting of a document store (a fingerprint store's is [`crate::FORMAT`]).
 pub const DOC_FORMAT: u64 = 100;
 
 /// Settings by name: "format", "threshold" (the f64's bits), "paragraphs" (0 or 1),
-/// "fingerprint_version", "sketch_version", "next_id".
+/// "fingerprint_version", "sketch_version", "next_id"; and for index snapshots
+/// ([`crate::snapshot`]) "instance" (random, made with the store), "commit" (write
+/// transactions committed) and "snapshot_commit" (the commit the removal log is pruned to).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// External id → internal id.
 const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
@@ -45,6 +48,10 @@ const DOCS: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("doc
 const PARAS: TableDefinition<u64, &[u8]> = TableDefinition::new("paragraphs");
 /// (expiry, internal id) of the documents that expire.
 const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
+/// (commit, internal id) → paragraphs, of every document removed by that write
+/// transaction: what an index snapshot taken before it must still remove
+/// ([`crate::snapshot`]). Pruned up to a snapshot once it is durable.
+const REMOVED: TableDefinition<(u64, u64), u64> = TableDefinition::new("removed");
 
 /// Paragraphs of a document that are indexed; a paragraph's index id is the document's
 /// internal id times this, plus its position.
@@ -483,6 +490,13 @@ pub struct DocStore {
     docs: BandIndex,
     paras: BandIndex,
     next_id: u64,
+    /// Write transactions committed (the "commit" setting).
+    commit: u64,
+    /// The commit of the snapshot on disk, when it is known to be this store's.
+    snapshot_commit: Option<u64>,
+    /// The "instance" setting; stores made before snapshots get one with their first.
+    instance: Option<u64>,
+    opened: Opened,
     /// A call met damage (a panic in redb): the database may be in any state.
     broken: bool,
 }
@@ -574,6 +588,135 @@ impl DocStoreReader {
     }
 }
 
+/// How [`DocStore::open`] made its indexes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// The store was just made.
+    Created,
+    /// Read from the snapshot, then brought up to date with this many documents added
+    /// or removed since it was taken.
+    Snapshot {
+        /// Documents (and their removals) applied after reading the snapshot.
+        caught_up: usize,
+    },
+    /// Rebuilt from every stored signature, for this reason.
+    Rebuilt {
+        /// Why the snapshot was not used.
+        why: String,
+    },
+}
+
+/// A random number for a new store's "instance" setting.
+fn new_instance() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// The band keys of the documents numbered `from` on, checked against `next_id`.
+fn doc_keys(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    next_id: u64,
+    from: u64,
+) -> Result<Vec<(u64, BandKeys)>> {
+    let table = db!(path, txn.open_table(DOCS))?;
+    let mut keys = Vec::new();
+    for row in db!(path, table.range(from..))? {
+        let (internal, v) = db!(path, row)?;
+        let internal = internal.value();
+        if internal >= next_id {
+            return Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail: format!("document {internal} is numbered past next_id {next_id}"),
+            });
+        }
+        keys.push((internal, signature_of(path, v.value().2)?.index_keys()));
+    }
+    Ok(keys)
+}
+
+/// The band keys of the paragraphs of the documents numbered `from` on, by index id.
+fn para_keys(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    next_id: u64,
+    from: u64,
+) -> Result<Vec<(u64, BandKeys)>> {
+    let table = db!(path, txn.open_table(PARAS))?;
+    let mut keys = Vec::new();
+    for row in db!(path, table.range(from..))? {
+        let (internal, v) = db!(path, row)?;
+        let internal = internal.value();
+        // A number past next_id is damage, and would overflow the paragraph ids.
+        if internal >= next_id {
+            return Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "paragraphs of document {internal}, numbered past next_id {next_id}"
+                ),
+            });
+        }
+        for (i, (_, sig)) in paragraphs_of(path, v.value())?.iter().enumerate() {
+            keys.push((internal * MAX_PARAGRAPHS + i as u64, sig.index_keys()));
+        }
+    }
+    Ok(keys)
+}
+
+/// The indexes of every stored document (and paragraph), built in one pass.
+fn rebuild_indexes(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    config: DocConfig,
+    next_id: u64,
+) -> Result<(BandIndex, BandIndex)> {
+    let docs = BandIndex::from_docs(doc_keys(path, txn, next_id, 0)?)?;
+    let paras = if config.paragraphs {
+        BandIndex::from_docs(para_keys(path, txn, next_id, 0)?)?
+    } else {
+        BandIndex::new()
+    };
+    Ok((docs, paras))
+}
+
+/// The indexes of a snapshot brought up to the database's state: the removals logged
+/// since it was taken, then the documents numbered since. How many of both.
+fn catch_up(
+    path: &Path,
+    txn: &redb::ReadTransaction,
+    config: DocConfig,
+    next_id: u64,
+    header: snapshot::Header,
+    mut docs: BandIndex,
+    mut paras: BandIndex,
+) -> Result<(BandIndex, BandIndex, usize)> {
+    let log = db!(path, txn.open_table(REMOVED))?;
+    let mut gone = Vec::new();
+    let mut gone_paras = Vec::new();
+    for row in db!(path, log.range((header.commit + 1, 0)..))? {
+        let (key, count) = db!(path, row)?;
+        let internal = key.value().1;
+        gone.push(internal);
+        let count = count.value().min(MAX_PARAGRAPHS);
+        gone_paras.extend((0..count).map(|p| internal.saturating_mul(MAX_PARAGRAPHS) + p));
+    }
+    docs.remove_bulk(&gone);
+    paras.remove_bulk(&gone_paras);
+    let added = doc_keys(path, txn, next_id, header.next_id)?;
+    docs.insert_bulk(&added)?;
+    if config.paragraphs {
+        paras.insert_bulk(&para_keys(path, txn, next_id, header.next_id)?)?;
+    }
+    Ok((docs, paras, gone.len() + added.len()))
+}
+
 /// A document of the current batch: its internal id and signature, for the
 /// `only_if_unique` checks of the batch's later puts.
 struct Pending {
@@ -621,6 +764,7 @@ impl DocStore {
             _ => return Err(StoreError::Exists(dir.to_path_buf())),
         }
         let partial = file::aside(dir, "partial");
+        let instance = new_instance();
         let made = (|| {
             let db = db!(&partial, Database::create(&partial))?;
             let txn = db!(&partial, db.begin_write())?;
@@ -636,6 +780,9 @@ impl DocStore {
                     ),
                     ("sketch_version", u64::from(SKETCH_VERSION)),
                     ("next_id", 0),
+                    ("instance", instance),
+                    ("commit", 0),
+                    ("snapshot_commit", 0),
                 ] {
                     db!(&partial, meta.insert(k, v))?;
                 }
@@ -643,6 +790,7 @@ impl DocStore {
                 db!(&partial, txn.open_table(DOCS))?;
                 db!(&partial, txn.open_table(PARAS))?;
                 db!(&partial, txn.open_table(EXPIRY))?;
+                db!(&partial, txn.open_table(REMOVED))?;
             }
             db!(&partial, txn.commit())?;
             Ok(db)
@@ -673,6 +821,10 @@ impl DocStore {
             docs: BandIndex::new(),
             paras: BandIndex::new(),
             next_id: 0,
+            commit: 0,
+            snapshot_commit: None,
+            instance: Some(instance),
+            opened: Opened::Created,
             broken: false,
         })
     }
@@ -745,43 +897,40 @@ impl DocStore {
             }
         }
         let next_id = get("next_id")?;
-        let docs_table = db!(&path, txn.open_table(DOCS))?;
-        let mut docs: Vec<(u64, BandKeys)> =
-            Vec::with_capacity(db!(&path, docs_table.len())? as usize);
-        for row in db!(&path, docs_table.iter())? {
-            let (internal, v) = db!(&path, row)?;
-            let internal = internal.value();
-            if internal >= next_id {
-                return Err(StoreError::Damaged {
-                    path: path.clone(),
-                    detail: format!("document {internal} is numbered past next_id {next_id}"),
-                });
+        let setting = |key: &str| -> Result<Option<u64>> {
+            Ok(db!(&path, meta.get(key))?.map(|v| v.value()))
+        };
+        let commit = setting("commit")?.unwrap_or(0);
+        let instance = setting("instance")?;
+        let pruned = setting("snapshot_commit")?.unwrap_or(0);
+        let usable = |h: &snapshot::Header| {
+            Some(h.instance) == instance
+                && (pruned..=commit).contains(&h.commit)
+                && h.next_id <= next_id
+                && h.threshold_bits == config.threshold.get().to_bits()
+                && h.paragraphs == config.paragraphs
+        };
+        let mut snapshot_commit = None;
+        let (docs, paras, opened) = match snapshot::read(dir, usable) {
+            Ok(Some((header, docs, paras))) => {
+                let (docs, paras, caught_up) =
+                    catch_up(&path, &txn, config, next_id, header, docs, paras)?;
+                snapshot_commit = Some(header.commit);
+                (docs, paras, Opened::Snapshot { caught_up })
             }
-            docs.push((internal, signature_of(&path, v.value().2)?.index_keys()));
-        }
-        drop(docs_table);
-        let docs = BandIndex::from_docs(docs)?;
-        let mut paras: Vec<(u64, BandKeys)> = Vec::new();
-        if config.paragraphs {
-            let table = db!(&path, txn.open_table(PARAS))?;
-            for row in db!(&path, table.iter())? {
-                let (internal, v) = db!(&path, row)?;
-                let internal = internal.value();
-                // A number past next_id is damage, and would overflow the paragraph ids.
-                if internal >= next_id {
-                    return Err(StoreError::Damaged {
-                        path: path.clone(),
-                        detail: format!(
-                            "paragraphs of document {internal}, numbered past next_id {next_id}"
-                        ),
-                    });
-                }
-                for (i, (_, sig)) in paragraphs_of(&path, v.value())?.iter().enumerate() {
-                    paras.push((internal * MAX_PARAGRAPHS + i as u64, sig.index_keys()));
-                }
+            found => {
+                let why = match found {
+                    Ok(_) if instance.is_none() => "no snapshot yet".to_string(),
+                    Ok(_) if snapshot::path(dir).exists() => {
+                        "the snapshot is of an older state".to_string()
+                    }
+                    Ok(_) => "no snapshot".to_string(),
+                    Err(e) => format!("the snapshot cannot be read ({e})"),
+                };
+                let (docs, paras) = rebuild_indexes(&path, &txn, config, next_id)?;
+                (docs, paras, Opened::Rebuilt { why })
             }
-        }
-        let paras = BandIndex::from_docs(paras)?;
+        };
         drop(meta);
         drop(txn);
         Ok(DocStore {
@@ -794,6 +943,10 @@ impl DocStore {
             docs,
             paras,
             next_id,
+            commit,
+            snapshot_commit,
+            instance,
+            opened,
             broken: false,
         })
     }
@@ -889,7 +1042,9 @@ impl DocStore {
         let mut outcomes = Vec::with_capacity(writes.len());
         // Index changes, applied after the commit.
         let mut removed: Vec<u64> = Vec::new();
+        let mut removed_counts: Vec<u64> = Vec::new();
         let mut removed_paras: Vec<u64> = Vec::new();
+        let commit = self.commit + 1;
         let mut added: Vec<(u64, Prepared)> = Vec::new();
         let mut pending: Vec<Pending> = Vec::new();
         let mut next_id = self.next_id;
@@ -907,6 +1062,7 @@ impl DocStore {
                         let was = gone.is_some();
                         if let Some((internal, para_ids)) = gone {
                             removed.push(internal);
+                            removed_counts.push(para_ids.len() as u64);
                             removed_paras.extend(para_ids);
                             pending.retain(|p| p.internal != internal);
                         }
@@ -964,6 +1120,7 @@ impl DocStore {
                         let replaced = old.is_some();
                         if let Some((internal, para_ids)) = old {
                             removed.push(internal);
+                            removed_counts.push(para_ids.len() as u64);
                             removed_paras.extend(para_ids);
                             pending.retain(|p| p.internal != internal);
                         }
@@ -1011,11 +1168,17 @@ impl DocStore {
             }
             let mut meta = db!(path, txn.open_table(META))?;
             db!(path, meta.insert("next_id", next_id))?;
+            db!(path, meta.insert("commit", commit))?;
+            let mut log = db!(path, txn.open_table(REMOVED))?;
+            for (&internal, &count) in removed.iter().zip(&removed_counts) {
+                db!(path, log.insert((commit, internal), count))?;
+            }
         }
         db!(path, txn.commit())?;
         // Durable: now the indexes. A document put and replaced within this batch never
         // reaches them.
         self.next_id = next_id;
+        self.commit = commit;
         let gone: std::collections::HashSet<u64> = removed.iter().copied().collect();
         self.docs.remove_bulk(&removed);
         if !removed_paras.is_empty() {
@@ -1067,6 +1230,113 @@ impl DocStore {
             self.apply(ids.into_iter().map(|id| Write::Delete { id }).collect())?;
         }
         Ok(n)
+    }
+
+    /// How [`DocStore::open`] made the indexes.
+    pub fn opened(&self) -> &Opened {
+        &self.opened
+    }
+
+    /// Writes a snapshot of the indexes beside the database, so that the next open reads
+    /// it instead of rebuilding them: [`DocStore::begin_snapshot`], written here, then
+    /// [`DocStore::snapshot_written`].
+    pub fn save_snapshot(&mut self) -> Result<()> {
+        let job = self.begin_snapshot()?;
+        job.write()?;
+        self.snapshot_written(&job)
+    }
+
+    /// The indexes as they are now, to write on another thread with
+    /// [`SnapshotJob::write`] while writes go on (nothing is copied); then
+    /// [`DocStore::snapshot_written`].
+    pub fn begin_snapshot(&mut self) -> Result<SnapshotJob> {
+        self.refuse_if_broken()?;
+        let path = self.view.path.clone();
+        let instance = match self.instance {
+            Some(i) => i,
+            None => {
+                let i = new_instance();
+                guard(&path, || {
+                    let txn = db!(&path, self.view.db.begin_write())?;
+                    {
+                        let mut meta = db!(&path, txn.open_table(META))?;
+                        db!(&path, meta.insert("instance", i))?;
+                        db!(&path, txn.open_table(REMOVED))?;
+                    }
+                    db!(&path, txn.commit())
+                })?;
+                self.instance = Some(i);
+                i
+            }
+        };
+        Ok(SnapshotJob {
+            dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            header: snapshot::Header {
+                instance,
+                commit: self.commit,
+                next_id: self.next_id,
+                threshold_bits: self.view.config.threshold.get().to_bits(),
+                paragraphs: self.view.config.paragraphs,
+            },
+            docs: self.docs.snapshot(),
+            paras: self.paras.snapshot(),
+        })
+    }
+
+    /// Whether the indexes changed since the snapshot on disk was taken (or there is none).
+    pub fn snapshot_due(&self) -> bool {
+        self.snapshot_commit != Some(self.commit)
+    }
+
+    /// Forgets the removals that `job`, now written, holds: the log keeps only what a
+    /// later open must still apply.
+    pub fn snapshot_written(&mut self, job: &SnapshotJob) -> Result<()> {
+        self.refuse_if_broken()?;
+        let path = self.view.path.clone();
+        let through = job.header.commit;
+        self.snapshot_commit = Some(through);
+        guard(&path, || {
+            let txn = db!(&path, self.view.db.begin_write())?;
+            {
+                let mut log = db!(&path, txn.open_table(REMOVED))?;
+                db!(&path, log.retain_in(..(through + 1, 0), |_, _| false))?;
+                let mut meta = db!(&path, txn.open_table(META))?;
+                let pruned = db!(&path, meta.get("snapshot_commit"))?.map_or(0, |v| v.value());
+                db!(&path, meta.insert("snapshot_commit", pruned.max(through)))?;
+            }
+            db!(&path, txn.commit())
+        })
+    }
+}
+
+/// A snapshot of a [`DocStore`]'s indexes being written ([`DocStore::begin_snapshot`]).
+#[derive(Debug)]
+pub struct SnapshotJob {
+    dir: PathBuf,
+    header: snapshot::Header,
+    docs: neardup::corpus::BandSnapshot,
+    paras: neardup::corpus::BandSnapshot,
+}
+
+impl SnapshotJob {
+    /// Writes it, durably, in place of the last one; on any thread.
+    pub fn write(&self) -> Result<()> {
+        snapshot::write(&self.dir, self.header, &self.docs, &self.paras).map_err(|source| {
+            StoreError::Io {
+                path: snapshot::path(&self.dir),
+                source,
+            }
+        })
+    }
+
+    /// Documents it holds.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether it holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
     }
 }
 
@@ -1307,15 +1577,24 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
     {
         let mut meta = db!(path, txn.open_table(META))?;
         for (key, value) in &rows.meta {
-            if key != "next_id" {
+            // Documents are numbered afresh: an index snapshot of the old file is not
+            // of this one.
+            if !matches!(
+                key.as_str(),
+                "next_id" | "instance" | "commit" | "snapshot_commit"
+            ) {
                 db!(path, meta.insert(key.as_str(), *value))?;
             }
         }
         db!(path, meta.insert("next_id", rows.docs.len() as u64))?;
+        db!(path, meta.insert("instance", new_instance()))?;
+        db!(path, meta.insert("commit", 0))?;
+        db!(path, meta.insert("snapshot_commit", 0))?;
         let mut ids = db!(path, txn.open_table(IDS))?;
         let mut docs = db!(path, txn.open_table(DOCS))?;
         let mut paras = db!(path, txn.open_table(PARAS))?;
         let mut expiry = db!(path, txn.open_table(EXPIRY))?;
+        db!(path, txn.open_table(REMOVED))?;
         for (internal, doc) in (0u64..).zip(rows.docs.values()) {
             db!(path, ids.insert(doc.id.as_str(), internal))?;
             db!(

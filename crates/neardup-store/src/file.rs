@@ -301,7 +301,7 @@ pub(crate) fn remove_leftovers(dir: &Path) {
         else {
             continue;
         };
-        if !matches!(what, "partial" | "check") {
+        if !matches!(what, "partial" | "check" | "snapshot") {
             continue;
         }
         let Ok(pid) = pid.parse::<u32>() else {

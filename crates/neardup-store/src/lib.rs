@@ -245,11 +245,12 @@ mod file;
 #[cfg(feature = "redis")]
 mod redis;
 mod repair;
+mod snapshot;
 
 pub use backend::{Backend, BackendReader};
 pub use documents::{
-    DocConfig, DocStore, DocStoreReader, Hit, Outcome, ParagraphHit, Prepared, Preparer, SpanMatch,
-    StoredDoc, Write, DOC_FORMAT, MAX_PARAGRAPHS,
+    DocConfig, DocStore, DocStoreReader, Hit, Opened, Outcome, ParagraphHit, Prepared, Preparer,
+    SnapshotJob, SpanMatch, StoredDoc, Write, DOC_FORMAT, MAX_PARAGRAPHS,
 };
 
 #[cfg(feature = "redis")]

@@ -1,6 +1,7 @@
 //! The document store against a brute-force model: random puts (plain and
 //! `only_if_unique`, with and without a time to live), deletes, batches of them, checks,
-//! sweeps and reopenings, on texts built to be near-duplicates of each other. The model
+//! sweeps, snapshots of the indexes and reopenings (from a snapshot, caught up, or
+//! rebuilt), on texts built to be near-duplicates of each other. The model
 //! keeps every live document's signature and decides each query over all of them with
 //! `Rule::decide`, among those whose band keys agree with the query's in some band (the
 //! candidates batch deduplication would compare).
@@ -12,7 +13,9 @@ use std::time::Duration;
 
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, BANDS};
-use neardup_store::{Clock, DocConfig, DocStore, Hit, Outcome, Preparer, StoreError, Write};
+use neardup_store::{
+    Clock, DocConfig, DocStore, Hit, Opened, Outcome, Preparer, StoreError, Write,
+};
 use proptest::prelude::*;
 
 struct TestClock(AtomicU64);
@@ -64,6 +67,7 @@ enum Op {
     Check(usize, Vec<(usize, usize)>),
     Advance(u64),
     Sweep,
+    Snapshot,
     Reopen,
 }
 
@@ -81,6 +85,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0usize..3, edits()).prop_map(|(b, e)| Op::Check(b, e)),
         1 => (1u64..15).prop_map(Op::Advance),
         1 => Just(Op::Sweep),
+        1 => Just(Op::Snapshot),
         1 => Just(Op::Reopen),
     ]
 }
@@ -146,6 +151,7 @@ proptest! {
         let mut store = DocStore::create(dir.path(), config).unwrap().with_clock(clock.clone());
         let prep = Preparer::new(config);
         let mut model: Model = BTreeMap::new();
+        let mut snapshotted = false;
         for op in ops {
             let now = clock.now();
             match op {
@@ -218,9 +224,16 @@ proptest! {
                         model.remove(&id);
                     }
                 }
+                Op::Snapshot => {
+                    store.save_snapshot().unwrap();
+                    snapshotted = true;
+                }
                 Op::Reopen => {
                     drop(store);
                     store = DocStore::open(dir.path(), Some(config)).unwrap().with_clock(clock.clone());
+                    // Read back and caught up with what came after it, once there is one.
+                    let from_snapshot = matches!(store.opened(), Opened::Snapshot { .. });
+                    prop_assert_eq!(from_snapshot, snapshotted, "{:?}", store.opened());
                 }
             }
             prop_assert_eq!(store.len(), model.len());
@@ -287,6 +300,133 @@ fn paragraphs_report_what_they_share() {
         hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
         ["c"]
     );
+}
+
+/// Every check a store answers, documents and paragraphs, for the queries `texts`.
+fn answers(store: &DocStore, prep: &Preparer, texts: &[String]) -> Vec<String> {
+    texts
+        .iter()
+        .map(|t| {
+            let doc = prep.prepare(t, true);
+            format!(
+                "{:?} {:?}",
+                store.check(&doc).unwrap(),
+                store.check_paragraphs(&doc).unwrap()
+            )
+        })
+        .collect()
+}
+
+/// A store opened from a snapshot taken before deletes, replacements and new documents
+/// (of documents and paragraphs) answers as the same store with its indexes rebuilt from
+/// the documents; and a snapshot that is damaged, or of another store, is not used.
+#[test]
+fn a_snapshot_caught_up_answers_as_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DocConfig {
+        threshold: Threshold::new(0.7).unwrap(),
+        paragraphs: true,
+    };
+    let mut store = DocStore::create(dir.path(), config).unwrap();
+    let prep = store.preparer();
+    let put = |id: String, t: &str| Write::Put {
+        id,
+        doc: Box::new(prep.prepare(t, false)),
+        ttl: None,
+        only_if_unique: false,
+    };
+    let doc_text = |i: usize| {
+        format!(
+            "{}\n\n{}",
+            text(i % 3, &[(i % 60, i % 24), ((i * 7) % 60, 3)]),
+            text((i + 1) % 3, &[(i % 50, 5)])
+        )
+    };
+    store
+        .apply(
+            (0..120)
+                .map(|i| put(format!("d{i}"), &doc_text(i)))
+                .collect(),
+        )
+        .unwrap();
+    store.save_snapshot().unwrap();
+    // After the snapshot: deletes, replacements (new text under an old id), new ids.
+    let mut later: Vec<Write> = (0..120)
+        .step_by(7)
+        .map(|i| Write::Delete {
+            id: format!("d{i}"),
+        })
+        .collect();
+    later.extend(
+        (1..120)
+            .step_by(11)
+            .map(|i| put(format!("d{i}"), &doc_text(i + 500))),
+    );
+    later.extend((120..150).map(|i| put(format!("d{i}"), &doc_text(i))));
+    store.apply(later).unwrap();
+    store
+        .apply(vec![Write::Delete { id: "d3".into() }])
+        .unwrap();
+    let queries: Vec<String> = (0..160).step_by(3).map(doc_text).collect();
+    let live = answers(&store, &prep, &queries);
+    let len = store.len();
+    drop(store);
+
+    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    // Removed: 18 deleted, 10 replaced (d56 was deleted first in that batch), d3; added:
+    // the 11 replacing and the 30 new.
+    let caught_up = 18 + 10 + 1 + 11 + 30;
+    assert_eq!(
+        store.opened(),
+        &Opened::Snapshot { caught_up },
+        "read back, with every removal and addition since"
+    );
+    assert_eq!(store.len(), len);
+    assert_eq!(answers(&store, &prep, &queries), live);
+    drop(store);
+
+    // The oracle: indexes rebuilt from the documents (the snapshot moved away).
+    let snapshot = dir.path().join("bands.snapshot");
+    let kept = dir.path().join("kept.snapshot");
+    std::fs::rename(&snapshot, &kept).unwrap();
+    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    assert!(matches!(store.opened(), Opened::Rebuilt { .. }));
+    assert_eq!(answers(&store, &prep, &queries), live);
+    drop(store);
+
+    // Damaged: not used, and said why.
+    let mut bytes = std::fs::read(&kept).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 1;
+    std::fs::write(&snapshot, &bytes).unwrap();
+    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    let Opened::Rebuilt { why } = store.opened() else {
+        panic!("{:?}", store.opened())
+    };
+    assert!(why.contains("cannot be read"), "{why}");
+    assert_eq!(answers(&store, &prep, &queries), live);
+    drop(store);
+
+    // Another store's snapshot, even of the same settings and size: not used.
+    let other = tempfile::tempdir().unwrap();
+    let mut store = DocStore::create(other.path(), config).unwrap();
+    store
+        .apply(
+            (0..120)
+                .map(|i| put(format!("d{i}"), &doc_text(i)))
+                .collect(),
+        )
+        .unwrap();
+    store.save_snapshot().unwrap();
+    drop(store);
+    std::fs::copy(other.path().join("bands.snapshot"), &snapshot).unwrap();
+    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    assert!(
+        matches!(store.opened(), Opened::Rebuilt { .. }),
+        "{:?}",
+        store.opened()
+    );
+    assert_eq!(answers(&store, &prep, &queries), live);
 }
 
 #[test]

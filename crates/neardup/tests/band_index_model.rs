@@ -1,7 +1,8 @@
 //! The online band index against a brute-force model: random inserts (replacements
 //! included), bulk inserts, removals and queries, on keys drawn from a small alphabet so
 //! that documents agree in many bands; and long runs that go through rebuilds of the main
-//! part, in the background and not.
+//! part, in the background and not. Snapshots written and read back at any point go on
+//! as the index they were taken of.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,15 @@ enum Op {
     Remove(u64),
     RemoveBulk(Vec<u64>),
     Query(BandKeys),
+    /// Write a snapshot and go on with the index read back from it.
+    Reload,
+}
+
+/// `ix` written to bytes and read back.
+fn reloaded(ix: &BandIndex) -> BandIndex {
+    let mut bytes = Vec::new();
+    ix.snapshot().write_to(&mut bytes).unwrap();
+    BandIndex::read_from(&mut &bytes[..]).unwrap()
 }
 
 fn keys() -> impl Strategy<Value = BandKeys> {
@@ -34,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => id.clone().prop_map(Op::Remove),
         1 => prop::collection::vec(id, 0..10).prop_map(Op::RemoveBulk),
         4 => keys().prop_map(Op::Query),
+        1 => Just(Op::Reload),
     ]
 }
 
@@ -84,6 +95,7 @@ proptest! {
                     prop_assert_eq!(ix.remove_bulk(&ids), want);
                 }
                 Op::Query(q) => check(&ix, &model, &q),
+                Op::Reload => ix = reloaded(&ix),
             }
             prop_assert_eq!(ix.len(), model.len());
         }
@@ -139,6 +151,11 @@ fn long_runs_through_rebuilds() {
                     }
                 }
             }
+            // Now and then, go on from a snapshot: taken while a rebuild may be running
+            // in the background (it runs again after the read).
+            if round % 7 == 3 {
+                ix = reloaded(&ix).background_rebuilds(background);
+            }
             let removed: Vec<u64> = (0..100).map(|_| rng.next() % 60_000).collect();
             let want = removed
                 .iter()
@@ -164,4 +181,30 @@ fn long_runs_through_rebuilds() {
         assert_eq!(ix.len(), model.len());
         assert!(ix.heap_bytes() > 0);
     }
+}
+
+/// A damaged snapshot is an error, whatever byte is hit or wherever it is cut.
+#[test]
+fn damaged_snapshots_are_refused() {
+    let mut rng = Rng(3);
+    let mut ix = BandIndex::from_docs((0..300).map(|i| (i, rng.keys(100))).collect()).unwrap();
+    for i in 300..340 {
+        ix.insert(i, &rng.keys(100)).unwrap();
+    }
+    ix.remove(5);
+    let mut bytes = Vec::new();
+    ix.snapshot().write_to(&mut bytes).unwrap();
+    let step = bytes.len() / 97 + 1;
+    for at in (0..bytes.len()).step_by(step) {
+        let mut bad = bytes.clone();
+        bad[at] ^= 0x04;
+        assert!(BandIndex::read_from(&mut &bad[..]).is_err(), "flip at {at}");
+        assert!(
+            BandIndex::read_from(&mut &bytes[..at]).is_err(),
+            "cut at {at}"
+        );
+    }
+    let back = BandIndex::read_from(&mut &bytes[..]).unwrap();
+    assert_eq!(back.len(), 339);
+    assert!(!back.contains(5) && back.contains(339));
 }

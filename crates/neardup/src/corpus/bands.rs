@@ -11,11 +11,13 @@
 //! slot packed at the bits it needs: with `n` documents, about `20 · (2 + ⌈log₂ n⌉/8)`
 //! bytes a document (118 at 100 million), plus 12 for its id and the id index.
 
+use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
 use super::main_part::Packed;
+use super::raw::{invalid, In, Out};
 use super::{mid_cap, top_cap, IdMap, SlotSet};
 use crate::error::{Error, Result};
 use crate::jaccard::{BandKeys, BANDS};
@@ -417,6 +419,63 @@ impl BandIndex {
         self
     }
 
+    /// The index as it is now, to write with [`BandSnapshot::write_to`] on any thread
+    /// while writes go on (a few `Arc`s: nothing is copied).
+    pub fn snapshot(&self) -> BandSnapshot {
+        BandSnapshot(Arc::clone(&self.snap))
+    }
+
+    /// The index a [`BandSnapshot`] wrote, as it was then. A main part that was being
+    /// rebuilt then is rebuilt again, in the background as before.
+    pub fn read_from(input: &mut impl Read) -> io::Result<BandIndex> {
+        let mut input = In::new(input);
+        let magic = input.u64()?;
+        if magic != SNAPSHOT_MAGIC {
+            return Err(invalid("not a band index snapshot of this version"));
+        }
+        let main = read_main(&mut input)?;
+        let mut total = main.len();
+        let mut levels = Vec::with_capacity(3);
+        for _ in 0..3 {
+            let level = read_level(&mut input, total)?;
+            total += level.keys.len();
+            levels.push(level);
+        }
+        input.finish()?;
+        let slots = levels.iter().flat_map(|l| {
+            let entries = l.bands.iter().flatten().map(|e| e.1);
+            l.removed.iter().copied().chain(entries)
+        });
+        if let Some(slot) = slots.into_iter().find(|&s| s as usize >= total) {
+            return Err(invalid(format!("slot {slot} past the {total} slots")));
+        }
+        let [frozen, mid, top]: [Level; 3] =
+            levels.try_into().map_err(|_| invalid("three levels"))?;
+        let snap = Arc::new(Snap {
+            main: Arc::new(main),
+            frozen: Arc::new(frozen),
+            mid: Arc::new(mid),
+            top: Arc::new(top),
+        });
+        // The rebuild covered the main part and the frozen level only, as when it began.
+        let pending = (!snap.frozen.keys.is_empty()).then(|| {
+            let base = Arc::new(Snap {
+                main: Arc::clone(&snap.main),
+                frozen: Arc::clone(&snap.frozen),
+                ..Snap::empty()
+            });
+            let job = Arc::clone(&base);
+            (std::thread::spawn(move || build_main(&job)), base)
+        });
+        Ok(BandIndex {
+            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
+            recent: recent_of(&snap),
+            snap,
+            pending,
+            background: true,
+        })
+    }
+
     /// Waits for a rebuild running in the background, if any, and installs it.
     pub fn finish_rebuild(&mut self) {
         if let Some((handle, base)) = self.pending.take() {
@@ -781,4 +840,165 @@ fn recent_of(snap: &Snap) -> IdMap {
         .filter(|&s| !snap.removed(s))
         .map(|s| (snap.id(s), s))
         .collect()
+}
+
+/// The first word of a snapshot: "NDBANDS" and the format's version.
+const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"NDBANDS1");
+/// Most documents (slots) a snapshot may hold, as the index itself.
+const MAX_SLOTS: u64 = u32::MAX as u64 - 1;
+
+/// One state of a [`BandIndex`], held for writing ([`BandIndex::snapshot`]).
+#[derive(Clone, Debug)]
+pub struct BandSnapshot(Arc<Snap>);
+
+impl BandSnapshot {
+    /// Documents stored in it.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes it to `out` (buffer `out`: it gets many small writes), ending with an xxh3
+    /// checksum of the whole; [`BandIndex::read_from`] reads it back. About the index's
+    /// own size in memory.
+    pub fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
+        let mut out = Out::new(out);
+        out.u64(SNAPSHOT_MAGIC)?;
+        let main = &self.0.main;
+        out.u64(u64::from(main.dir_bits))?;
+        out.slice(&main.ids, u64::to_le_bytes)?;
+        write_packed(&mut out, &main.by_id)?;
+        for band in &main.bands {
+            out.slice(&band.dir, u32::to_le_bytes)?;
+            match &band.low {
+                Low::Full(keys) => out.slice(keys, u32::to_le_bytes)?,
+                Low::Half(lows) => out.slice(lows, u16::to_le_bytes)?,
+            }
+            write_packed(&mut out, &band.slots)?;
+        }
+        for level in self.0.levels() {
+            out.slice(&level.ids, u64::to_le_bytes)?;
+            let keys: Vec<u32> = level.keys.iter().flatten().copied().collect();
+            out.slice(&keys, u32::to_le_bytes)?;
+            for entries in &level.bands {
+                out.slice(entries, pair_le)?;
+            }
+            let mut removed: Vec<u32> = level.removed.iter().copied().collect();
+            removed.sort_unstable();
+            out.slice(&removed, u32::to_le_bytes)?;
+        }
+        out.finish()
+    }
+}
+
+fn pair_le((a, b): (u32, u32)) -> [u8; 8] {
+    (u64::from(a) | u64::from(b) << 32).to_le_bytes()
+}
+
+fn pair_from_le(b: [u8; 8]) -> (u32, u32) {
+    let x = u64::from_le_bytes(b);
+    (x as u32, (x >> 32) as u32)
+}
+
+fn write_packed<W: Write>(out: &mut Out<W>, p: &Packed) -> io::Result<()> {
+    out.u64(u64::from(p.bits))?;
+    out.u64(p.len as u64)?;
+    out.slice(&p.words, u64::to_le_bytes)
+}
+
+fn read_packed<R: Read>(input: &mut In<R>, what: &str) -> io::Result<Packed> {
+    let bits = input.u64()?;
+    let len = input.len(MAX_SLOTS, what)?;
+    if !(1..=64).contains(&bits) {
+        return Err(invalid(format!("{what}: {bits} bits a value")));
+    }
+    let bits = bits as u32;
+    let want = (len * bits as usize).div_ceil(64) + 1;
+    let words = input.vec(want as u64, what, u64::from_le_bytes)?;
+    if words.len() != want {
+        return Err(invalid(format!(
+            "{what}: {} words, not {want}",
+            words.len()
+        )));
+    }
+    Ok(Packed { bits, len, words })
+}
+
+fn read_main<R: Read>(input: &mut In<R>) -> io::Result<Main> {
+    let dir_bits = input.u64()?;
+    if !(4..=u64::from(MAX_DIR_BITS)).contains(&dir_bits) {
+        return Err(invalid(format!("{dir_bits} directory bits")));
+    }
+    let dir_bits = dir_bits as u32;
+    let ids = input.vec(MAX_SLOTS, "ids", u64::from_le_bytes)?;
+    let n = ids.len();
+    let by_id = read_packed(input, "id order")?;
+    if by_id.len != n {
+        return Err(invalid("the id order does not cover the ids"));
+    }
+    let mut bands = Vec::with_capacity(BANDS);
+    for _ in 0..BANDS {
+        let dir = input.vec((1 << dir_bits) + 1, "directory", u32::from_le_bytes)?;
+        let low = if dir_bits >= LOW_BITS {
+            Low::Half(input.vec(n as u64, "keys", u16::from_le_bytes)?)
+        } else {
+            Low::Full(input.vec(n as u64, "keys", u32::from_le_bytes)?)
+        };
+        let slots = read_packed(input, "slots")?;
+        let entries = match &low {
+            Low::Full(v) => v.len(),
+            Low::Half(v) => v.len(),
+        };
+        let sound = dir.len() == (1 << dir_bits) + 1
+            && dir[0] == 0
+            && dir.windows(2).all(|w| w[0] <= w[1])
+            && dir.last().is_some_and(|&l| l as usize == entries)
+            && slots.len == entries;
+        if !sound {
+            return Err(invalid("a band's directory does not match its entries"));
+        }
+        bands.push(MainBand { dir, low, slots });
+    }
+    Ok(Main {
+        dir_bits,
+        bands,
+        ids,
+        by_id,
+    })
+}
+
+/// A level whose slots start at `base`.
+fn read_level<R: Read>(input: &mut In<R>, base: usize) -> io::Result<Level> {
+    let ids = input.vec(MAX_SLOTS - base as u64, "level ids", u64::from_le_bytes)?;
+    let flat = input.vec((ids.len() * BANDS) as u64, "level keys", u32::from_le_bytes)?;
+    if flat.len() != ids.len() * BANDS {
+        return Err(invalid("a level's keys do not match its ids"));
+    }
+    let keys: Vec<BandKeys> = flat
+        .chunks_exact(BANDS)
+        .map(|c| {
+            let mut k = [0; BANDS];
+            k.copy_from_slice(c);
+            k
+        })
+        .collect();
+    let mut bands = Vec::with_capacity(BANDS);
+    for _ in 0..BANDS {
+        let entries = input.vec(ids.len() as u64, "level entries", pair_from_le)?;
+        if !entries.windows(2).all(|w| w[0] < w[1]) {
+            return Err(invalid("a level's entries are out of order"));
+        }
+        bands.push(entries);
+    }
+    let removed = input.vec(MAX_SLOTS, "removals", u32::from_le_bytes)?;
+    Ok(Level {
+        bands,
+        keys,
+        ids,
+        removed: removed.into_iter().collect(),
+    })
 }

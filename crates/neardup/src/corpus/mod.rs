@@ -36,8 +36,9 @@ mod bands;
 mod documents;
 mod level;
 mod main_part;
+mod raw;
 
-pub use bands::{BandIndex, BandIndexReader};
+pub use bands::{BandIndex, BandIndexReader, BandSnapshot};
 pub use documents::Documents;
 
 use level::{level_dir, run_level, Level};
