@@ -531,7 +531,7 @@ impl<R: BackendReader> AppState<R> {
         if let (Some(text), None, false) = (&req.text, &req.fingerprint, req.paragraphs) {
             if text.len() <= INLINE_TEXT {
                 // The common case: most texts have no candidate, and need no fingerprint.
-                let hits = reader.check_text(&self.0.preparer, text)?;
+                let hits = reader.check_text_async(&self.0.preparer, text).await?;
                 return Ok(CheckResponse {
                     matches: hits.into_iter().map(MatchJson::from).collect(),
                     paragraphs: None,

@@ -66,6 +66,17 @@ pub trait BackendReader: Clone + Send + Sync + 'static {
         self.check(&preparer.prepare(text, false))
     }
 
+    /// As [`BackendReader::check_text`], for callers on an async runtime: a store on other
+    /// machines waits for them without holding a thread (so that concurrent checks share
+    /// its round trips); the others answer at once.
+    fn check_text_async<'a>(
+        &'a self,
+        preparer: &'a Preparer,
+        text: &'a str,
+    ) -> impl std::future::Future<Output = Result<Vec<Hit>>> + Send + 'a {
+        std::future::ready(self.check_text(preparer, text))
+    }
+
     /// The stored documents sharing near-duplicate paragraphs with `doc`.
     fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>>;
 

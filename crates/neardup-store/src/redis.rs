@@ -20,8 +20,20 @@
 //! one hash slot and change together in one script. Bucket members are exact bytes —
 //! band key (4, big-endian), tag (2), internal id (8) and for paragraphs the paragraph's
 //! position (2) — all with score 0, read by prefix with `ZRANGEBYLEX`: no bit of a key or
-//! id ever passes through a double. A query reads all its buckets in one cluster pipeline
-//! (one round per node), then the records of its candidates in a second.
+//! id ever passes through a double. A query reads all its buckets in one round, then the
+//! records of its candidates in a second.
+//!
+//! # Checks share connections
+//!
+//! Checks go through one asynchronous cluster connection (the `redis` crate's
+//! multiplexed cluster client), shared by every reader of a store: each node has one
+//! socket, and the commands of all checks in flight at once are written to it together
+//! and their replies read together. A check waits for its replies without holding a
+//! thread ([`RedisReader::check_text_async`], which the service awaits), so concurrent
+//! checks pipeline one another's commands: per check, Redis and the service make a
+//! fraction of a system call per node instead of a write and a read each. The synchronous
+//! methods run the same code to completion (on the caller's runtime, or on a small one
+//! of this module's own outside any).
 //!
 //! # Why a half-written insert is never seen
 //!
@@ -39,13 +51,16 @@
 //! so a write acknowledged survives the failover of its primary.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use ::redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection, ClusterPipeline};
-use ::redis::{RedisError, Value};
+use ::redis::cluster_async::ClusterConnection as AsyncConnection;
+use ::redis::{Cmd, RedisError, Value};
+use futures_util::future::try_join_all;
 use neardup::decide::{Match, Signature};
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
 
@@ -344,6 +359,11 @@ struct Shared {
     client: ClusterClient,
     /// Idle reader connections (each holds one socket per node it has talked to).
     pool: Mutex<Vec<ClusterConnection>>,
+    /// The multiplexed connection every check shares (made on first use, in the runtime
+    /// of that use: its tasks run there).
+    shared_async: Mutex<Option<AsyncConnection>>,
+    /// Which primary serves each slot, for the shared connection.
+    slots: Mutex<Option<Arc<SlotMap>>>,
     keys: Keys,
     config: DocConfig,
     clock: Arc<dyn Clock>,
@@ -366,6 +386,8 @@ impl Shared {
         Shared {
             client: self.client.clone(),
             pool: Mutex::new(Vec::new()),
+            shared_async: Mutex::new(None),
+            slots: Mutex::new(None),
             keys,
             config,
             clock,
@@ -410,6 +432,92 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// The shared multiplexed connection, made if there is none.
+    async fn multiplexed(&self) -> Result<AsyncConnection> {
+        let cached = self
+            .shared_async
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(con) = cached {
+            return Ok(con);
+        }
+        let con = self
+            .client
+            .get_async_connection()
+            .await
+            .map_err(|e| self.error("connecting", e))?;
+        *self.shared_async.lock().unwrap_or_else(|e| e.into_inner()) = Some(con.clone());
+        Ok(con)
+    }
+
+    /// Runs `f` on the shared multiplexed connection; on an error, once more on a new
+    /// one (the cluster's map read again, or the runtime that ran the old one gone).
+    async fn read_async<T, Fut>(
+        &self,
+        what: &str,
+        mut f: impl FnMut(AsyncConnection) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = std::result::Result<T, RedisError>>,
+    {
+        let con = self.multiplexed().await?;
+        match f(con).await {
+            Ok(v) => Ok(v),
+            Err(first) if first.is_unrecoverable_error() || retriable(&first) => {
+                *self.shared_async.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let con = self.multiplexed().await?;
+                f(con).await.map_err(|e| self.error(what, e))
+            }
+            Err(e) => Err(self.error(what, e)),
+        }
+    }
+}
+
+impl Shared {
+    /// Runs `fut` to completion for a synchronous caller: on the caller's runtime if it is
+    /// a multi-threaded one (stepping off its worker meanwhile), else on this module's own.
+    fn block_on<T: Send>(&self, fut: impl Future<Output = Result<T>> + Send) -> Result<T> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| h.block_on(fut))
+            }
+            // A single-threaded runtime cannot be blocked in: wait on another thread.
+            Ok(_) => {
+                std::thread::scope(
+                    |s| match s.spawn(|| self.own_runtime()?.block_on(fut)).join() {
+                        Ok(out) => out,
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    },
+                )
+            }
+            Err(_) => self.own_runtime()?.block_on(fut),
+        }
+    }
+
+    /// The runtime that runs checks for callers outside any (one thread, for the
+    /// process's life: the connection's tasks live on it).
+    fn own_runtime(&self) -> Result<&'static tokio::runtime::Runtime> {
+        static OWN: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        if let Some(rt) = OWN.get() {
+            return Ok(rt);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("neardup-redis")
+            .enable_all()
+            .build()
+            .map_err(|e| self.error("starting the client's runtime", e))?;
+        // Of two threads racing here, one runtime is kept; the other is dropped unused.
+        let _ = OWN.set(rt);
+        OWN.get()
+            .ok_or_else(|| self.error("starting the client's runtime", "not kept"))
+    }
+}
+
 fn retriable(e: &RedisError) -> bool {
     e.is_io_error() || e.is_cluster_error() || e.is_timeout() || e.is_connection_dropped()
 }
@@ -424,41 +532,44 @@ fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// The candidates of each query in `queries` (per query its index keys), from `kind`'s
-/// buckets: one pipeline, sorted by (internal id, paragraph), each once.
-fn candidates_of(
+/// Reads `kind`'s bucket of band `band` for the members with band key `key`.
+fn bucket_read(keys: &Keys, kind: Kind, band: usize, key: u32) -> Cmd {
+    let mut min = Vec::with_capacity(5);
+    min.push(b'[');
+    min.extend_from_slice(&key.to_be_bytes());
+    let mut max = min.clone();
+    max.extend_from_slice(&[0xff; 12]);
+    let mut cmd = ::redis::cmd("ZRANGEBYLEX");
+    cmd.arg(keys.bucket(kind, band, key)).arg(min).arg(max);
+    cmd
+}
+
+/// The bucket reads of each query in `queries` (per query its index keys), and how many
+/// each query has.
+fn bucket_reads(
     keys: &Keys,
-    con: &mut ClusterConnection,
     kind: Kind,
     queries: &[neardup::jaccard::BandKeys],
-) -> std::result::Result<Vec<Vec<Found>>, RedisError> {
-    let mut pipe = cluster_pipe();
+) -> (Vec<Cmd>, Vec<usize>) {
+    let mut cmds = Vec::with_capacity(queries.len() * 20);
     let mut asked = Vec::with_capacity(queries.len());
     for q in queries {
-        let mut n = 0;
+        let before = cmds.len();
         for (band, &key) in q.iter().enumerate() {
-            if key == 0 {
-                continue;
+            if key != 0 {
+                cmds.push(bucket_read(keys, kind, band, key));
             }
-            let mut min = b"[".to_vec();
-            min.extend_from_slice(&key.to_be_bytes());
-            let mut max = b"[".to_vec();
-            max.extend_from_slice(&key.to_be_bytes());
-            max.extend_from_slice(&[0xff; 12]);
-            pipe.cmd("ZRANGEBYLEX")
-                .arg(keys.bucket(kind, band, key))
-                .arg(min)
-                .arg(max);
-            n += 1;
         }
-        asked.push(n);
+        asked.push(cmds.len() - before);
     }
-    let mut replies = if asked.iter().any(|&n| n > 0) {
-        pipe.query::<Vec<Value>>(con)?.into_iter()
-    } else {
-        Vec::new().into_iter()
-    };
-    Ok(asked
+    (cmds, asked)
+}
+
+/// The candidates of each query from the replies to its bucket reads: sorted by (internal
+/// id, paragraph), each once.
+fn found_in(replies: Vec<Value>, asked: Vec<usize>) -> Vec<Vec<Found>> {
+    let mut replies = replies.into_iter();
+    asked
         .into_iter()
         .map(|n| {
             let mut found: Vec<Found> = replies
@@ -471,28 +582,211 @@ fn candidates_of(
             found.dedup_by_key(|&mut (_, n, p)| (n, p));
             found
         })
-        .collect())
+        .collect()
 }
 
-/// The records (and with `paragraphs` the paragraph lists) of `docs`: one pipeline.
-#[allow(clippy::type_complexity)]
-fn records_of(
+/// The candidates of each query in `queries` (per query its index keys), from `kind`'s
+/// buckets: one pipeline, sorted by (internal id, paragraph), each once.
+fn candidates_of(
     keys: &Keys,
     con: &mut ClusterConnection,
-    docs: &[(u16, u64)],
-    paragraphs: bool,
-) -> std::result::Result<HashMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)>, RedisError> {
-    if docs.is_empty() {
-        return Ok(HashMap::new());
+    kind: Kind,
+    queries: &[neardup::jaccard::BandKeys],
+) -> std::result::Result<Vec<Vec<Found>>, RedisError> {
+    let (cmds, asked) = bucket_reads(keys, kind, queries);
+    let replies = if cmds.is_empty() {
+        Vec::new()
+    } else {
+        let mut pipe = cluster_pipe();
+        for cmd in cmds {
+            pipe.add_command(cmd);
+        }
+        pipe.query::<Vec<Value>>(con)?
+    };
+    Ok(found_in(replies, asked))
+}
+
+/// As [`candidates_of`], on the shared multiplexed connection.
+async fn candidates_async(
+    shared: &Shared,
+    con: &AsyncConnection,
+    kind: Kind,
+    queries: &[neardup::jaccard::BandKeys],
+) -> std::result::Result<Vec<Vec<Found>>, RedisError> {
+    let (cmds, asked) = bucket_reads(&shared.keys, kind, queries);
+    Ok(found_in(shared.send_all(con, cmds).await?, asked))
+}
+
+/// Which primary serves each hash slot, as the cluster last said (`CLUSTER SLOTS`), so
+/// that a round sends each node one pipeline: the cluster client routes a pipeline to one
+/// node, and a command on its own costs the client as much as a pipeline does. A stale
+/// map costs a retry, never a wrong answer: a node refuses (`MOVED`) keys of slots it
+/// does not serve.
+struct SlotMap {
+    /// Per slot, the index of its primary (`u16::MAX`: unserved).
+    node_of: Vec<u16>,
+    nodes: usize,
+}
+
+const SLOTS: usize = 16384;
+
+impl SlotMap {
+    fn parse(v: Value) -> Option<SlotMap> {
+        let Value::Array(ranges) = v else {
+            return None;
+        };
+        let mut node_of = vec![u16::MAX; SLOTS];
+        let mut nodes: Vec<Vec<u8>> = Vec::new();
+        for range in ranges {
+            let Value::Array(parts) = range else {
+                return None;
+            };
+            let (Some(start), Some(end), Some(Value::Array(primary))) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                return None;
+            };
+            let (start, end) = (int_of(start)?, int_of(end)?);
+            let (start, end) = (usize::try_from(start).ok()?, usize::try_from(end).ok()?);
+            let mut addr = primary.first().cloned().and_then(bytes_of)?;
+            addr.push(b':');
+            addr.extend(primary.get(1).and_then(int_of)?.to_string().bytes());
+            let index = match nodes.iter().position(|n| *n == addr) {
+                Some(i) => i,
+                None => {
+                    nodes.push(addr);
+                    nodes.len() - 1
+                }
+            };
+            let index = u16::try_from(index).ok()?;
+            for slot in node_of.get_mut(start..=end)? {
+                *slot = index;
+            }
+        }
+        Some(SlotMap {
+            node_of,
+            nodes: nodes.len(),
+        })
     }
-    let mut pipe = cluster_pipe();
+}
+
+/// The hash slot of `key`, as Redis Cluster computes it (CRC16 of the hash tag, if any).
+fn slot_of(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        rest.iter()
+            .position(|&b| b == b'}')
+            .filter(|&close| close > 0)
+            .map(|close| &rest[..close])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) % SLOTS as u16
+}
+
+/// The key of a command that has one (its first argument after the name).
+fn key_of(cmd: &Cmd) -> &[u8] {
+    match cmd.args_iter().nth(1) {
+        Some(::redis::Arg::Simple(key)) => key,
+        _ => &[],
+    }
+}
+
+impl Shared {
+    /// The slot map, read from the cluster if there is none.
+    async fn slot_map(
+        &self,
+        con: &AsyncConnection,
+    ) -> std::result::Result<Arc<SlotMap>, RedisError> {
+        let cached = self.slots.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(map) = cached {
+            return Ok(map);
+        }
+        let reply: Value = ::redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut con.clone())
+            .await?;
+        let map = SlotMap::parse(reply).ok_or_else(|| {
+            RedisError::from((
+                ::redis::ErrorKind::Parse,
+                "CLUSTER SLOTS: an answer not understood",
+            ))
+        })?;
+        let map = Arc::new(map);
+        *self.slots.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&map));
+        Ok(map)
+    }
+
+    /// Sends `cmds` at once on `con`, one pipeline per primary; their replies, in order.
+    /// The client writes the pipelines bound for one node (of this call and of any other
+    /// in flight) together, and reads their replies together.
+    async fn send_all(
+        &self,
+        con: &AsyncConnection,
+        cmds: Vec<Cmd>,
+    ) -> std::result::Result<Vec<Value>, RedisError> {
+        use ::redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let map = self.slot_map(con).await?;
+        // Per node: a slot it serves (which routes the pipeline), the pipeline, and the
+        // positions of its commands.
+        let mut groups: Vec<Option<(u16, ::redis::Pipeline, Vec<usize>)>> =
+            (0..=map.nodes).map(|_| None).collect();
+        let total = cmds.len();
+        for (at, cmd) in cmds.into_iter().enumerate() {
+            let slot = slot_of(key_of(&cmd));
+            let node = usize::from(map.node_of[usize::from(slot)]).min(map.nodes);
+            let (_, pipe, at_list) =
+                groups[node].get_or_insert_with(|| (slot, ::redis::pipe(), Vec::new()));
+            pipe.add_command(cmd);
+            at_list.push(at);
+        }
+        let sent = groups.into_iter().flatten().map(|(slot, pipe, at_list)| {
+            let mut con = con.clone();
+            let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+            async move {
+                let n = at_list.len();
+                let replies = con.route_pipeline(pipe, 0, n, route).await?;
+                Ok::<_, RedisError>((at_list, replies))
+            }
+        });
+        let mut out = vec![Value::Nil; total];
+        for (at_list, replies) in try_join_all(sent).await? {
+            if replies.len() != at_list.len() {
+                return Err(RedisError::from((
+                    ::redis::ErrorKind::Parse,
+                    "a pipeline answered with the wrong number of replies",
+                )));
+            }
+            for (at, reply) in at_list.into_iter().zip(replies) {
+                if let Value::ServerError(e) = reply {
+                    // MOVED, ASK, CLUSTERDOWN, …: the map is read again on the retry.
+                    return Err(RedisError::from(e));
+                }
+                out[at] = reply;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A document's record and paragraph list, as read (`None`: no such key).
+type Records = HashMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)>;
+
+/// The reads of the records (and with `paragraphs` the paragraph lists) of `docs`.
+fn record_reads(keys: &Keys, docs: &[(u16, u64)], paragraphs: bool) -> Vec<Cmd> {
+    let mut cmds = Vec::with_capacity(docs.len() * (1 + usize::from(paragraphs)));
     for &(tag, n) in docs {
-        pipe.get(keys.doc(tag, n));
+        cmds.push(::redis::cmd("GET").arg(keys.doc(tag, n)).clone());
         if paragraphs {
-            pipe.get(keys.paras(tag, n));
+            cmds.push(::redis::cmd("GET").arg(keys.paras(tag, n)).clone());
         }
     }
-    let mut replies = pipe.query::<Vec<Value>>(con)?.into_iter();
+    cmds
+}
+
+fn records_in(replies: Vec<Value>, docs: &[(u16, u64)], paragraphs: bool) -> Records {
+    let mut replies = replies.into_iter();
     let mut out = HashMap::with_capacity(docs.len());
     for &(_, n) in docs {
         let rec = replies.next().and_then(bytes_of);
@@ -503,7 +797,47 @@ fn records_of(
         };
         out.insert(n, (rec, paras));
     }
-    Ok(out)
+    out
+}
+
+/// The records (and with `paragraphs` the paragraph lists) of `docs`: one pipeline.
+fn records_of(
+    keys: &Keys,
+    con: &mut ClusterConnection,
+    docs: &[(u16, u64)],
+    paragraphs: bool,
+) -> std::result::Result<Records, RedisError> {
+    if docs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut pipe = cluster_pipe();
+    for cmd in record_reads(keys, docs, paragraphs) {
+        pipe.add_command(cmd);
+    }
+    Ok(records_in(pipe.query::<Vec<Value>>(con)?, docs, paragraphs))
+}
+
+/// As [`records_of`], on the shared multiplexed connection.
+async fn records_async(
+    shared: &Shared,
+    con: &AsyncConnection,
+    docs: &[(u16, u64)],
+    paragraphs: bool,
+) -> std::result::Result<Records, RedisError> {
+    let cmds = record_reads(&shared.keys, docs, paragraphs);
+    Ok(records_in(
+        shared.send_all(con, cmds).await?,
+        docs,
+        paragraphs,
+    ))
+}
+
+/// The distinct documents among candidates, by internal id.
+fn docs_of<'a>(found: impl IntoIterator<Item = &'a Found>) -> Vec<(u16, u64)> {
+    let mut docs: Vec<(u16, u64)> = found.into_iter().map(|&(t, n, _)| (t, n)).collect();
+    docs.sort_unstable_by_key(|&(_, n)| n);
+    docs.dedup_by_key(|&mut (_, n)| n);
+    docs
 }
 
 /// The writer of a corpus in a Redis Cluster: applies batches of writes, sweeps expired
@@ -734,6 +1068,8 @@ impl RedisStore {
         let shared = Shared {
             client,
             pool: Mutex::new(Vec::new()),
+            shared_async: Mutex::new(None),
+            slots: Mutex::new(None),
             keys: Keys {
                 ns: options.namespace.clone(),
                 bits,
@@ -915,9 +1251,7 @@ impl RedisStore {
             .map_err(|e| shared.error("reading the buckets", e))?;
 
         // Round 2: the records of the candidates.
-        let mut docs: Vec<(u16, u64)> = found.iter().flatten().map(|&(t, n, _)| (t, n)).collect();
-        docs.sort_unstable_by_key(|&(_, n)| n);
-        docs.dedup_by_key(|&mut (_, n)| n);
+        let docs = docs_of(found.iter().flatten());
         let records: HashMap<u64, Record> = records_of(keys, con, &docs, false)
             .map_err(|e| shared.error("reading the candidates", e))?
             .into_iter()
@@ -1363,47 +1697,61 @@ fn hit(id: String, m: Match) -> Hit {
 impl RedisReader {
     /// As [`crate::DocStore::check`].
     pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+        self.shared.block_on(self.check_async(doc))
+    }
+
+    /// As [`RedisReader::check`], waiting for Redis without holding a thread.
+    pub async fn check_async(&self, doc: &Prepared) -> Result<Vec<Hit>> {
         let sig = doc.signature;
-        self.shared.read("checking", |con| {
-            let found = candidates_of(&self.shared.keys, con, Kind::Docs, &[sig.index_keys()])?;
-            self.hits(con, &sig, found.into_iter().flatten().collect())
-        })
+        let (found, records) = self.candidates_and_records(&sig).await?;
+        Ok(self.decide(&sig, &found, &records))
     }
 
     /// As [`crate::DocStore::check`] of `text`, the simhash fingerprint computed only
     /// when the text has candidates.
     pub fn check_text(&self, preparer: &crate::Preparer, text: &str) -> Result<Vec<Hit>> {
-        let mut sig = preparer.partial(text);
-        let mut completed = false;
-        self.shared.read("checking", |con| {
-            let found = candidates_of(&self.shared.keys, con, Kind::Docs, &[sig.index_keys()])?;
-            let found: Vec<Found> = found.into_iter().flatten().collect();
-            if found.is_empty() {
-                return Ok(Vec::new());
-            }
-            if !completed {
-                preparer.complete(&mut sig, text);
-                completed = true;
-            }
-            self.hits(con, &sig, found)
-        })
+        self.shared.block_on(self.check_text_async(preparer, text))
     }
 
-    fn hits(
+    /// As [`RedisReader::check_text`], waiting for Redis without holding a thread.
+    pub async fn check_text_async(
         &self,
-        con: &mut ClusterConnection,
-        sig: &Signature,
-        found: Vec<Found>,
-    ) -> std::result::Result<Vec<Hit>, RedisError> {
+        preparer: &crate::Preparer,
+        text: &str,
+    ) -> Result<Vec<Hit>> {
+        let mut sig = preparer.partial(text);
+        let (found, records) = self.candidates_and_records(&sig).await?;
         if found.is_empty() {
             return Ok(Vec::new());
         }
-        let docs: Vec<(u16, u64)> = found.iter().map(|&(t, n, _)| (t, n)).collect();
-        let records = records_of(&self.shared.keys, con, &docs, false)?;
+        preparer.complete(&mut sig, text);
+        Ok(self.decide(&sig, &found, &records))
+    }
+
+    /// The candidates of `sig` and their records: two rounds on the shared connection.
+    async fn candidates_and_records(&self, sig: &Signature) -> Result<(Vec<Found>, Records)> {
+        let shared = &*self.shared;
+        let bands = [sig.index_keys()];
+        self.shared
+            .read_async("checking", |con| async move {
+                let found: Vec<Found> = candidates_async(shared, &con, Kind::Docs, &bands)
+                    .await?
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let records = records_async(shared, &con, &docs_of(&found), false).await?;
+                Ok((found, records))
+            })
+            .await
+    }
+
+    /// The check's decision on its candidates: those whose record exists and has not
+    /// expired, by the store's rule.
+    fn decide(&self, sig: &Signature, found: &[Found], records: &Records) -> Vec<Hit> {
         let now = self.shared.clock.now();
-        let mut candidates = Vec::with_capacity(docs.len());
+        let mut candidates = Vec::with_capacity(found.len());
         let mut names = HashMap::new();
-        for &(_, n) in &docs {
+        for &(_, n, _) in found {
             let Some(r) = records
                 .get(&n)
                 .and_then(|(r, _)| r.as_deref())
@@ -1417,40 +1765,46 @@ impl RedisReader {
             candidates.push((n, r.signature));
             names.insert(n, r.id);
         }
-        Ok(self
-            .shared
+        self.shared
             .config
             .rule()
             .matches(sig, candidates)
             .into_iter()
             .filter_map(|(n, m)| names.remove(&n).map(|id| hit(id, m)))
-            .collect())
+            .collect()
     }
 
     /// As [`crate::DocStore::check_paragraphs`].
     pub fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
+        self.shared.block_on(self.check_paragraphs_async(doc))
+    }
+
+    /// As [`RedisReader::check_paragraphs`], waiting for Redis without holding a thread.
+    pub async fn check_paragraphs_async(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
         if doc.paragraphs.is_empty() || !self.shared.config.paragraphs {
             return Ok(Vec::new());
         }
+        let shared = &*self.shared;
         let queries: Vec<_> = doc.paragraphs.iter().map(|(_, s)| s.index_keys()).collect();
-        self.shared.read("checking paragraphs", |con| {
-            let found = candidates_of(&self.shared.keys, con, Kind::Paragraphs, &queries)?;
-            let mut docs: Vec<(u16, u64)> =
-                found.iter().flatten().map(|&(t, n, _)| (t, n)).collect();
-            docs.sort_unstable_by_key(|&(_, n)| n);
-            docs.dedup_by_key(|&mut (_, n)| n);
-            let records = records_of(&self.shared.keys, con, &docs, true)?;
-            Ok(self.paragraph_hits(&doc.paragraphs, &found, records))
-        })
+        let queries = &queries;
+        let (found, records) = self
+            .shared
+            .read_async("checking paragraphs", |con| async move {
+                let found = candidates_async(shared, &con, Kind::Paragraphs, queries).await?;
+                let docs = docs_of(found.iter().flatten());
+                let records = records_async(shared, &con, &docs, true).await?;
+                Ok((found, records))
+            })
+            .await?;
+        Ok(self.paragraph_hits(&doc.paragraphs, &found, records))
     }
 
     /// The paragraph check's decision ([`paragraph_hits`]), on records read from Redis.
-    #[allow(clippy::type_complexity)]
     fn paragraph_hits(
         &self,
         paras: &[(Range<u32>, Signature)],
         found: &[Vec<Found>],
-        records: HashMap<u64, (Option<Vec<u8>>, Option<Vec<u8>>)>,
+        records: Records,
     ) -> Vec<ParagraphHit> {
         let now = self.shared.clock.now();
         let mut stored: HashMap<u64, Option<StoredParagraphs>> = HashMap::new();
@@ -1577,6 +1931,14 @@ impl crate::BackendReader for RedisReader {
         RedisReader::check_text(self, preparer, text)
     }
 
+    fn check_text_async<'a>(
+        &'a self,
+        preparer: &'a crate::Preparer,
+        text: &'a str,
+    ) -> impl Future<Output = Result<Vec<Hit>>> + Send + 'a {
+        RedisReader::check_text_async(self, preparer, text)
+    }
+
     fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
         RedisReader::check_paragraphs(self, doc)
     }
@@ -1597,6 +1959,39 @@ impl crate::BackendReader for RedisReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_maps_read_cluster_slots() {
+        let node = |port: i64| {
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let range = |a: i64, b: i64, port: i64| {
+            Value::Array(vec![
+                Value::Int(a),
+                Value::Int(b),
+                node(port),
+                node(port + 3),
+            ])
+        };
+        let reply = Value::Array(vec![
+            range(0, 99, 7000),
+            range(100, 16383, 7001),
+            range(200, 300, 7000),
+        ]);
+        let map = SlotMap::parse(reply).map(|m| (m.nodes, m.node_of));
+        let (nodes, of) = map.unwrap_or_default();
+        assert_eq!(nodes, 2);
+        assert_eq!(
+            (of[0], of[99], of[100], of[250], of[16383]),
+            (0, 0, 1, 0, 1)
+        );
+        assert!(SlotMap::parse(Value::Array(vec![range(0, 16384, 7000)])).is_none());
+        assert!(SlotMap::parse(Value::Int(1)).is_none());
+    }
 
     #[test]
     fn members_are_exact_bytes_and_order_by_key() {
@@ -1645,6 +2040,20 @@ mod tests {
             vec!["redis://a:1".to_string(), "redis://b:2".to_string()]
         );
         assert!(check_namespace("nd-1.x_y").is_ok());
+        // As `CLUSTER KEYSLOT` of Redis 7.0 answers.
+        for (key, slot) in [
+            ("somekey", 11058),
+            ("foo{hash_tag}", 2515),
+            ("a{}b", 13694),
+            ("{}{x}", 3257),
+            ("x{y", 2740),
+            ("neardup:b:{03abc}", 9741),
+        ] {
+            assert_eq!(slot_of(key.as_bytes()), slot, "{key}");
+        }
+        let mut get = ::redis::cmd("GET");
+        get.arg(keys.doc(0x00ff, 5));
+        assert_eq!(key_of(&get), b"t:d:{00ff}:0000000000000005");
         assert!(check_namespace("a{b}").is_err() && check_namespace("").is_err());
     }
 }
