@@ -66,13 +66,12 @@ impl TfPlan {
         if hashes.is_empty() {
             return plain;
         }
-        // At most a quarter full, so nearly every feature finds its slot at the first
-        // probe: at half full one in five missed it, and the mispredicted probe loop cost
-        // more than zeroing twice the slots. Key 0 marks an empty slot (a feature hash of 0 is counted apart). Whether a
+        // At most half full, so nearly every feature finds its slot at the first probe.
+        // Key 0 marks an empty slot (a feature hash of 0 is counted apart). Whether a
         // feature was seen before decides no branch: repeats are common in real text (a
         // fifth of word pairs), and a branch on them mispredicts. The slots of repeats
         // are listed instead, and counted afterwards.
-        let cap = (4 * hashes.len()).next_power_of_two();
+        let cap = (2 * hashes.len()).next_power_of_two();
         let mask = cap - 1;
         let TfScratch {
             keys,
