@@ -108,7 +108,7 @@ fn is_space(b: u8) -> bool {
 }
 
 /// The character at `i` of valid UTF-8 `b`, and its length.
-#[inline]
+#[inline(always)]
 pub(crate) fn decode(b: &[u8], i: usize) -> (u32, usize) {
     let lead = u32::from(b[i]);
     let cont = |k: usize| b.get(i + k).map_or(0, |&c| u32::from(c & 0x3F));
@@ -196,8 +196,25 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             if i > 0 && is_space(b[i - 1]) && starts_piece(b, i, easy) {
                 cut = (i, out.text.len());
             }
-            push_easy(&mut out.text, e, c, &b[i..i + len]);
-            i += len;
+            if e.kind() == ASCII || e.out_char(c) != c {
+                push_easy(&mut out.text, e, c, &b[i..i + len]);
+                i += len;
+                continue;
+            }
+            // Fully non-Latin text (Han, kana, Hangul, Cyrillic lowercase…) is mostly
+            // characters that are their own output: copied as one run rather than a push
+            // each. Inside the run no byte is ASCII white space, so no cut falls in it.
+            let mut j = i + len;
+            while j < b.len() && b[j] >= 0x80 {
+                let (c, len) = decode(b, j);
+                let e = easy::entry(c);
+                if e.kind() == HARD || e.kind() == ASCII || e.out_char(c) != c {
+                    break;
+                }
+                j += len;
+            }
+            out.text.extend_from_slice(&b[i..j]);
+            i = j;
             continue;
         }
         // A hard character: the piece from the last cut to the next goes the plain way.
@@ -497,6 +514,13 @@ pub(crate) mod tests {
             "ㄱㅏ",
             "中文，测试。ＡＢＣ",
             "a\u{a0}\u{301}b",
+            // Runs of characters that are their own output, ended by each kind of
+            // character that is not: one with another output, a hard one, a combining
+            // mark (which reaches back into the run), ASCII, the end.
+            "中文字漢Жж한국어，мир",
+            "漢字テスト 中文\u{301}x",
+            "привет\u{308} мир",
+            "中文字漢",
         ] {
             check(text, Normalize::default()).unwrap();
         }
