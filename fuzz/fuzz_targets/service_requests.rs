@@ -56,6 +56,7 @@ fn port() -> u16 {
                     token: Some(TOKEN.into()),
                     body_limit: 1 << 20,
                     sweep_every: Duration::from_secs(1),
+                    snapshot_every: None,
                 };
                 let _ =
                     neardup_server::serve(listener, store, config, std::future::pending()).await;
