@@ -619,6 +619,17 @@ fn new_instance() -> u64 {
     h.finish()
 }
 
+/// `internal`, unless it is numbered past `next_id`: damage, named as `what` it numbers.
+fn numbered(path: &Path, internal: u64, next_id: u64, what: &str) -> Result<u64> {
+    if internal >= next_id {
+        return Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: format!("{what} {internal}: numbered past next_id {next_id}"),
+        });
+    }
+    Ok(internal)
+}
+
 /// The band keys of the documents numbered `from` on, checked against `next_id`.
 fn doc_keys(
     path: &Path,
@@ -630,13 +641,7 @@ fn doc_keys(
     let mut keys = Vec::new();
     for row in db!(path, table.range(from..))? {
         let (internal, v) = db!(path, row)?;
-        let internal = internal.value();
-        if internal >= next_id {
-            return Err(StoreError::Damaged {
-                path: path.to_path_buf(),
-                detail: format!("document {internal} is numbered past next_id {next_id}"),
-            });
-        }
+        let internal = numbered(path, internal.value(), next_id, "document")?;
         keys.push((internal, signature_of(path, v.value().2)?.index_keys()));
     }
     Ok(keys)
@@ -653,16 +658,8 @@ fn para_keys(
     let mut keys = Vec::new();
     for row in db!(path, table.range(from..))? {
         let (internal, v) = db!(path, row)?;
-        let internal = internal.value();
-        // A number past next_id is damage, and would overflow the paragraph ids.
-        if internal >= next_id {
-            return Err(StoreError::Damaged {
-                path: path.to_path_buf(),
-                detail: format!(
-                    "paragraphs of document {internal}, numbered past next_id {next_id}"
-                ),
-            });
-        }
+        // A number past next_id would also overflow the paragraph ids.
+        let internal = numbered(path, internal.value(), next_id, "paragraphs of document")?;
         for (i, (_, sig)) in paragraphs_of(path, v.value())?.iter().enumerate() {
             keys.push((internal * MAX_PARAGRAPHS + i as u64, sig.index_keys()));
         }
