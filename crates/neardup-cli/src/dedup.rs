@@ -356,14 +356,14 @@ pub(crate) fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTe
 }
 
 /// Pass 1: every document's fingerprint, text hash and length, in input order. Reading
-/// runs on its own thread, a couple of batches ahead of the fingerprinting.
+/// runs on its own thread, a couple of batches ahead of the fingerprinting
+/// ([`docs::read_mapped`]).
 pub(crate) fn fingerprint_all(
     args: &DocArgs,
     fingerprinter: &Fingerprinter,
     bandings: &[Banding],
     progress: &Progress,
 ) -> Result<(Fingerprints, ReadStats), Failure> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Doc>>(2);
     let spill = tempfile::tempfile().map_err(|e| {
         Failure::io(anyhow!(
             "cannot create a temporary file for the sketches (TMPDIR): {e}"
@@ -376,55 +376,46 @@ pub(crate) fn fingerprint_all(
         bands: vec![Vec::new(); bandings.len()],
         sketches: BufWriter::with_capacity(1 << 20, spill),
     };
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
-            docs::read_as(args, progress, "fingerprinting", |batch| {
-                // The receiver only hangs up after an error of its own, reported below.
-                tx.send(batch)
-                    .map_err(|_| Failure::io(anyhow!("fingerprinting stopped")))
+    let (first, rest) = match bandings.split_first() {
+        Some((&first, rest)) => (first, rest),
+        None => (Banding::for_threshold(Threshold::default()), &[][..]),
+    };
+    let rows_of = |batch: Vec<Doc>| -> Vec<(Signature, u32, Vec<BandKeys>)> {
+        batch
+            .par_iter()
+            .map(|d| {
+                let sig = Signature::of_text(fingerprinter, first, &d.text);
+                let more = rest
+                    .iter()
+                    .map(|&b| Sketch::of_text_with_bands(&d.text, b).1);
+                let keys = std::iter::once(sig.bands).chain(more);
+                let len = u32::try_from(d.text.len()).unwrap_or(u32::MAX);
+                (sig, len, keys.take(bandings.len()).collect())
             })
-        });
-        for batch in rx {
-            let (first, rest) = match bandings.split_first() {
-                Some((&first, rest)) => (first, rest),
-                None => (Banding::for_threshold(Threshold::default()), &[][..]),
-            };
-            let rows: Vec<(Signature, u32, Vec<BandKeys>)> = batch
-                .par_iter()
-                .map(|d| {
-                    let sig = Signature::of_text(fingerprinter, first, &d.text);
-                    let more = rest
-                        .iter()
-                        .map(|&b| Sketch::of_text_with_bands(&d.text, b).1);
-                    let keys = std::iter::once(sig.bands).chain(more);
-                    let len = u32::try_from(d.text.len()).unwrap_or(u32::MAX);
-                    (sig, len, keys.take(bandings.len()).collect())
-                })
-                .collect();
-            for (sig, len, keys) in rows {
-                out.fps.push(sig.fingerprint);
-                out.text_hashes.push(sig.text_hash);
-                out.lens.push(len);
-                for (list, k) in out.bands.iter_mut().zip(keys) {
-                    list.push(k);
-                }
-                out.sketches
-                    .write_all(&sig.sketch.to_bytes())
-                    .map_err(|e| {
-                        Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
-                    })?;
+            .collect()
+    };
+    let stats = docs::read_mapped(args, progress, "fingerprinting", rows_of, |rows| {
+        for (sig, len, keys) in rows {
+            out.fps.push(sig.fingerprint);
+            out.text_hashes.push(sig.text_hash);
+            out.lens.push(len);
+            for (list, k) in out.bands.iter_mut().zip(keys) {
+                list.push(k);
             }
+            out.sketches
+                .write_all(&sig.sketch.to_bytes())
+                .map_err(|e| {
+                    Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
+                })?;
         }
-        let stats = reader
-            .join()
-            .map_err(|_| Failure::io(anyhow!("the reader thread panicked")))??;
-        // Growth left up to half of each vector spare: give it back before matching.
-        out.fps.shrink_to_fit();
-        out.text_hashes.shrink_to_fit();
-        out.lens.shrink_to_fit();
-        out.bands.iter_mut().for_each(Vec::shrink_to_fit);
-        Ok((out, stats))
-    })
+        Ok(())
+    })?;
+    // Growth left up to half of each vector spare: give it back before matching.
+    out.fps.shrink_to_fit();
+    out.text_hashes.shrink_to_fit();
+    out.lens.shrink_to_fit();
+    out.bands.iter_mut().for_each(Vec::shrink_to_fit);
+    Ok((out, stats))
 }
 
 /// The sketches of `needed` (documents in increasing order) from the temporary file pass 1

@@ -387,6 +387,74 @@ pub fn read_as(
     Ok(stats)
 }
 
+/// Reads `args`' documents on a thread of their own and runs `work` on each batch on the
+/// rayon pool, several batches at once, handing the results to `sink` on the calling
+/// thread in input order. Batches are not a barrier: while one thread is on a batch that
+/// holds a long document, the others go on with the next batches, whose results wait, in
+/// order, for it (they are small beside the texts: fingerprints, sketches). Memory stays
+/// bounded: a couple of batches are read ahead, and when `sink` falls behind, a bounded
+/// queue of results stops the workers and then the reader.
+pub fn read_mapped<R: Send>(
+    args: &DocArgs,
+    progress: &Progress,
+    phase: &'static str,
+    work: impl Fn(Vec<Doc>) -> R + Sync,
+    mut sink: impl FnMut(R) -> Result<(), Failure>,
+) -> Result<ReadStats, Failure> {
+    use rayon::iter::{ParallelBridge, ParallelIterator};
+    use std::collections::BTreeMap;
+    use std::sync::mpsc::sync_channel;
+
+    let ahead = 2 * rayon::current_num_threads() + 2;
+    std::thread::scope(|scope| {
+        let (batches, to_work) = sync_channel::<Vec<Doc>>(2);
+        let (results, done) = sync_channel::<(usize, R)>(ahead);
+        let reader = scope.spawn(move || {
+            read_as(args, progress, phase, |batch| {
+                // The workers only hang up after the sink failed, which is reported below.
+                batches
+                    .send(batch)
+                    .map_err(|_| Failure::io(anyhow!("the work on the documents stopped")))
+            })
+        });
+        let work = &work;
+        scope.spawn(move || {
+            // Stops at the first result the sink no longer takes.
+            to_work
+                .into_iter()
+                .enumerate()
+                .par_bridge()
+                .try_for_each(|(k, batch)| results.send((k, work(batch))))
+        });
+        // Results that came before their turn, by batch number.
+        let mut early: BTreeMap<usize, R> = BTreeMap::new();
+        let mut next = 0;
+        let mut failed = None;
+        for (k, result) in done.iter() {
+            early.insert(k, result);
+            while let Some(result) = early.remove(&next) {
+                next += 1;
+                if let Err(why) = sink(result) {
+                    failed = Some(why);
+                    break;
+                }
+            }
+            if failed.is_some() {
+                break;
+            }
+        }
+        // Hanging up stops the workers, and through them the reader.
+        drop(done);
+        let read = reader
+            .join()
+            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread failed"))));
+        match failed {
+            Some(why) => Err(why),
+            None => read,
+        }
+    })
+}
+
 /// The documents of a Parquet file: one per row, through `push`.
 #[cfg(feature = "parquet")]
 fn parquet_docs(
@@ -891,6 +959,107 @@ mod tests {
         ] {
             agrees(line, &args).unwrap();
         }
+    }
+
+    /// A JSON Lines file of `n` documents, every 97th of them long (so batches end at
+    /// uneven places and take uneven time), and the ids in file order.
+    fn uneven_corpus(n: usize) -> (tempfile::NamedTempFile, Vec<String>) {
+        use std::io::Write as _;
+        let mut file = tempfile::Builder::new()
+            .suffix(".jsonl")
+            .tempfile()
+            .unwrap();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let words = if i.is_multiple_of(97) { 40_000 } else { 3 };
+            let text = vec!["word"; words].join(" ");
+            writeln!(
+                file,
+                "{}",
+                serde_json::json!({"id": format!("d{i}"), "text": text})
+            )
+            .unwrap();
+            ids.push(format!("d{i}"));
+        }
+        file.flush().unwrap();
+        (file, ids)
+    }
+
+    /// Batches worked on in parallel come back to the sink in input order, each once.
+    #[test]
+    fn mapped_batches_keep_input_order() {
+        let (file, ids) = uneven_corpus(20_000);
+        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        let mut seen: Vec<String> = Vec::new();
+        let work = |batch: Vec<Doc>| {
+            // Uneven work, so later batches finish first: long documents take longer, as
+            // fingerprinting them does, and some batches stall.
+            let cost: usize = batch.iter().map(|d| d.text.len()).sum();
+            let stall = batch.len().is_multiple_of(3);
+            let micros = cost / 4096 + if stall { 5_000 } else { 0 };
+            std::thread::sleep(std::time::Duration::from_micros(micros as u64));
+            batch
+                .into_iter()
+                .map(|d| d.id.as_str().unwrap_or_default().to_string())
+                .collect::<Vec<String>>()
+        };
+        let stats = read_mapped(&args, &Progress::hidden(), "test", work, |batch| {
+            seen.extend(batch);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stats.docs, ids.len() as u64);
+        assert_eq!(seen, ids);
+    }
+
+    /// A sink's failure is what the call returns, and it stops the reading.
+    #[test]
+    fn a_failing_sink_stops_the_work() {
+        let (file, _) = uneven_corpus(20_000);
+        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        let mut taken = 0;
+        let got = read_mapped(
+            &args,
+            &Progress::hidden(),
+            "test",
+            |batch| batch.len(),
+            |n| {
+                taken += n;
+                if taken > 5_000 {
+                    return Err(Failure::io(anyhow!("the sink is full")));
+                }
+                Ok(())
+            },
+        );
+        let why = got.err().map(|f| f.to_string()).unwrap_or_default();
+        assert!(why.contains("the sink is full"), "{why}");
+        assert!(taken < 20_000);
+    }
+
+    /// A reading failure (a bad line) is reported with its file and line.
+    #[test]
+    fn a_bad_line_is_reported_through_the_workers() {
+        use std::io::Write as _;
+        let (mut file, _) = uneven_corpus(10_000);
+        writeln!(file, "{{\"text\": 3}}").unwrap();
+        file.flush().unwrap();
+        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        let mut docs = 0;
+        let got = read_mapped(
+            &args,
+            &Progress::hidden(),
+            "test",
+            |b| b.len(),
+            |n| {
+                docs += n;
+                Ok(())
+            },
+        );
+        let why = got.err().map(|f| f.to_string()).unwrap_or_default();
+        assert!(
+            why.contains(":10001: field \"text\" is not a string"),
+            "{why}"
+        );
     }
 
     /// JSON values of every kind: strings with escapes (surrogate pairs, lone surrogates),

@@ -127,33 +127,31 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
     let mut out = Output::create(&cmd.output)?;
     let progress = Progress::for_stderr();
     let mut empty = 0u64;
-    // Reading and parsing run on a thread of their own, a couple of batches ahead of the
-    // fingerprinting, so a process spends its time as the kernel does.
-    let stats = std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Doc>>(2);
-        let progress = &progress;
-        let reader = scope.spawn(move || {
-            docs::read(&cmd.docs, progress, |batch| {
-                // The receiver only hangs up after an error of its own, reported below.
-                tx.send(batch)
-                    .map_err(|_| Failure::io(anyhow!("fingerprinting stopped")))
+    // Each chunk of a batch renders into one buffer: (bytes, line ends); and the batch's
+    // count of empty documents.
+    let render_batch = |batch: Vec<Doc>| {
+        let empty = batch.iter().filter(|d| d.text.trim().is_empty()).count() as u64;
+        let chunks: Vec<(Vec<u8>, Vec<usize>)> = batch
+            .par_chunks(4)
+            .map(|docs| {
+                let mut bytes = Vec::with_capacity(64 * docs.len());
+                let mut ends = Vec::with_capacity(docs.len());
+                for doc in docs {
+                    render(doc, &pipeline, cmd, min_paragraph, &mut bytes);
+                    ends.push(bytes.len());
+                }
+                (bytes, ends)
             })
-        });
-        for batch in rx {
-            empty += batch.iter().filter(|d| d.text.trim().is_empty()).count() as u64;
-            // Each chunk of documents renders into one buffer: (bytes, line ends).
-            let chunks: Vec<(Vec<u8>, Vec<usize>)> = batch
-                .par_chunks(4)
-                .map(|docs| {
-                    let mut bytes = Vec::with_capacity(64 * docs.len());
-                    let mut ends = Vec::with_capacity(docs.len());
-                    for doc in docs {
-                        render(doc, &pipeline, cmd, min_paragraph, &mut bytes);
-                        ends.push(bytes.len());
-                    }
-                    (bytes, ends)
-                })
-                .collect();
+            .collect();
+        (chunks, empty)
+    };
+    let stats = docs::read_mapped(
+        &cmd.docs,
+        &progress,
+        "reading",
+        render_batch,
+        |(chunks, batch_empty)| {
+            empty += batch_empty;
             for (bytes, ends) in chunks {
                 let mut start = 0;
                 for end in ends {
@@ -161,11 +159,9 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
                     start = end;
                 }
             }
-        }
-        reader
-            .join()
-            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread failed"))))
-    })?;
+            Ok(())
+        },
+    )?;
     progress.finish();
     out.finish()?;
     warn(&stats, empty);
