@@ -102,6 +102,52 @@ def post(url, body, content_type="application/x-ndjson"):
         return r.read()
 
 
+def commit_stats(base):
+    """(commits, writes committed, seconds in commits) from the service's /metrics."""
+    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    got = {}
+    for line in text.splitlines():
+        for name in ("neardup_commits_total", "neardup_committed_writes_total", "neardup_commit_seconds_sum"):
+            if line.startswith(name + " "):
+                got[name] = float(line.split()[1])
+    return (got.get("neardup_commits_total", 0), got.get("neardup_committed_writes_total", 0),
+            got.get("neardup_commit_seconds_sum", 0.0))
+
+
+def latency_buckets(base):
+    """The service's own latency histogram of /v1 requests answered 200: {le: count}."""
+    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("neardup_request_seconds_bucket{") and 'route="/v1/' in line and 'status="200"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[le] = out.get(le, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def server_quantiles(before, after):
+    """p50/p99 (ms, the upper bound of their histogram bucket) of the requests between two latency_buckets."""
+    les = sorted(after, key=lambda le: float("inf") if le == "+Inf" else float(le))
+    counts = [(le, after[le] - before.get(le, 0)) for le in les]
+    total = counts[-1][1] if counts else 0
+    out = {}
+    for q, name in ((0.5, "server_p50_ms_le"), (0.99, "server_p99_ms_le")):
+        for le, c in counts:
+            if total and c >= q * total:
+                out[name] = le if le == "+Inf" else round(float(le) * 1000, 3)
+                break
+    return out
+
+
+def commit_delta(before, after):
+    """Commits, writes per commit and mean commit time (ms) between two commit_stats."""
+    commits = after[0] - before[0]
+    if commits <= 0:
+        return {"commits": 0}
+    return {"commits": int(commits), "writes_per_commit": round((after[1] - before[1]) / commits, 1),
+            "commit_ms_mean": round(1000 * (after[2] - before[2]) / commits, 2)}
+
+
 def proc_stats(pid):
     """(CPU seconds, RSS bytes) of a process, from /proc."""
     with open(f"/proc/{pid}/stat") as f:
@@ -187,6 +233,10 @@ def main():
     ap.add_argument("--neardup", default="target/release/neardup")
     ap.add_argument("--data", help="store directory (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="serve the store already in --data")
+    ap.add_argument("--more", type=int, default=0,
+                    help="with --reuse: first store this many more documents in bulk (timed), after the stored ones")
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="an argument for neardup serve (repeat: --serve-arg=--quick-repair --serve-arg=true)")
     ap.add_argument("--listen", default="127.0.0.1:18181")
     ap.add_argument("--seconds", type=int, default=30)
     ap.add_argument("--connections", type=int, default=32)
@@ -205,6 +255,7 @@ def main():
         cmd.append("--create")
     if args.server_threads:
         cmd += ["--threads", str(args.server_threads)]
+    cmd += args.serve_arg
     base = f"http://{args.listen}"
     server = subprocess.Popen(cmd)
     try:
@@ -214,13 +265,21 @@ def main():
         it = lines(args.corpus)
         result = {"stored": args.stored, "startup_s": round(startup, 2)}
         if not args.reuse:
+            c0, cpu0 = commit_stats(base), proc_stats(server.pid)[0]
             secs = load(base, it, args.stored)
             cpu, rss = proc_stats(server.pid)
             result.update(bulk_load_s=round(secs, 1), bulk_inserts_per_s=round(args.stored / secs),
-                          rss_after_load_mb=round(rss / 2**20, 1), cpu_after_load_s=round(cpu, 1))
+                          rss_after_load_mb=round(rss / 2**20, 1), cpu_after_load_s=round(cpu - cpu0, 1),
+                          **commit_delta(c0, commit_stats(base)))
         else:
             for _ in zip(range(args.stored), it):
                 pass
+            if args.more:
+                c0, cpu0 = commit_stats(base), proc_stats(server.pid)[0]
+                secs = load(base, it, args.more)
+                cpu, rss = proc_stats(server.pid)
+                result.update(more=args.more, bulk_load_s=round(secs, 1), bulk_inserts_per_s=round(args.more / secs),
+                              cpu_load_s=round(cpu - cpu0, 1), **commit_delta(c0, commit_stats(base)))
         bodies = os.path.join(tmp, "bodies.jsonl")
         with open(bodies, "wb") as f:
             for _, line in zip(range(args.queries), it):
@@ -235,6 +294,7 @@ def main():
         for scenario in args.scenarios.split(","):
             sampler = Sampler(server.pid)
             cpu0, _ = proc_stats(server.pid)
+            commits0, buckets0 = commit_stats(base), latency_buckets(base)
             sampler.start()
             env = dict(os.environ, LOAD_BODIES=bodies, LOAD_MODE=scenario, LOAD_PREFIX=f"{scenario}{int(time.time())}")
             run = subprocess.run(
@@ -244,6 +304,7 @@ def main():
             sampler.stop.set()
             sampler.join()
             cpu1, rss = proc_stats(server.pid)
+            commits1, buckets1 = commit_stats(base), latency_buckets(base)
             out = [l for l in run.stderr.splitlines() if l.startswith("LOADRESULT ")]
             if run.returncode != 0 or not out:
                 sys.exit(f"wrk failed: {run.stdout}\n{run.stderr}")
@@ -253,7 +314,9 @@ def main():
                      requests_per_s=round(r["requests"] / r["seconds"]),
                      server_cpu_per_s=round((cpu1 - cpu0) / r["seconds"], 2),
                      rss_first_mb=round(rss_s[0] / 2**20, 1), rss_last_mb=round(rss_s[-1] / 2**20, 1),
-                     rss_peak_mb=round(max(rss_s) / 2**20, 1))
+                     rss_peak_mb=round(max(rss_s) / 2**20, 1),
+                     server_cpu_us_per_request=round(1e6 * (cpu1 - cpu0) / max(r["requests"], 1), 1),
+                     **commit_delta(commits0, commits1), **server_quantiles(buckets0, buckets1))
             print(json.dumps(r), flush=True)
             if args.samples:
                 with open(args.samples, "a") as f:

@@ -45,11 +45,17 @@ fn free_port() -> u16 {
 
 /// Starts `neardup serve` and waits until it answers.
 fn start(dir: &str, port: u16, create: bool) -> Child {
+    start_with(dir, port, create, &[])
+}
+
+/// Starts `neardup serve` with `extra` arguments and waits until it answers.
+fn start_with(dir: &str, port: u16, create: bool, extra: &[&str]) -> Child {
     let listen = format!("127.0.0.1:{port}");
     let mut args = vec!["serve", "--data", dir, "--listen", &listen];
     if create {
         args.push("--create");
     }
+    args.extend(extra);
     let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
         .args(&args)
         .stdout(Stdio::null())
@@ -130,6 +136,9 @@ enum Acked {
     Either,
 }
 
+/// Trials alternate quick-repair on (the default) and off: the start after a kill of a
+/// server committing with it on reads redb's saved allocator state, with it off repairs
+/// the file by reading all of it, and says so.
 #[test]
 fn kill_9_under_write_load_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -137,8 +146,14 @@ fn kill_9_under_write_load_loses_no_acknowledged_write() {
     let data = data.to_str().unwrap().to_string();
     let acked: Arc<Mutex<BTreeMap<String, Acked>>> = Arc::default();
     for trial in 0..6u64 {
+        let quick = trial % 2 == 0;
+        let setting: &[&str] = if quick {
+            &[]
+        } else {
+            &["--quick-repair", "false"]
+        };
         let port = free_port();
-        let mut child = start(&data, port, trial == 0);
+        let mut child = start_with(&data, port, trial == 0, setting);
         let writers: Vec<_> = (0..4u64)
             .map(|w| {
                 let acked = Arc::clone(&acked);
@@ -181,7 +196,7 @@ fn kill_9_under_write_load_loses_no_acknowledged_write() {
         }
         // Every acknowledged write of every trial so far is there after the restart.
         let port = free_port();
-        let mut child = start(&data, port, false);
+        let mut child = start_with(&data, port, false, setting);
         let acked = acked.lock().unwrap();
         assert!(!acked.is_empty());
         for (id, state) in acked.iter() {
@@ -198,6 +213,18 @@ fn kill_9_under_write_load_loses_no_acknowledged_write() {
         }
         child.kill().unwrap();
         child.wait().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(
+            err.contains("was not closed cleanly"),
+            !quick,
+            "trial {trial}, quick-repair {quick}: {err}"
+        );
     }
 }
 

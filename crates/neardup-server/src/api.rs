@@ -72,6 +72,24 @@ pub struct CheckBody {
     pub paragraphs: bool,
 }
 
+/// The body of most checks, `{"text": …}` and nothing else, read without copying the
+/// text when it has no escapes ([`CheckText::parse`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckText<'a> {
+    #[serde(borrow)]
+    pub(crate) text: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> CheckText<'a> {
+    /// `bytes` as a text-only check, or `None` for anything else: other fields, a null,
+    /// bodies that are not JSON. A body it reads, [`CheckBody`] reads as the same text
+    /// without paragraphs; the others go to that full parse, which names their errors.
+    pub(crate) fn parse(bytes: &'a [u8]) -> Option<CheckText<'a>> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
 /// One document of a bulk put.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

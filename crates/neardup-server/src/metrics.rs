@@ -114,8 +114,16 @@ impl Metrics {
 
     /// Counts a request.
     pub fn request(&self, route: &str, method: &str, status: u16, took: Duration) {
-        let status = status.to_string();
-        let labels = [route, method, status.as_str()];
+        let code = axum::http::StatusCode::from_u16(status).ok();
+        let owned;
+        let status = match &code {
+            Some(code) => code.as_str(),
+            None => {
+                owned = status.to_string();
+                owned.as_str()
+            }
+        };
+        let labels = [route, method, status];
         self.requests.with_label_values(&labels).inc();
         self.latency
             .with_label_values(&labels)

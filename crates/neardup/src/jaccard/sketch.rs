@@ -150,9 +150,14 @@ impl Sketch {
 
     /// The sketch of `text`'s word 5-shingle set and its band keys under `banding`.
     pub fn of_text_with_bands(text: &str, banding: Banding) -> (Sketch, BandKeys) {
-        let mut hashes = Vec::with_capacity(text.len() / 6 + 1);
-        super::shingle_hashes(text, |h| hashes.push(h));
-        Sketch::with_bands(hashes, banding)
+        // The hashes go straight into the bins: no vector of them (a check of a 2 KB text
+        // would allocate and fill 3 KB for nothing). Same bins as `with_bands` of them.
+        let mut mins = Mins::new();
+        super::shingle_hashes(text, |h| mins.add(h));
+        match mins.bins() {
+            Some(bins) => (bins.sketch(), bins.band_keys(banding)),
+            None => (Sketch::EMPTY, [0; BANDS]),
+        }
     }
 
     /// The sketch of `text`'s word 5-shingle set ([`super::shingle_hashes`]).
@@ -260,35 +265,65 @@ impl Banding {
 /// own or borrowed) and of how it got it.
 struct Bins([u64; BINS]);
 
-impl Bins {
-    /// The bins of the set of `hashes`; `None` for the empty set.
-    fn of(hashes: impl IntoIterator<Item = u64>) -> Option<Bins> {
-        let mut mins = [EMPTY; BINS];
-        let mut any = false;
-        for h in hashes {
-            let bin = (h >> (64 - BIN_BITS)) as usize;
-            let rank = h & RANK_MASK;
-            if rank < mins[bin] {
-                mins[bin] = rank;
-            }
-            any = true;
+/// Each bin's least rank of the hashes added so far, as the hashes come.
+struct Mins {
+    mins: [u64; BINS],
+    any: bool,
+}
+
+impl Mins {
+    fn new() -> Mins {
+        Mins {
+            mins: [EMPTY; BINS],
+            any: false,
         }
-        if !any {
+    }
+
+    #[inline]
+    fn add(&mut self, h: u64) {
+        let bin = (h >> (64 - BIN_BITS)) as usize;
+        let rank = h & RANK_MASK;
+        if rank < self.mins[bin] {
+            self.mins[bin] = rank;
+        }
+        self.any = true;
+    }
+
+    /// The bins, the empty ones filled by borrowing; `None` for the empty set.
+    fn bins(&self) -> Option<Bins> {
+        if !self.any {
             return None;
         }
-        let filled: Vec<u16> = (0..BINS as u16)
-            .filter(|&b| mins[b as usize] != EMPTY)
-            .collect();
+        let mins = &self.mins;
+        let mut filled = [0u16; BINS];
+        let mut n = 0;
+        // Branch-free: every bin is written at the end, which moves on past the filled.
+        for (b, &min) in mins.iter().enumerate() {
+            filled[n] = b as u16;
+            n += usize::from(min != EMPTY);
+        }
+        let filled = &filled[..n];
         let mut values = [0u64; BINS];
         for (i, (walk, v)) in WALKS.iter().zip(&mut values).enumerate() {
             *v = if mins[i] != EMPTY {
                 value(mins[i], 0)
             } else {
-                let (bin, step) = borrow(walk, &mins, &filled);
+                let (bin, step) = borrow(walk, mins, filled);
                 value(mins[bin], step + 1)
             };
         }
         Some(Bins(values))
+    }
+}
+
+impl Bins {
+    /// The bins of the set of `hashes`; `None` for the empty set.
+    fn of(hashes: impl IntoIterator<Item = u64>) -> Option<Bins> {
+        let mut mins = Mins::new();
+        for h in hashes {
+            mins.add(h);
+        }
+        mins.bins()
     }
 
     /// The sketch: the top [`BITS`] bits of each bin.
@@ -369,6 +404,52 @@ mod tests {
         a.extend((0..only).map(|_| splitmix(&mut s)));
         b.extend((0..only).map(|_| splitmix(&mut s)));
         (a, b)
+    }
+
+    /// A text's sketch and keys, hashes streamed into the bins, are those of the vector of
+    /// its shingle hashes (the plain path): empty, short and long texts, from 1 to 2,000
+    /// shingles (bins mostly empty, so borrowed by solving, and mostly full, by walking).
+    #[test]
+    fn of_text_with_bands_is_with_bands_of_the_hashes() {
+        let words = [
+            "the",
+            "Quick",
+            "brown",
+            "fox",
+            "jumps",
+            "över",
+            "the",
+            "lazy",
+            "dog",
+            "“quoted”",
+            "—",
+            "42",
+        ];
+        let mut s = 11;
+        let mut texts = vec![
+            String::new(),
+            "  ".into(),
+            "one".into(),
+            "one two three four five".into(),
+        ];
+        for n in [6, 40, 300, 2000] {
+            let text: Vec<&str> = (0..n)
+                .map(|_| words[(splitmix(&mut s) % words.len() as u64) as usize])
+                .collect();
+            texts.push(text.join(" "));
+        }
+        for rows in [1, 5, 25] {
+            let banding = Banding::new(rows).unwrap();
+            for text in &texts {
+                let mut hashes = Vec::new();
+                super::super::shingle_hashes(text, |h| hashes.push(h));
+                assert_eq!(
+                    Sketch::of_text_with_bands(text, banding),
+                    Sketch::with_bands(hashes, banding),
+                    "{text:?}"
+                );
+            }
+        }
     }
 
     #[test]
