@@ -131,10 +131,7 @@ impl Sketch {
     /// The sketch of the set of `hashes` (repeats do not matter). The hashes must already
     /// be uniform 64-bit values, as [`super::shingle_hashes`] gives.
     pub fn from_hashes(hashes: impl IntoIterator<Item = u64>) -> Sketch {
-        match Bins::of(hashes) {
-            Some(bins) => bins.sketch(),
-            None => Sketch::EMPTY,
-        }
+        Bins::sketch_of(Bins::of(hashes))
     }
 
     /// The sketch of the set of `hashes` and its band keys under `banding`.
@@ -142,29 +139,17 @@ impl Sketch {
         hashes: impl IntoIterator<Item = u64>,
         banding: Banding,
     ) -> (Sketch, BandKeys) {
-        match Bins::of(hashes) {
-            Some(bins) => (bins.sketch(), bins.band_keys(banding)),
-            None => (Sketch::EMPTY, [0; BANDS]),
-        }
+        Bins::with_bands_of(Bins::of(hashes), banding)
     }
 
     /// The sketch of `text`'s word 5-shingle set and its band keys under `banding`.
     pub fn of_text_with_bands(text: &str, banding: Banding) -> (Sketch, BandKeys) {
-        // The hashes go straight into the bins: no vector of them (a check of a 2 KB text
-        // would allocate and fill 3 KB for nothing). Same bins as `with_bands` of them.
-        let mut mins = Mins::new();
-        super::shingle_hashes(text, |h| mins.add(h));
-        match mins.bins() {
-            Some(bins) => (bins.sketch(), bins.band_keys(banding)),
-            None => (Sketch::EMPTY, [0; BANDS]),
-        }
+        Bins::with_bands_of(Bins::of_text(text), banding)
     }
 
     /// The sketch of `text`'s word 5-shingle set ([`super::shingle_hashes`]).
     pub fn of_text(text: &str) -> Sketch {
-        let mut hashes = Vec::with_capacity(text.len() / 6 + 1);
-        super::shingle_hashes(text, |h| hashes.push(h));
-        Sketch::from_hashes(hashes)
+        Bins::sketch_of(Bins::of_text(text))
     }
 
     /// Whether this is the sketch of the empty set (a text without words).
@@ -326,6 +311,26 @@ impl Bins {
         mins.bins()
     }
 
+    /// The bins of `text`'s word 5-shingle set. The hashes go straight into the bins: no
+    /// vector of them (a check of a 2 KB text would allocate and fill 3 KB for nothing).
+    fn of_text(text: &str) -> Option<Bins> {
+        let mut mins = Mins::new();
+        super::shingle_hashes(text, |h| mins.add(h));
+        mins.bins()
+    }
+
+    /// The sketch of `bins`, [`Sketch::EMPTY`] for the empty set.
+    fn sketch_of(bins: Option<Bins>) -> Sketch {
+        bins.map_or(Sketch::EMPTY, |b| b.sketch())
+    }
+
+    /// The sketch and band keys of `bins`, all zero for the empty set.
+    fn with_bands_of(bins: Option<Bins>, banding: Banding) -> (Sketch, BandKeys) {
+        bins.map_or((Sketch::EMPTY, [0; BANDS]), |b| {
+            (b.sketch(), b.band_keys(banding))
+        })
+    }
+
     /// The sketch: the top [`BITS`] bits of each bin.
     fn sketch(&self) -> Sketch {
         let mut sketch = Sketch::EMPTY;
@@ -443,6 +448,11 @@ mod tests {
             for text in &texts {
                 let mut hashes = Vec::new();
                 super::super::shingle_hashes(text, |h| hashes.push(h));
+                assert_eq!(
+                    Sketch::of_text(text),
+                    Sketch::from_hashes(hashes.iter().copied()),
+                    "{text:?}"
+                );
                 assert_eq!(
                     Sketch::of_text_with_bands(text, banding),
                     Sketch::with_bands(hashes, banding),
