@@ -962,8 +962,9 @@ mod tests {
     }
 
     /// A JSON Lines file of `n` documents, every 97th of them long (so batches end at
-    /// uneven places and take uneven time), and the ids in file order.
-    fn uneven_corpus(n: usize) -> (tempfile::NamedTempFile, Vec<String>) {
+    /// uneven places and take uneven time), the arguments that read it, and the ids in
+    /// file order.
+    fn uneven_corpus(n: usize) -> (tempfile::NamedTempFile, DocArgs, Vec<String>) {
         use std::io::Write as _;
         let mut file = tempfile::Builder::new()
             .suffix(".jsonl")
@@ -982,14 +983,14 @@ mod tests {
             ids.push(format!("d{i}"));
         }
         file.flush().unwrap();
-        (file, ids)
+        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        (file, args, ids)
     }
 
     /// Batches worked on in parallel come back to the sink in input order, each once.
     #[test]
     fn mapped_batches_keep_input_order() {
-        let (file, ids) = uneven_corpus(20_000);
-        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        let (_file, args, ids) = uneven_corpus(20_000);
         let mut seen: Vec<String> = Vec::new();
         let work = |batch: Vec<Doc>| {
             // Uneven work, so later batches finish first: long documents take longer, as
@@ -1015,8 +1016,7 @@ mod tests {
     /// A sink's failure is what the call returns, and it stops the reading.
     #[test]
     fn a_failing_sink_stops_the_work() {
-        let (file, _) = uneven_corpus(20_000);
-        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        let (_file, args, _) = uneven_corpus(20_000);
         let mut taken = 0;
         let got = read_mapped(
             &args,
@@ -1040,21 +1040,10 @@ mod tests {
     #[test]
     fn a_bad_line_is_reported_through_the_workers() {
         use std::io::Write as _;
-        let (mut file, _) = uneven_corpus(10_000);
+        let (mut file, args, _) = uneven_corpus(10_000);
         writeln!(file, "{{\"text\": 3}}").unwrap();
         file.flush().unwrap();
-        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
-        let mut docs = 0;
-        let got = read_mapped(
-            &args,
-            &Progress::hidden(),
-            "test",
-            |b| b.len(),
-            |n| {
-                docs += n;
-                Ok(())
-            },
-        );
+        let got = read_mapped(&args, &Progress::hidden(), "test", |b| b.len(), |_| Ok(()));
         let why = got.err().map(|f| f.to_string()).unwrap_or_default();
         assert!(
             why.contains(":10001: field \"text\" is not a string"),

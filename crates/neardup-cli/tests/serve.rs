@@ -65,14 +65,10 @@ fn start_with(dir: &str, port: u16, create: bool, extra: &[&str]) -> Child {
     let started = Instant::now();
     while request(port, "GET", "/healthz", "").is_err() {
         if let Ok(Some(status)) = child.try_wait() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("neardup serve exited with {status}: {err}");
+            panic!(
+                "neardup serve exited with {status}: {}",
+                stderr_of(&mut child)
+            );
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -81,6 +77,18 @@ fn start_with(dir: &str, port: u16, create: bool, extra: &[&str]) -> Child {
         std::thread::sleep(Duration::from_millis(20));
     }
     child
+}
+
+/// What an exited server wrote on standard error.
+fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    err
 }
 
 fn text(i: u64) -> String {
@@ -213,13 +221,7 @@ fn kill_9_under_write_load_loses_no_acknowledged_write() {
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = stderr_of(&mut child);
         assert_eq!(
             err.contains("was not closed cleanly"),
             !quick,
