@@ -109,7 +109,7 @@ struct Main {
 
 impl Main {
     fn empty() -> Main {
-        build(Vec::new(), &[])
+        build(Vec::new(), |_| std::iter::empty())
     }
 
     fn len(&self) -> usize {
@@ -217,23 +217,45 @@ impl Main {
     }
 
     /// Band `band`'s entries in key order, as `(key, slot)`.
-    fn entries(&self, band: usize) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let b = &self.bands[band];
-        let shift = 32 - self.dir_bits;
-        (0..b.dir.len() - 1).flat_map(move |bucket| {
-            let high = if shift == 32 {
-                0
-            } else {
-                (bucket as u32) << shift
-            };
-            (b.dir[bucket] as usize..b.dir[bucket + 1] as usize).map(move |i| {
-                let key = match &b.low {
-                    Low::Full(keys) => keys[i],
-                    Low::Half(lows) => high | u32::from(lows[i]),
-                };
-                (key, b.slots.get(i) as u32)
-            })
-        })
+    fn entries(&self, band: usize) -> Entries<'_> {
+        Entries {
+            band: &self.bands[band],
+            shift: 32 - self.dir_bits,
+            bucket: 0,
+            at: 0,
+        }
+    }
+}
+
+/// The entries of one band of a main part, in key order: the directory walked beside the
+/// low keys (a rebuild reads every entry of every band this way).
+struct Entries<'a> {
+    band: &'a MainBand,
+    shift: u32,
+    bucket: usize,
+    at: usize,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = (u32, u32);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u32, u32)> {
+        let b = self.band;
+        let i = self.at;
+        let key = match &b.low {
+            Low::Full(keys) => *keys.get(i)?,
+            Low::Half(lows) => {
+                let low = *lows.get(i)?;
+                // The bucket holding entry `i`: the first whose run ends after it.
+                while b.dir[self.bucket + 1] as usize <= i {
+                    self.bucket += 1;
+                }
+                (self.bucket as u32) << self.shift | u32::from(low)
+            }
+        };
+        self.at += 1;
+        Some((key, b.slots.get(i) as u32))
     }
 }
 
@@ -243,27 +265,17 @@ fn dir_bits(n: usize) -> u32 {
     (usize::BITS - n.leading_zeros()).clamp(4, MAX_DIR_BITS)
 }
 
-/// A main part of `ids` (by slot) whose bands hold `bands` (each sorted by key, then
-/// slot).
-fn build(ids: Vec<u64>, bands: &[Vec<(u32, u32)>]) -> Main {
+/// A main part of `ids` (by slot) whose band `b` holds the entries `entries(b)` (sorted
+/// by key, then slot). Each band is built as its entries come, on the pool, so no more
+/// than a band or two of entries exist at once, whatever the caller merges or sorts.
+fn build<I>(ids: Vec<u64>, entries: impl Fn(usize) -> I + Sync + Send) -> Main
+where
+    I: Iterator<Item = (u32, u32)>,
+{
     let n = ids.len();
     let dir_bits = dir_bits(n);
     let built = crate::par::map((0..BANDS).collect(), |band| {
-        let entries = bands.get(band).map_or(&[][..], Vec::as_slice);
-        let mut dir = vec![0u32; (1 << dir_bits) + 1];
-        for &(key, _) in entries {
-            dir[(u64::from(key) >> (32 - dir_bits)) as usize + 1] += 1;
-        }
-        for b in 1..dir.len() {
-            dir[b] += dir[b - 1];
-        }
-        let low = if dir_bits >= LOW_BITS {
-            Low::Half(entries.iter().map(|&(k, _)| k as u16).collect())
-        } else {
-            Low::Full(entries.iter().map(|&(k, _)| k).collect())
-        };
-        let slots = Packed::from_fn(entries.len(), n as u64, |i| u64::from(entries[i].1));
-        MainBand { dir, low, slots }
+        MainBand::from_sorted(entries(band), dir_bits, n)
     });
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_unstable_by_key(|&s| ids[s as usize]);
@@ -273,6 +285,51 @@ fn build(ids: Vec<u64>, bands: &[Vec<(u32, u32)>]) -> Main {
         bands: built,
         ids,
         by_id,
+    }
+}
+
+impl MainBand {
+    /// The band of `entries` (sorted by key, then slot; about `n` of them, slots at most
+    /// `n`) with a directory on the top `dir_bits` bits of the keys, in one pass.
+    fn from_sorted(entries: impl Iterator<Item = (u32, u32)>, dir_bits: u32, n: usize) -> MainBand {
+        let shift = 32 - dir_bits;
+        let buckets = 1usize << dir_bits;
+        let mut dir = Vec::with_capacity(buckets + 1);
+        dir.push(0u32);
+        let half = dir_bits >= LOW_BITS;
+        let (mut full, mut lows) = (Vec::new(), Vec::new());
+        if half {
+            lows.reserve(n);
+        } else {
+            full.reserve(n);
+        }
+        let mut count = 0u32;
+        let slots = Packed::collect(
+            n as u64,
+            n,
+            entries.map(|(key, slot)| {
+                // `dir[b]` is where bucket `b` starts: the buckets up to this key's start
+                // here, unless an earlier entry started them.
+                let bucket = (u64::from(key) >> shift) as usize;
+                while dir.len() <= bucket {
+                    dir.push(count);
+                }
+                if half {
+                    lows.push(key as u16);
+                } else {
+                    full.push(key);
+                }
+                count += 1;
+                u64::from(slot)
+            }),
+        );
+        dir.resize(buckets + 1, count);
+        let low = if half {
+            Low::Half(lows)
+        } else {
+            Low::Full(full)
+        };
+        MainBand { dir, low, slots }
     }
 }
 
@@ -442,18 +499,16 @@ impl BandIndex {
             });
         }
         let docs = &docs;
-        let bands = crate::par::map((0..BANDS).collect(), |band| {
+        let ids = docs.iter().map(|&(id, _)| id).collect();
+        let main = build(ids, |band| {
             let mut entries: Vec<(u32, u32)> = docs
                 .iter()
                 .enumerate()
                 .map(|(slot, (_, keys))| (keys[band], slot as u32))
                 .collect();
             entries.sort_unstable();
-            entries
+            entries.into_iter()
         });
-        let ids = docs.iter().map(|&(id, _)| id).collect();
-        let main = build(ids, &bands);
-        drop(bands);
         let snap = Arc::new(Snap {
             main: Arc::new(main),
             ..Snap::empty()
@@ -841,51 +896,94 @@ fn folded(snap: &Snap, top: &Level) -> Level {
 
 /// Two sorted runs of entries merged.
 fn merge(old: impl Iterator<Item = (u32, u32)>, new: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
-    let mut out = Vec::with_capacity(new.len());
-    let mut old = old.peekable();
-    for e in new {
-        while let Some(o) = old.next_if(|o| *o < e) {
-            out.push(o);
-        }
-        out.push(e);
+    Merge {
+        old: old.peekable(),
+        new: new.into_iter().peekable(),
     }
-    out.extend(old);
-    out
+    .collect()
 }
 
 /// A main part of every live document of `snap`, renumbered in slot order. Each band
-/// merges the old main part's sorted entries with the levels' (no sort of the whole).
+/// merges the old main part's sorted entries with the levels' (no sort of the whole), and
+/// is built as the merge runs.
+///
+/// An entry of the old main part keeps its slot less the removed slots before it. That is
+/// found in the sorted list of those removals, which is short and stays in the cache,
+/// rather than in a table of every slot: read in key order, the slots are random, and at a
+/// million documents looking each up in such a table was most of a rebuild's time.
 fn build_main(snap: &Snap) -> Main {
-    let total = snap.slots();
-    let mut renumbered = vec![u32::MAX; total];
+    let main_len = snap.main.len();
+    let levels = snap.levels();
+    let mut gone: Vec<u32> = levels
+        .iter()
+        .flat_map(|l| l.removed.iter().copied())
+        .filter(|&s| (s as usize) < main_len)
+        .collect();
+    gone.sort_unstable();
+    gone.dedup();
     let mut ids = Vec::with_capacity(snap.len());
-    for (slot, new) in renumbered.iter_mut().enumerate() {
-        if !snap.removed(slot as u32) {
-            *new = ids.len() as u32;
-            ids.push(snap.id(slot as u32));
+    let mut removed = gone.iter().peekable();
+    for (slot, &id) in snap.main.ids.iter().enumerate() {
+        if removed.next_if(|&&g| g as usize == slot).is_none() {
+            ids.push(id);
         }
     }
-    let renumbered = &renumbered;
-    let bands = crate::par::map((0..BANDS).collect(), |band| {
+    // The levels' slots (after the main part's) renumbered: a table, as they are few.
+    let mut recent_slot = vec![u32::MAX; snap.slots() - main_len];
+    for (i, new) in recent_slot.iter_mut().enumerate() {
+        let slot = (main_len + i) as u32;
+        if !snap.removed(slot) {
+            *new = ids.len() as u32;
+            ids.push(snap.id(slot));
+        }
+    }
+    let (gone, recent_slot) = (&gone, &recent_slot);
+    build(ids, |band| {
         let mut recent: Vec<(u32, u32)> = Vec::new();
-        let mut base = snap.main.len();
-        for level in snap.levels() {
+        let mut base = 0;
+        for level in levels {
             recent.extend(level.keys.iter().enumerate().filter_map(|(i, keys)| {
-                let new = renumbered[base + i];
+                let new = recent_slot[base + i];
                 (new != u32::MAX).then_some((keys[band], new))
             }));
             base += level.keys.len();
         }
         recent.sort_unstable();
-        merge(
-            snap.main.entries(band).filter_map(|(key, slot)| {
-                let new = renumbered[slot as usize];
-                (new != u32::MAX).then_some((key, new))
-            }),
-            recent,
-        )
-    });
-    build(ids, &bands)
+        let old = snap.main.entries(band).filter_map(move |(key, slot)| {
+            if gone.is_empty() {
+                return Some((key, slot));
+            }
+            let before = gone.partition_point(|&g| g < slot);
+            (gone.get(before) != Some(&slot)).then_some((key, slot - before as u32))
+        });
+        Merge {
+            old: old.peekable(),
+            new: recent.into_iter().peekable(),
+        }
+    })
+}
+
+/// Two sorted runs of entries merged, as they are read.
+struct Merge<A: Iterator<Item = (u32, u32)>, B: Iterator<Item = (u32, u32)>> {
+    old: std::iter::Peekable<A>,
+    new: std::iter::Peekable<B>,
+}
+
+impl<A, B> Iterator for Merge<A, B>
+where
+    A: Iterator<Item = (u32, u32)>,
+    B: Iterator<Item = (u32, u32)>,
+{
+    type Item = (u32, u32);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u32, u32)> {
+        match (self.old.peek(), self.new.peek()) {
+            (Some(o), Some(n)) if n < o => self.new.next(),
+            (Some(_), _) => self.old.next(),
+            (None, _) => self.new.next(),
+        }
+    }
 }
 
 /// The id → slot map of a snapshot's live documents in its levels.
@@ -1090,7 +1188,7 @@ mod tests {
             })
             .collect();
         let ids = (0..n as u64).map(|i| i * 7 + 1).collect();
-        (build(ids, &bands), docs)
+        (build(ids, |band| bands[band].iter().copied()), docs)
     }
 
     /// The fast lookup of all the bands finds what the plain one finds band by band, in

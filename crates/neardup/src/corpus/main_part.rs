@@ -241,18 +241,30 @@ pub(super) struct Packed {
 impl Packed {
     /// `len` values `value(i)`, none above `max`, without a vector of them first.
     pub(super) fn from_fn(len: usize, max: u64, value: impl Fn(usize) -> u64) -> Packed {
+        Packed::collect(max, len, (0..len).map(value))
+    }
+
+    /// The values of `values`, none above `max`, packed as they come (about `hint` of
+    /// them): a part can be built from a merge without a vector of its entries first.
+    pub(super) fn collect(max: u64, hint: usize, values: impl IntoIterator<Item = u64>) -> Packed {
         let bits = (u64::BITS - max.leading_zeros()).max(1);
-        let mut words = vec![0u64; (len * bits as usize).div_ceil(64) + 1];
-        for i in 0..len {
-            let v = value(i);
+        let mut words = Vec::with_capacity((hint * bits as usize).div_ceil(64) + 1);
+        // The word being filled, and its bits used.
+        let (mut word, mut used, mut len) = (0u64, 0u32, 0usize);
+        for v in values {
             debug_assert!(v <= max);
-            let at = i * bits as usize;
-            let (w, o) = (at / 64, (at % 64) as u32);
-            words[w] |= v << o;
-            if o + bits > 64 {
-                words[w + 1] |= v >> (64 - o);
+            word |= v << used;
+            used += bits;
+            if used >= 64 {
+                words.push(word);
+                used -= 64;
+                // The high bits of `v` that did not fit start the next word.
+                word = if used == 0 { 0 } else { v >> (bits - used) };
             }
+            len += 1;
         }
+        words.push(word);
+        words.resize((len * bits as usize).div_ceil(64) + 1, 0);
         Packed { bits, len, words }
     }
 
@@ -361,6 +373,16 @@ mod tests {
                 .collect();
             let packed = Packed::new(&values);
             assert_eq!(packed.bits, bits);
+            // The layout snapshots hold: one spare word after the values.
+            assert_eq!(packed.words.len(), (200 * bits as usize).div_ceil(64) + 1);
+            for len in [0, 1, 63, 64, 65] {
+                let some = Packed::collect(mask, 0, values[..len].iter().copied());
+                assert_eq!(some.words.len(), (len * bits as usize).div_ceil(64) + 1);
+                assert!(
+                    (0..len).all(|i| some.get(i) == values[i]),
+                    "{bits} bits, {len}"
+                );
+            }
             let back: Vec<u64> = (0..values.len()).map(|i| packed.get(i)).collect();
             assert_eq!(back, values, "{bits} bits");
         }
