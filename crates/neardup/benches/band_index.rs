@@ -1,6 +1,7 @@
 //! The online band index at a million documents: built in one pass (what opening a store
-//! without a snapshot does), and its main part rebuilt once the middle level outgrows it
-//! (what every 1/32 of the stored documents inserted costs), with and without removals.
+//! without a snapshot does), its main part rebuilt once the middle level outgrows it (what
+//! every 1/32 of the stored documents inserted costs), with and without removals, and
+//! queried while the middle level is nearly full.
 //!
 //! `cargo bench -p neardup --bench band_index`
 
@@ -63,6 +64,24 @@ fn bench(c: &mut Criterion) {
             )
         });
     }
+    // Queries while the middle level is nearly full (just under 1/32 of the main part):
+    // the state a service spends most of its time in between rebuilds.
+    let mut ix = BandIndex::from_docs(stored.clone())
+        .expect("a million documents fit")
+        .background_rebuilds(false);
+    ix.insert_bulk(&more[..more.len() - 1_000]).expect("fits");
+    let queries: Vec<BandKeys> = docs(2 * DOCS, 2 * DOCS + 1_000)
+        .into_iter()
+        .map(|(_, k)| k)
+        .collect();
+    g.bench_function("candidates/1M_and_30k_recent/1000_queries", |b| {
+        b.iter(|| {
+            queries
+                .iter()
+                .map(|q| ix.candidates(q).len())
+                .sum::<usize>()
+        })
+    });
     g.finish();
 }
 
