@@ -22,7 +22,7 @@ use std::borrow::Cow;
 
 use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
-use super::easy::{self, Entry, ASCII, HARD};
+use super::easy::{self, Entry, ASCII, HARD, IDEO, LETTER};
 use super::Normalize;
 
 /// `text` normalised as `n` says (white space folded only when `fold` too), and whether
@@ -89,6 +89,13 @@ pub(crate) struct Normalized {
     /// Spans of `text` (start, end) from the plain pipeline, in order, each between safe
     /// cuts; outside them every non-ASCII character is easy and its own output.
     pub(crate) slow: Vec<(usize, usize)>,
+    /// Bit `i` (bit `i % 64` of word `i / 64`): byte `i` of `text`, outside the slow spans,
+    /// is a byte of a letter that is not ASCII. The normaliser knows every character's
+    /// kind from the table as it writes it, so the word scanner need not decode the text
+    /// and look it up again. Words past the end of the text read as 0; empty for ASCII.
+    pub(crate) letter: Vec<u64>,
+    /// As `letter`, for the first byte of each ideograph (all three bytes long).
+    pub(crate) ideo: Vec<u64>,
 }
 
 impl Normalized {
@@ -163,12 +170,63 @@ fn push_easy(out: &mut Vec<u8>, e: Entry, c: u32, src: &[u8]) {
     }
 }
 
+/// Sets `bits` (at most three bits wide) of bitmap `map` from bit `at` on, growing it to
+/// cover a text of at least `hint` bytes when it must grow.
+#[inline(always)]
+fn mark(map: &mut Vec<u64>, at: usize, bits: u64, hint: usize) {
+    let w = at / 64;
+    if w + 1 >= map.len() {
+        // Once per text, usually: to the size of the input.
+        grow(map, hint.max(at + 64));
+    }
+    let v = u128::from(bits) << (at % 64);
+    map[w] |= v as u64;
+    map[w + 1] |= (v >> 64) as u64;
+}
+
+/// Grows bitmap `map` with zeros to cover `len` bytes and one word more.
+#[cold]
+fn grow(map: &mut Vec<u64>, len: usize) {
+    map.resize(len / 64 + 2, 0);
+}
+
+/// Clears the bits of bitmap `map` from bit `from` on.
+fn clear_from(map: &mut [u64], from: usize) {
+    let w = from / 64;
+    if let Some(first) = map.get_mut(w) {
+        *first &= (1u64 << (from % 64)) - 1;
+    }
+    if let Some(rest) = map.get_mut(w + 1..) {
+        rest.fill(0);
+    }
+}
+
+/// Marks the output of an easy character of kind `kind`, `len` bytes at `at` of the text,
+/// in class bitmaps `letter` and `ideo` (see [`Normalized`]), which grow to `hint` bytes.
+#[inline(always)]
+fn mark_kind(
+    (letter, ideo): (&mut Vec<u64>, &mut Vec<u64>),
+    kind: u32,
+    at: usize,
+    len: usize,
+    hint: usize,
+) {
+    if kind == LETTER {
+        mark(letter, at, (1 << len) - 1, hint);
+    } else if kind == IDEO {
+        mark(ideo, at, 1, hint);
+    }
+}
+
 /// Normalises `text` as [`plain`] does (without folding white space) into `out`.
 pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
     out.text.clear();
     out.slow.clear();
+    out.letter.clear();
+    out.ideo.clear();
     out.text.reserve(text.len() + 16);
     let b = text.as_bytes();
+    let hint = b.len() + 16;
     // The table holds the outputs of the default normalization only.
     let easy = n.nfkc && n.lowercase && n.ascii_quotes;
     // The last safe cut seen: (position in `text`, position in `out.text`).
@@ -197,13 +255,20 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                 cut = (i, out.text.len());
             }
             if e.kind() == ASCII || e.out_char(c) != c {
+                let at = out.text.len();
                 push_easy(&mut out.text, e, c, &b[i..i + len]);
+                // An output character has its input's kind (easy::tests), though not
+                // always its length.
+                let maps = (&mut out.letter, &mut out.ideo);
+                mark_kind(maps, e.kind(), at, out.text.len() - at, hint);
                 i += len;
                 continue;
             }
             // Fully non-Latin text (Han, kana, Hangul, Cyrillic lowercase…) is mostly
             // characters that are their own output: copied as one run rather than a push
             // each. Inside the run no byte is ASCII white space, so no cut falls in it.
+            let at = out.text.len();
+            mark_kind((&mut out.letter, &mut out.ideo), e.kind(), at, len, hint);
             let mut j = i + len;
             while j < b.len() && b[j] >= 0x80 {
                 let (c, len) = decode(b, j);
@@ -211,6 +276,8 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                 if e.kind() == HARD || e.kind() == ASCII || e.out_char(c) != c {
                     break;
                 }
+                let maps = (&mut out.letter, &mut out.ideo);
+                mark_kind(maps, e.kind(), at + (j - i), len, hint);
                 j += len;
             }
             out.text.extend_from_slice(&b[i..j]);
@@ -226,6 +293,10 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             }
         }
         out.text.truncate(cut.1);
+        // The piece's characters are the scanner's to classify afresh; the marks of what
+        // it replaces would lie on other bytes.
+        clear_from(&mut out.letter, cut.1);
+        clear_from(&mut out.ideo, cut.1);
         let piece = &text[cut.0..end];
         out.text
             .extend_from_slice(plain(piece, n, false).0.as_bytes());
@@ -476,6 +547,7 @@ pub(crate) mod tests {
             text
         );
         // Outside the slow spans, every non-ASCII character is easy and its own output.
+        let (mut letter, mut ideo) = (vec![false; got.text.len()], vec![false; got.text.len()]);
         let mut at = 0;
         for &(s, e) in got
             .slow
@@ -493,10 +565,25 @@ pub(crate) mod tests {
                         easy::LETTER | easy::IDEO | easy::SEP
                     ));
                     prop_assert_eq!(entry.out_char(c), c);
+                    if entry.kind() == LETTER {
+                        letter[i..i + len].fill(true);
+                    } else if entry.kind() == IDEO {
+                        prop_assert_eq!(len, 3);
+                        ideo[i] = true;
+                    }
                 }
                 i += len;
             }
             at = e;
+        }
+        // The class bitmaps mark exactly those characters, and nothing in the slow spans
+        // or past the end.
+        for (map, want, name) in [(&got.letter, &letter, "letter"), (&got.ideo, &ideo, "ideo")] {
+            for bit in 0..(64 * map.len()).max(want.len()) {
+                let have = map.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 == 1);
+                let want = want.get(bit).copied().unwrap_or(false);
+                prop_assert_eq!(have, want, "{} bit {} of {:?}", name, bit, text);
+            }
         }
         Ok(())
     }
@@ -521,6 +608,9 @@ pub(crate) mod tests {
             "漢字テスト 中文\u{301}x",
             "привет\u{308} мир",
             "中文字漢",
+            // Marks of easy characters undone when a hard one sends them the plain way.
+            "a 中文字漢Жж한국어é\u{301} 漢",
+            "x 中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢\u{301} 漢x",
         ] {
             check(text, Normalize::default()).unwrap();
         }
