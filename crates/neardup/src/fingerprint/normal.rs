@@ -170,7 +170,7 @@ fn push_easy(out: &mut Vec<u8>, e: Entry, c: u32, src: &[u8]) {
     }
 }
 
-/// Sets `bits` (at most three bits wide) of bitmap `map` from bit `at` on, growing it to
+/// Sets `bits` (at most 64 bits wide) of bitmap `map` from bit `at` on, growing it to
 /// cover a text of at least `hint` bytes when it must grow.
 #[inline(always)]
 fn mark(map: &mut Vec<u64>, at: usize, bits: u64, hint: usize) {
@@ -271,6 +271,17 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             mark_kind((&mut out.letter, &mut out.ideo), e.kind(), at, len, hint);
             let mut j = i + len;
             while j < b.len() && b[j] >= 0x80 {
+                // Chinese is mostly ideographs of the unified block, whose lead bytes say
+                // what they are: several at a time, without decoding them.
+                if let (0xE4..=0xE9, Some(block)) = (b[j], b.get(j..j + 16)) {
+                    let n = leading_ideographs(block);
+                    if n > 0 {
+                        let firsts = IDEO_FIRSTS & ((1 << (3 * n)) - 1);
+                        mark(&mut out.ideo, at + (j - i), firsts, hint);
+                        j += 3 * n;
+                        continue;
+                    }
+                }
                 let (c, len) = decode(b, j);
                 let e = easy::entry(c);
                 if e.kind() == HARD || e.kind() == ASCII || e.out_char(c) != c {
@@ -307,6 +318,67 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         i = end;
         cut = (end, out.text.len());
     }
+}
+
+/// The unified ideographs U+4E00..=U+9FFF, all easy ideographs that are their own output
+/// (easy::tests): in UTF-8, a lead byte E4 with a second byte from B8, or E5..=E9.
+const UNIFIED: std::ops::RangeInclusive<u32> = 0x4E00..=0x9FFF;
+
+/// The first bytes of five three-byte characters in a row.
+const IDEO_FIRSTS: u64 = 0b1_001_001_001_001;
+
+/// How many of the five three-byte characters that may start at bytes 0, 3, 6, 9 and 12 of
+/// 16 bytes of valid UTF-8 are, in a row from byte 0, unified ideographs ([`UNIFIED`]).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn leading_ideographs(block: &[u8]) -> usize {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
+    // target), so its instructions exist on any CPU the program runs on.
+    unsafe { leading_ideographs_sse2(block) }
+}
+
+/// [`leading_ideographs`] with SSE2: the byte ranges by signed compares (0x80..=0xFF are
+/// negative, in order), one `movemask` each. In valid UTF-8 a lead byte of three bytes is
+/// followed by two continuation bytes, so the bytes at 3, 6, 9 and 12 start characters
+/// whenever those before them are such leads.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn leading_ideographs_sse2(block: &[u8]) -> usize {
+    use std::arch::x86_64::*;
+
+    debug_assert_eq!(block.len(), 16);
+    let splat = |c: u8| _mm_set1_epi8(c as i8);
+    let mask = |v: __m128i| _mm_movemask_epi8(v) as u32;
+    // SAFETY: `block` is 16 readable bytes; the load has no alignment requirement.
+    let x = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+    let between = |lo: u8, hi: u8| {
+        mask(_mm_and_si128(
+            _mm_cmpgt_epi8(x, splat(lo - 1)),
+            _mm_cmplt_epi8(x, splat(hi + 1)),
+        ))
+    };
+    let e4 = mask(_mm_cmpeq_epi8(x, splat(0xE4)));
+    let ideo = between(0xE5, 0xE9) | e4 & between(0xB8, 0xBF) >> 1;
+    let missing = !ideo & IDEO_FIRSTS as u32 | 1 << 15;
+    missing.trailing_zeros() as usize / 3
+}
+
+/// How many of the five three-byte characters that may start at bytes 0, 3, 6, 9 and 12 of
+/// 16 bytes of valid UTF-8 are, in a row from byte 0, unified ideographs ([`UNIFIED`]).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn leading_ideographs_scalar(block: &[u8]) -> usize {
+    (0..5)
+        .take_while(|&k| {
+            let (c, len) = decode(block, 3 * k);
+            len == 3 && UNIFIED.contains(&c)
+        })
+        .count()
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn leading_ideographs(block: &[u8]) -> usize {
+    leading_ideographs_scalar(block)
 }
 
 /// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
@@ -616,8 +688,48 @@ pub(crate) mod tests {
         }
     }
 
+    #[test]
+    fn unified_ideographs_are_easy_fixed_points() {
+        for c in UNIFIED {
+            let e = easy::entry(c);
+            assert_eq!((e.kind(), e.out_char(c)), (IDEO, c), "{c:#x}");
+        }
+    }
+
+    /// Every character at every slot, with several kinds of character after it.
+    #[test]
+    fn leading_ideographs_by_the_code_point() {
+        for c in (0x80..0x1_0000u32).filter_map(char::from_u32) {
+            for slot in 0..5 {
+                for after in ["中", "a", "é", "😀", "\u{3000}"] {
+                    let mut s = "漢".repeat(slot);
+                    s.push(c);
+                    while s.len() < 16 {
+                        s.push_str(after);
+                    }
+                    let want = s
+                        .chars()
+                        .take(5)
+                        .take_while(|&d| UNIFIED.contains(&(d as u32)))
+                        .count();
+                    let block = &s.as_bytes()[..16];
+                    assert_eq!(leading_ideographs_scalar(block), want, "{s:?}");
+                    assert_eq!(leading_ideographs(block), want, "{s:?}");
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn leading_ideographs_agree(s in "[中文字a\u{e9}\u{4e00}\u{9fff}\u{4dff}\u{a000}\u{3400}]{6,16}") {
+            let block = &s.as_bytes()[..16.min(s.len())];
+            if block.len() == 16 {
+                prop_assert_eq!(leading_ideographs(block), leading_ideographs_scalar(block));
+            }
+        }
 
         #[test]
         fn same_bytes_as_the_plain_pipeline(text in mixed()) {
