@@ -22,7 +22,7 @@ use std::borrow::Cow;
 
 use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
-use super::easy::{self, Entry, ASCII, HARD};
+use super::easy::{self, Entry, ASCII, HARD, IDEO, LETTER};
 use super::Normalize;
 
 /// `text` normalised as `n` says (white space folded only when `fold` too), and whether
@@ -89,6 +89,13 @@ pub(crate) struct Normalized {
     /// Spans of `text` (start, end) from the plain pipeline, in order, each between safe
     /// cuts; outside them every non-ASCII character is easy and its own output.
     pub(crate) slow: Vec<(usize, usize)>,
+    /// Bit `i` (bit `i % 64` of word `i / 64`): byte `i` of `text`, outside the slow spans,
+    /// is a byte of a letter that is not ASCII. The normaliser knows every character's
+    /// kind from the table as it writes it, so the word scanner need not decode the text
+    /// and look it up again. Words past the end of the text read as 0; empty for ASCII.
+    pub(crate) letter: Vec<u64>,
+    /// As `letter`, for the first byte of each ideograph (all three bytes long).
+    pub(crate) ideo: Vec<u64>,
 }
 
 impl Normalized {
@@ -163,32 +170,79 @@ fn push_easy(out: &mut Vec<u8>, e: Entry, c: u32, src: &[u8]) {
     }
 }
 
+/// Sets `bits` (at most 64 bits wide) of bitmap `map` from bit `at` on, growing it to
+/// cover a text of at least `hint` bytes when it must grow.
+#[inline(always)]
+fn mark(map: &mut Vec<u64>, at: usize, bits: u64, hint: usize) {
+    let w = at / 64;
+    if w + 1 >= map.len() {
+        // Once per text, usually: to the size of the input.
+        grow(map, hint.max(at + 64));
+    }
+    let v = u128::from(bits) << (at % 64);
+    map[w] |= v as u64;
+    map[w + 1] |= (v >> 64) as u64;
+}
+
+/// Grows bitmap `map` with zeros to cover `len` bytes and one word more.
+#[cold]
+fn grow(map: &mut Vec<u64>, len: usize) {
+    map.resize(len / 64 + 2, 0);
+}
+
+/// Clears the bits of bitmap `map` from bit `from` on.
+fn clear_from(map: &mut [u64], from: usize) {
+    let w = from / 64;
+    if let Some(first) = map.get_mut(w) {
+        *first &= (1u64 << (from % 64)) - 1;
+    }
+    if let Some(rest) = map.get_mut(w + 1..) {
+        rest.fill(0);
+    }
+}
+
+/// Marks the output of an easy character of kind `kind`, `len` bytes at `at` of the text,
+/// in class bitmaps `letter` and `ideo` (see [`Normalized`]), which grow to `hint` bytes.
+#[inline(always)]
+fn mark_kind(
+    (letter, ideo): (&mut Vec<u64>, &mut Vec<u64>),
+    kind: u32,
+    at: usize,
+    len: usize,
+    hint: usize,
+) {
+    if kind == LETTER {
+        mark(letter, at, (1 << len) - 1, hint);
+    } else if kind == IDEO {
+        mark(ideo, at, 1, hint);
+    }
+}
+
 /// Normalises `text` as [`plain`] does (without folding white space) into `out`.
 pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
     out.text.clear();
     out.slow.clear();
+    out.letter.clear();
+    out.ideo.clear();
     out.text.reserve(text.len() + 16);
     let b = text.as_bytes();
+    let hint = b.len() + 16;
     // The table holds the outputs of the default normalization only.
     let easy = n.nfkc && n.lowercase && n.ascii_quotes;
     // The last safe cut seen: (position in `text`, position in `out.text`).
     let mut cut = (0usize, 0usize);
     let mut i = 0;
     while i < b.len() {
-        // A run of ASCII, copied as a block.
-        let (run_start, out_start) = (i, out.text.len());
-        i += copy_ascii(&b[i..], n.lowercase, &mut out.text);
+        // A run of ASCII, copied as a block, with the last cut inside it (the run is
+        // copied byte for byte).
+        let out_start = out.text.len();
+        let (run, run_cut) = copy_ascii(&b[i..], n.lowercase, &mut out.text);
+        if let Some(p) = run_cut {
+            cut = (i + p, out_start + p);
+        }
+        i += run;
         if i == b.len() {
             break;
-        }
-        // The last cut inside the run (the run is copied byte for byte).
-        let mut p = i;
-        while p > run_start + 1 {
-            p -= 1;
-            if is_space(b[p - 1]) && !is_space(b[p]) {
-                cut = (p, out_start + (p - run_start));
-                break;
-            }
         }
         let (c, len) = decode(b, i);
         let e = if easy { easy::entry(c) } else { Entry::hard() };
@@ -197,20 +251,40 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                 cut = (i, out.text.len());
             }
             if e.kind() == ASCII || e.out_char(c) != c {
+                let at = out.text.len();
                 push_easy(&mut out.text, e, c, &b[i..i + len]);
+                // An output character has its input's kind (easy::tests), though not
+                // always its length.
+                let maps = (&mut out.letter, &mut out.ideo);
+                mark_kind(maps, e.kind(), at, out.text.len() - at, hint);
                 i += len;
                 continue;
             }
             // Fully non-Latin text (Han, kana, Hangul, Cyrillic lowercase…) is mostly
             // characters that are their own output: copied as one run rather than a push
             // each. Inside the run no byte is ASCII white space, so no cut falls in it.
+            let at = out.text.len();
+            mark_kind((&mut out.letter, &mut out.ideo), e.kind(), at, len, hint);
             let mut j = i + len;
             while j < b.len() && b[j] >= 0x80 {
+                // Chinese is mostly ideographs of the unified block, whose lead bytes say
+                // what they are: several at a time, without decoding them.
+                if let (0xE4..=0xE9, Some(block)) = (b[j], b.get(j..j + 16)) {
+                    let n = leading_ideographs(block);
+                    if n > 0 {
+                        let firsts = IDEO_FIRSTS & ((1 << (3 * n)) - 1);
+                        mark(&mut out.ideo, at + (j - i), firsts, hint);
+                        j += 3 * n;
+                        continue;
+                    }
+                }
                 let (c, len) = decode(b, j);
                 let e = easy::entry(c);
                 if e.kind() == HARD || e.kind() == ASCII || e.out_char(c) != c {
                     break;
                 }
+                let maps = (&mut out.letter, &mut out.ideo);
+                mark_kind(maps, e.kind(), at + (j - i), len, hint);
                 j += len;
             }
             out.text.extend_from_slice(&b[i..j]);
@@ -226,6 +300,10 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             }
         }
         out.text.truncate(cut.1);
+        // The piece's characters are the scanner's to classify afresh; the marks of what
+        // it replaces would lie on other bytes.
+        clear_from(&mut out.letter, cut.1);
+        clear_from(&mut out.ideo, cut.1);
         let piece = &text[cut.0..end];
         out.text
             .extend_from_slice(plain(piece, n, false).0.as_bytes());
@@ -238,20 +316,101 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
     }
 }
 
-/// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
-fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
+/// The unified ideographs U+4E00..=U+9FFF, all easy ideographs that are their own output
+/// (easy::tests): in UTF-8, a lead byte E4 with a second byte from B8, or E5..=E9.
+const UNIFIED: std::ops::RangeInclusive<u32> = 0x4E00..=0x9FFF;
+
+/// The first bytes of five three-byte characters in a row.
+const IDEO_FIRSTS: u64 = 0b1_001_001_001_001;
+
+/// How many of the five three-byte characters that may start at bytes 0, 3, 6, 9 and 12 of
+/// 16 bytes of valid UTF-8 are, in a row from byte 0, unified ideographs ([`UNIFIED`]).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn leading_ideographs(block: &[u8]) -> usize {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
+    // target), so its instructions exist on any CPU the program runs on.
+    unsafe { leading_ideographs_sse2(block) }
+}
+
+/// [`leading_ideographs`] with SSE2: the byte ranges by signed compares (0x80..=0xFF are
+/// negative, in order), one `movemask` each. In valid UTF-8 a lead byte of three bytes is
+/// followed by two continuation bytes, so the bytes at 3, 6, 9 and 12 start characters
+/// whenever those before them are such leads.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn leading_ideographs_sse2(block: &[u8]) -> usize {
+    use std::arch::x86_64::*;
+
+    debug_assert_eq!(block.len(), 16);
+    let splat = |c: u8| _mm_set1_epi8(c as i8);
+    let mask = |v: __m128i| _mm_movemask_epi8(v) as u32;
+    // SAFETY: `block` is 16 readable bytes; the load has no alignment requirement.
+    let x = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
+    let between = |lo: u8, hi: u8| {
+        mask(_mm_and_si128(
+            _mm_cmpgt_epi8(x, splat(lo - 1)),
+            _mm_cmplt_epi8(x, splat(hi + 1)),
+        ))
+    };
+    let e4 = mask(_mm_cmpeq_epi8(x, splat(0xE4)));
+    let ideo = between(0xE5, 0xE9) | e4 & between(0xB8, 0xBF) >> 1;
+    let missing = !ideo & IDEO_FIRSTS as u32 | 1 << 15;
+    missing.trailing_zeros() as usize / 3
+}
+
+/// How many of the five three-byte characters that may start at bytes 0, 3, 6, 9 and 12 of
+/// 16 bytes of valid UTF-8 are, in a row from byte 0, unified ideographs ([`UNIFIED`]).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn leading_ideographs_scalar(block: &[u8]) -> usize {
+    (0..5)
+        .take_while(|&k| {
+            let (c, len) = decode(block, 3 * k);
+            len == 3 && UNIFIED.contains(&c)
+        })
+        .count()
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn leading_ideographs(block: &[u8]) -> usize {
+    leading_ideographs_scalar(block)
+}
+
+/// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length,
+/// and the last safe cut inside it, if any: the last `p`, `0 < p < length`, with white
+/// space at `p - 1` and none at `p`.
+fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> (usize, Option<usize>) {
     let mut n = 0;
-    // Sixteen bytes at a time while they are all ASCII.
-    let mut chunk = [0u8; 16];
+    // The cuts of the last block that had any (bit `i` for byte `i`), and where it starts:
+    // kept as they come, the position worked out once.
+    let (mut cuts_at, mut last_cuts) = (0, 0u32);
+    let last_cut =
+        |at: usize, cuts: u32| (cuts != 0).then(|| at + (31 - cuts.leading_zeros()) as usize);
+    // Bit 0: the byte before the next block is white space (never before the first).
+    let mut space_before = 0u32;
+    // Sixteen bytes at a time, the first of them not ASCII ending the run.
     while let Some(block) = src.get(n..n + 16) {
-        let Some(lowered) = lower16(block, lower) else {
-            break;
-        };
-        chunk.copy_from_slice(&lowered);
-        out.extend_from_slice(&chunk);
+        let Ascii16 { bytes, len, space } = ascii16(block, lower);
+        // All 16 bytes, a copy of fixed size (one of `len` bytes calls `memcpy`), then
+        // back to the ASCII ones at the run's end.
+        out.extend_from_slice(&bytes);
+        let cuts = (space << 1 | space_before) & !space & ((1 << len) - 1);
+        if cuts != 0 {
+            (cuts_at, last_cuts) = (n, cuts);
+        }
+        if len < 16 {
+            out.truncate(out.len() - (16 - len));
+            return (n + len, last_cut(cuts_at, last_cuts));
+        }
         n += 16;
+        space_before = space >> 15;
     }
+    let mut cut = last_cut(cuts_at, last_cuts);
     while n < src.len() && src[n] < 0x80 {
+        if n > 0 && is_space(src[n - 1]) && !is_space(src[n]) {
+            cut = Some(n);
+        }
         out.push(if lower {
             src[n].to_ascii_lowercase()
         } else {
@@ -259,59 +418,84 @@ fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
         });
         n += 1;
     }
-    n
+    (n, cut)
 }
 
-/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
+/// Sixteen bytes, their ASCII prefix lowercased (when asked).
+#[derive(Debug, PartialEq, Eq)]
+struct Ascii16 {
+    /// The bytes; those past `len` are unspecified.
+    bytes: [u8; 16],
+    /// The length of the ASCII prefix.
+    len: usize,
+    /// Bit `i`: byte `i` is ASCII white space ([`is_space`]).
+    space: u32,
+}
+
+/// Sixteen bytes lowercased (when `lower`) as far as they are ASCII.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline]
-fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+fn ascii16(block: &[u8], lower: bool) -> Ascii16 {
     // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
     // target), so its instructions exist on any CPU the program runs on.
-    unsafe { lower16_sse2(block, lower) }
+    unsafe { ascii16_sse2(block, lower) }
 }
 
-/// [`lower16`] with SSE2: the high bits say whether all is ASCII; `A`..=`Z` by signed
-/// compares (exact on ASCII) gain 0x20.
+/// [`ascii16`] with SSE2: the high bits say where the ASCII ends; `A`..=`Z` and white space
+/// by signed compares (exact on ASCII), and `A`..=`Z` gain 0x20.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[target_feature(enable = "sse2")]
-fn lower16_sse2(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+fn ascii16_sse2(block: &[u8], lower: bool) -> Ascii16 {
     use std::arch::x86_64::*;
 
     debug_assert_eq!(block.len(), 16);
+    let splat = |c: u8| _mm_set1_epi8(c as i8);
     // SAFETY: `block` is 16 readable bytes; the load has no alignment requirement.
     let x = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
-    if _mm_movemask_epi8(x) != 0 {
-        return None;
-    }
+    let high = _mm_movemask_epi8(x) as u32;
+    let between = |lo: u8, hi: u8| {
+        _mm_and_si128(
+            _mm_cmpgt_epi8(x, splat(lo - 1)),
+            _mm_cmplt_epi8(x, splat(hi + 1)),
+        )
+    };
+    let space = _mm_or_si128(_mm_cmpeq_epi8(x, splat(b' ')), between(b'\t', b'\r'));
     let x = if lower {
-        let upper = _mm_and_si128(
-            _mm_cmpgt_epi8(x, _mm_set1_epi8(b'A' as i8 - 1)),
-            _mm_cmplt_epi8(x, _mm_set1_epi8(b'Z' as i8 + 1)),
-        );
-        _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)))
+        _mm_or_si128(x, _mm_and_si128(between(b'A', b'Z'), splat(0x20)))
     } else {
         x
     };
-    let mut out = [0u8; 16];
-    // SAFETY: `out` is 16 writable bytes; the store has no alignment requirement.
-    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), x) };
-    Some(out)
+    let mut bytes = [0u8; 16];
+    // SAFETY: `bytes` is 16 writable bytes; the store has no alignment requirement.
+    unsafe { _mm_storeu_si128(bytes.as_mut_ptr().cast(), x) };
+    Ascii16 {
+        bytes,
+        len: (high | 1 << 16).trailing_zeros() as usize,
+        space: _mm_movemask_epi8(space) as u32,
+    }
 }
 
-/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
+/// Sixteen bytes lowercased (when `lower`) as far as they are ASCII, a byte at a time (the
+/// reference for the SIMD version, and the version elsewhere).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn ascii16_scalar(block: &[u8], lower: bool) -> Ascii16 {
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(block);
+    let len = block.iter().take_while(|c| c.is_ascii()).count();
+    if lower {
+        bytes[..len].make_ascii_lowercase();
+    }
+    let space = (0..16)
+        .filter(|&i| is_space(block[i]))
+        .map(|i| 1 << i)
+        .sum();
+    Ascii16 { bytes, len, space }
+}
+
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 #[inline]
-fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
-    if !block.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    out.copy_from_slice(block);
-    if lower {
-        out.make_ascii_lowercase();
-    }
-    Some(out)
+fn ascii16(block: &[u8], lower: bool) -> Ascii16 {
+    ascii16_scalar(block, lower)
 }
 
 #[cfg(test)]
@@ -476,6 +660,7 @@ pub(crate) mod tests {
             text
         );
         // Outside the slow spans, every non-ASCII character is easy and its own output.
+        let (mut letter, mut ideo) = (vec![false; got.text.len()], vec![false; got.text.len()]);
         let mut at = 0;
         for &(s, e) in got
             .slow
@@ -493,10 +678,25 @@ pub(crate) mod tests {
                         easy::LETTER | easy::IDEO | easy::SEP
                     ));
                     prop_assert_eq!(entry.out_char(c), c);
+                    if entry.kind() == LETTER {
+                        letter[i..i + len].fill(true);
+                    } else if entry.kind() == IDEO {
+                        prop_assert_eq!(len, 3);
+                        ideo[i] = true;
+                    }
                 }
                 i += len;
             }
             at = e;
+        }
+        // The class bitmaps mark exactly those characters, and nothing in the slow spans
+        // or past the end.
+        for (map, want, name) in [(&got.letter, &letter, "letter"), (&got.ideo, &ideo, "ideo")] {
+            for bit in 0..(64 * map.len()).max(want.len()) {
+                let have = map.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 == 1);
+                let want = want.get(bit).copied().unwrap_or(false);
+                prop_assert_eq!(have, want, "{} bit {} of {:?}", name, bit, text);
+            }
         }
         Ok(())
     }
@@ -521,13 +721,79 @@ pub(crate) mod tests {
             "漢字テスト 中文\u{301}x",
             "привет\u{308} мир",
             "中文字漢",
+            // Marks of easy characters undone when a hard one sends them the plain way.
+            "a 中文字漢Жж한국어é\u{301} 漢",
+            "x 中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢中文字漢\u{301} 漢x",
         ] {
             check(text, Normalize::default()).unwrap();
         }
     }
 
+    #[test]
+    fn unified_ideographs_are_easy_fixed_points() {
+        for c in UNIFIED {
+            let e = easy::entry(c);
+            assert_eq!((e.kind(), e.out_char(c)), (IDEO, c), "{c:#x}");
+        }
+    }
+
+    /// Every character at every slot, with several kinds of character after it.
+    #[test]
+    fn leading_ideographs_by_the_code_point() {
+        for c in (0x80..0x1_0000u32).filter_map(char::from_u32) {
+            for slot in 0..5 {
+                for after in ["中", "a", "é", "😀", "\u{3000}"] {
+                    let mut s = "漢".repeat(slot);
+                    s.push(c);
+                    while s.len() < 16 {
+                        s.push_str(after);
+                    }
+                    let want = s
+                        .chars()
+                        .take(5)
+                        .take_while(|&d| UNIFIED.contains(&(d as u32)))
+                        .count();
+                    let block = &s.as_bytes()[..16];
+                    assert_eq!(leading_ideographs_scalar(block), want, "{s:?}");
+                    assert_eq!(leading_ideographs(block), want, "{s:?}");
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn ascii16_agrees(block in proptest::collection::vec(any::<u8>(), 16), lower in any::<bool>()) {
+            let (a, b) = (ascii16(&block, lower), ascii16_scalar(&block, lower));
+            prop_assert_eq!((&a.bytes[..a.len], a.len, a.space), (&b.bytes[..b.len], b.len, b.space));
+        }
+
+        #[test]
+        fn ascii_runs_and_their_cuts(
+            text in "[a-zA-Z0-9 \t\n\r\x0b\x0c.,_é中]{0,80}",
+            lower in any::<bool>(),
+        ) {
+            let src = text.as_bytes();
+            let mut out = Vec::new();
+            let (len, cut) = copy_ascii(src, lower, &mut out);
+            let want_len = src.iter().take_while(|c| c.is_ascii()).count();
+            let want_cut = (1..want_len).rev().find(|&p| is_space(src[p - 1]) && !is_space(src[p]));
+            let mut want_out = src[..want_len].to_vec();
+            if lower {
+                want_out.make_ascii_lowercase();
+            }
+            prop_assert_eq!((len, cut, out), (want_len, want_cut, want_out));
+        }
+
+        #[test]
+        fn leading_ideographs_agree(s in "[中文字a\u{e9}\u{4e00}\u{9fff}\u{4dff}\u{a000}\u{3400}]{6,16}") {
+            let block = &s.as_bytes()[..16.min(s.len())];
+            if block.len() == 16 {
+                prop_assert_eq!(leading_ideographs(block), leading_ideographs_scalar(block));
+            }
+        }
 
         #[test]
         fn same_bytes_as_the_plain_pipeline(text in mixed()) {

@@ -8,9 +8,11 @@
 //! anything else separates. A piece is a word when it holds a letter, digit or ideograph.
 //!
 //! Each block of 64 bytes is classified into bit masks (16 bytes at a time with SSE2; the
-//! few non-ASCII characters one at a time by the table), joiners are kept where the masks
-//! of their neighbours say so, and words are the runs of set bits, cut around ideographs,
-//! found with bit arithmetic. The slow spans go to `unicode_word_indices`.
+//! non-ASCII characters from the class bitmaps the normaliser wrote as it looked them up,
+//! or, for text that comes without them, one at a time by the table), joiners are kept
+//! where the masks of their neighbours say so, and words are the runs of set bits, cut
+//! around ideographs, found with bit arithmetic. The slow spans go to
+//! `unicode_word_indices`.
 
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -20,9 +22,13 @@ use super::normal::{decode, Normalized};
 /// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
 pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
     let b = &norm.text[..];
+    let marks = Marks {
+        letter: &norm.letter,
+        ideo: &norm.ideo,
+    };
     let mut at = 0;
     for &(start, end) in &norm.slow {
-        scan(&b[at..start], at, &mut word);
+        scan_with(&b[at..start], at, marks, &mut word);
         // The spans are whole characters of valid UTF-8; a span that were not would have
         // no words rather than panic.
         if let Ok(span) = std::str::from_utf8(&b[start..end]) {
@@ -32,7 +38,7 @@ pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
         }
         at = end;
     }
-    scan(&b[at..], at, &mut word);
+    scan_with(&b[at..], at, marks, &mut word);
 }
 
 /// Class masks of one 64-byte block: bit `i` for byte `i`.
@@ -60,22 +66,119 @@ struct Raw {
     lead: u64,
 }
 
+/// Where the classes of a text's non-ASCII characters come from.
+trait Classes: Copy {
+    /// Sets the bits of the non-ASCII characters of block `k` of `b` (a slice of the text
+    /// from byte `base`, `raw` its ASCII classes) in `block`, with the bits `carry` brought
+    /// from the block before; leaves in `carry` those of characters that run on into the
+    /// next block.
+    fn non_ascii(
+        self,
+        b: &[u8],
+        base: usize,
+        k: usize,
+        raw: &Raw,
+        block: &mut Block,
+        carry: &mut Block,
+    );
+}
+
+/// Each character decoded and looked up in the table.
+#[derive(Clone, Copy)]
+struct Lookup;
+
+impl Classes for Lookup {
+    #[inline]
+    fn non_ascii(
+        self,
+        b: &[u8],
+        _: usize,
+        k: usize,
+        raw: &Raw,
+        block: &mut Block,
+        carry: &mut Block,
+    ) {
+        block.letter |= carry.letter;
+        block.ideo |= carry.ideo;
+        block.ideo_last |= carry.ideo_last;
+        *carry = Block::default();
+        if raw.lead != 0 {
+            non_ascii(b, k * 64, raw.lead, block, carry);
+        }
+    }
+}
+
+/// The bitmaps the normaliser left in [`Normalized`].
+#[derive(Clone, Copy)]
+struct Marks<'a> {
+    letter: &'a [u64],
+    ideo: &'a [u64],
+}
+
+/// Bits `at..at + 64` of bitmap `map` (bit `at` as bit 0), 0 past its end.
+#[inline(always)]
+fn bits_at(map: &[u64], at: usize) -> u64 {
+    let (w, r) = (at / 64, at % 64);
+    let lo = map.get(w).copied().unwrap_or(0);
+    let hi = map.get(w + 1).copied().unwrap_or(0);
+    // `hi << (64 - r)`, without a shift by 64 when `r` is 0.
+    lo >> r | (hi << 1) << (63 - r)
+}
+
+impl Classes for Marks<'_> {
+    #[inline(always)]
+    fn non_ascii(
+        self,
+        b: &[u8],
+        base: usize,
+        k: usize,
+        _: &Raw,
+        block: &mut Block,
+        carry: &mut Block,
+    ) {
+        let at = k * 64;
+        // The slice may end inside the block (at a slow span, whose bytes have no marks).
+        let valid = match b.len() - at {
+            n if n >= 64 => u64::MAX,
+            n => (1 << n) - 1,
+        };
+        block.letter |= bits_at(self.letter, base + at) & valid;
+        let first = bits_at(self.ideo, base + at) & valid;
+        // Ideographs are three bytes long (easy::tests): their bytes, and their last
+        // bytes, across the block's end when they run on.
+        let first = u128::from(first);
+        let span = first | first << 1 | first << 2;
+        let last = first << 2;
+        block.ideo |= span as u64 | carry.ideo;
+        block.ideo_first |= first as u64;
+        block.ideo_last |= last as u64 | carry.ideo_last;
+        carry.ideo = (span >> 64) as u64;
+        carry.ideo_last = (last >> 64) as u64;
+    }
+}
+
 /// The words of `b`, which holds ASCII and easy characters only; bounds are reported
 /// plus `base`.
 pub(crate) fn scan(b: &[u8], base: usize, word: &mut impl FnMut(usize, usize)) {
+    scan_with(b, base, Lookup, word);
+}
+
+/// [`scan`], with the classes of non-ASCII characters from `classes`.
+#[inline]
+fn scan_with(b: &[u8], base: usize, classes: impl Classes, word: &mut impl FnMut(usize, usize)) {
     if b.is_empty() {
         return;
     }
     let blocks = b.len().div_ceil(64);
     // Bits of characters that run on from one block into the next.
     let mut carry = Block::default();
-    let mut cur = load(b, 0, &mut carry);
+    let mut cur = load(b, base, 0, classes, &mut carry);
     // Bit 63 of the previous block's masks, as bit 0.
     let (mut prev_letter, mut prev_digit, mut prev_run, mut prev_last) = (0u64, 0u64, 0u64, 0u64);
     let mut open: Option<usize> = None;
     for k in 0..blocks {
         let next = if k + 1 < blocks {
-            load(b, k + 1, &mut carry)
+            load(b, base, k + 1, classes, &mut carry)
         } else {
             Block::default()
         };
@@ -133,11 +236,11 @@ pub(crate) fn scan(b: &[u8], base: usize, word: &mut impl FnMut(usize, usize)) {
     }
 }
 
-/// The masks of block `k` of `b` (the last one padded with bytes of no class), with the
-/// bits `carry` brought from the block before; leaves in `carry` those of characters that
-/// run on into the next block.
+/// The masks of block `k` of `b` (the last one padded with bytes of no class), a slice of
+/// the text from byte `base`, with the bits `carry` brought from the block before; leaves
+/// in `carry` those of characters that run on into the next block.
 #[inline]
-fn load(b: &[u8], k: usize, carry: &mut Block) -> Block {
+fn load(b: &[u8], base: usize, k: usize, classes: impl Classes, carry: &mut Block) -> Block {
     let at = k * 64;
     let raw = match b.get(at..at + 64) {
         Some(block) => classify(block),
@@ -148,13 +251,7 @@ fn load(b: &[u8], k: usize, carry: &mut Block) -> Block {
         }
     };
     let mut block = raw.block;
-    block.letter |= carry.letter;
-    block.ideo |= carry.ideo;
-    block.ideo_last |= carry.ideo_last;
-    *carry = Block::default();
-    if raw.lead != 0 {
-        non_ascii(b, at, raw.lead, &mut block, carry);
-    }
+    classes.non_ascii(b, base, k, &raw, &mut block, carry);
     block
 }
 
@@ -369,8 +466,81 @@ mod tests {
         }
     }
 
+    /// The masks of every block of every stretch between slow spans of `text` normalised,
+    /// with the classes of non-ASCII characters looked up and from the normaliser's marks.
+    fn blocks_both_ways(text: &str) -> (Vec<Block>, Vec<Block>) {
+        let mut norm = Normalized::default();
+        normalize_into(text, Normalize::default(), &mut norm);
+        let b = &norm.text[..];
+        let marks = Marks {
+            letter: &norm.letter,
+            ideo: &norm.ideo,
+        };
+        let mut stretches = Vec::new();
+        let mut at = 0;
+        for &(start, end) in &norm.slow {
+            stretches.push((at, start));
+            at = end;
+        }
+        stretches.push((at, b.len()));
+        let (mut looked_up, mut marked) = (Vec::new(), Vec::new());
+        for (start, end) in stretches {
+            let part = &b[start..end];
+            let (mut c1, mut c2) = (Block::default(), Block::default());
+            for k in 0..part.len().div_ceil(64) {
+                looked_up.push(load(part, start, k, Lookup, &mut c1));
+                marked.push(load(part, start, k, marks, &mut c2));
+            }
+            // Nothing runs on past a stretch.
+            looked_up.push(c1);
+            marked.push(c2);
+        }
+        (looked_up, marked)
+    }
+
+    #[test]
+    fn marks_across_block_ends() {
+        for pad in 0..70 {
+            for tail in [
+                "é",
+                "éé a",
+                "漢字",
+                "漢a",
+                "a漢",
+                "ж.ж",
+                "_漢",
+                "a'é",
+                "漢\u{301} é",
+            ] {
+                let text = format!("{}{tail} x{tail}", "a".repeat(pad));
+                let (a, b) = blocks_both_ways(&text);
+                assert_eq!(a, b, "{text:?}");
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn marks_give_the_looked_up_classes(text in mixed()) {
+            let (a, b) = blocks_both_ways(&text);
+            prop_assert_eq!(a, b);
+        }
+
+        #[test]
+        fn marks_give_the_looked_up_classes_on_any_text(text in any::<String>()) {
+            let (a, b) = blocks_both_ways(&text);
+            prop_assert_eq!(a, b);
+        }
+
+        #[test]
+        fn marks_give_the_looked_up_classes_on_long_texts(parts in prop::collection::vec(
+            prop::sample::select(crate::fingerprint::normal::tests::POOL), 100..400)
+        ) {
+            let (a, b) = blocks_both_ways(&parts.concat());
+            prop_assert_eq!(a, b);
+        }
 
         #[test]
         fn same_words_as_the_plain_pipeline(text in mixed()) {
