@@ -233,16 +233,20 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
     let mut cut = (0usize, 0usize);
     let mut i = 0;
     while i < b.len() {
-        // A run of ASCII, copied as a block, with the last cut inside it (the run is
-        // copied byte for byte).
-        let out_start = out.text.len();
-        let (run, run_cut) = copy_ascii(&b[i..], n.lowercase, &mut out.text);
-        if let Some(p) = run_cut {
-            cut = (i + p, out_start + p);
-        }
-        i += run;
+        // A run of ASCII, copied as a block.
+        let (run_start, out_start) = (i, out.text.len());
+        i += copy_ascii(&b[i..], n.lowercase, &mut out.text);
         if i == b.len() {
             break;
+        }
+        // The last cut inside the run (the run is copied byte for byte).
+        let mut p = i;
+        while p > run_start + 1 {
+            p -= 1;
+            if is_space(b[p - 1]) && !is_space(b[p]) {
+                cut = (p, out_start + (p - run_start));
+                break;
+            }
         }
         let (c, len) = decode(b, i);
         let e = if easy { easy::entry(c) } else { Entry::hard() };
@@ -377,40 +381,20 @@ fn leading_ideographs(block: &[u8]) -> usize {
     leading_ideographs_scalar(block)
 }
 
-/// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length,
-/// and the last safe cut inside it, if any: the last `p`, `0 < p < length`, with white
-/// space at `p - 1` and none at `p`.
-fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> (usize, Option<usize>) {
+/// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
+fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
     let mut n = 0;
-    // The cuts of the last block that had any (bit `i` for byte `i`), and where it starts:
-    // kept as they come, the position worked out once.
-    let (mut cuts_at, mut last_cuts) = (0, 0u32);
-    let last_cut =
-        |at: usize, cuts: u32| (cuts != 0).then(|| at + (31 - cuts.leading_zeros()) as usize);
-    // Bit 0: the byte before the next block is white space (never before the first).
-    let mut space_before = 0u32;
-    // Sixteen bytes at a time, the first of them not ASCII ending the run.
+    // Sixteen bytes at a time while they are all ASCII.
+    let mut chunk = [0u8; 16];
     while let Some(block) = src.get(n..n + 16) {
-        let Ascii16 { bytes, len, space } = ascii16(block, lower);
-        // All 16 bytes, a copy of fixed size (one of `len` bytes calls `memcpy`), then
-        // back to the ASCII ones at the run's end.
-        out.extend_from_slice(&bytes);
-        let cuts = (space << 1 | space_before) & !space & ((1 << len) - 1);
-        if cuts != 0 {
-            (cuts_at, last_cuts) = (n, cuts);
-        }
-        if len < 16 {
-            out.truncate(out.len() - (16 - len));
-            return (n + len, last_cut(cuts_at, last_cuts));
-        }
+        let Some(lowered) = lower16(block, lower) else {
+            break;
+        };
+        chunk.copy_from_slice(&lowered);
+        out.extend_from_slice(&chunk);
         n += 16;
-        space_before = space >> 15;
     }
-    let mut cut = last_cut(cuts_at, last_cuts);
     while n < src.len() && src[n] < 0x80 {
-        if n > 0 && is_space(src[n - 1]) && !is_space(src[n]) {
-            cut = Some(n);
-        }
         out.push(if lower {
             src[n].to_ascii_lowercase()
         } else {
@@ -418,84 +402,59 @@ fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> (usize, Option<usiz
         });
         n += 1;
     }
-    (n, cut)
+    n
 }
 
-/// Sixteen bytes, their ASCII prefix lowercased (when asked).
-#[derive(Debug, PartialEq, Eq)]
-struct Ascii16 {
-    /// The bytes; those past `len` are unspecified.
-    bytes: [u8; 16],
-    /// The length of the ASCII prefix.
-    len: usize,
-    /// Bit `i`: byte `i` is ASCII white space ([`is_space`]).
-    space: u32,
-}
-
-/// Sixteen bytes lowercased (when `lower`) as far as they are ASCII.
+/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline]
-fn ascii16(block: &[u8], lower: bool) -> Ascii16 {
+fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
     // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
     // target), so its instructions exist on any CPU the program runs on.
-    unsafe { ascii16_sse2(block, lower) }
+    unsafe { lower16_sse2(block, lower) }
 }
 
-/// [`ascii16`] with SSE2: the high bits say where the ASCII ends; `A`..=`Z` and white space
-/// by signed compares (exact on ASCII), and `A`..=`Z` gain 0x20.
+/// [`lower16`] with SSE2: the high bits say whether all is ASCII; `A`..=`Z` by signed
+/// compares (exact on ASCII) gain 0x20.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[target_feature(enable = "sse2")]
-fn ascii16_sse2(block: &[u8], lower: bool) -> Ascii16 {
+fn lower16_sse2(block: &[u8], lower: bool) -> Option<[u8; 16]> {
     use std::arch::x86_64::*;
 
     debug_assert_eq!(block.len(), 16);
-    let splat = |c: u8| _mm_set1_epi8(c as i8);
     // SAFETY: `block` is 16 readable bytes; the load has no alignment requirement.
     let x = unsafe { _mm_loadu_si128(block.as_ptr().cast()) };
-    let high = _mm_movemask_epi8(x) as u32;
-    let between = |lo: u8, hi: u8| {
-        _mm_and_si128(
-            _mm_cmpgt_epi8(x, splat(lo - 1)),
-            _mm_cmplt_epi8(x, splat(hi + 1)),
-        )
-    };
-    let space = _mm_or_si128(_mm_cmpeq_epi8(x, splat(b' ')), between(b'\t', b'\r'));
+    if _mm_movemask_epi8(x) != 0 {
+        return None;
+    }
     let x = if lower {
-        _mm_or_si128(x, _mm_and_si128(between(b'A', b'Z'), splat(0x20)))
+        let upper = _mm_and_si128(
+            _mm_cmpgt_epi8(x, _mm_set1_epi8(b'A' as i8 - 1)),
+            _mm_cmplt_epi8(x, _mm_set1_epi8(b'Z' as i8 + 1)),
+        );
+        _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)))
     } else {
         x
     };
-    let mut bytes = [0u8; 16];
-    // SAFETY: `bytes` is 16 writable bytes; the store has no alignment requirement.
-    unsafe { _mm_storeu_si128(bytes.as_mut_ptr().cast(), x) };
-    Ascii16 {
-        bytes,
-        len: (high | 1 << 16).trailing_zeros() as usize,
-        space: _mm_movemask_epi8(space) as u32,
-    }
+    let mut out = [0u8; 16];
+    // SAFETY: `out` is 16 writable bytes; the store has no alignment requirement.
+    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), x) };
+    Some(out)
 }
 
-/// Sixteen bytes lowercased (when `lower`) as far as they are ASCII, a byte at a time (the
-/// reference for the SIMD version, and the version elsewhere).
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-fn ascii16_scalar(block: &[u8], lower: bool) -> Ascii16 {
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(block);
-    let len = block.iter().take_while(|c| c.is_ascii()).count();
-    if lower {
-        bytes[..len].make_ascii_lowercase();
-    }
-    let space = (0..16)
-        .filter(|&i| is_space(block[i]))
-        .map(|i| 1 << i)
-        .sum();
-    Ascii16 { bytes, len, space }
-}
-
+/// Sixteen bytes lowercased (when `lower`), or `None` if one of them is not ASCII.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 #[inline]
-fn ascii16(block: &[u8], lower: bool) -> Ascii16 {
-    ascii16_scalar(block, lower)
+fn lower16(block: &[u8], lower: bool) -> Option<[u8; 16]> {
+    if !block.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(block);
+    if lower {
+        out.make_ascii_lowercase();
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -763,29 +722,6 @@ pub(crate) mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(3000))]
-
-        #[test]
-        fn ascii16_agrees(block in proptest::collection::vec(any::<u8>(), 16), lower in any::<bool>()) {
-            let (a, b) = (ascii16(&block, lower), ascii16_scalar(&block, lower));
-            prop_assert_eq!((&a.bytes[..a.len], a.len, a.space), (&b.bytes[..b.len], b.len, b.space));
-        }
-
-        #[test]
-        fn ascii_runs_and_their_cuts(
-            text in "[a-zA-Z0-9 \t\n\r\x0b\x0c.,_é中]{0,80}",
-            lower in any::<bool>(),
-        ) {
-            let src = text.as_bytes();
-            let mut out = Vec::new();
-            let (len, cut) = copy_ascii(src, lower, &mut out);
-            let want_len = src.iter().take_while(|c| c.is_ascii()).count();
-            let want_cut = (1..want_len).rev().find(|&p| is_space(src[p - 1]) && !is_space(src[p]));
-            let mut want_out = src[..want_len].to_vec();
-            if lower {
-                want_out.make_ascii_lowercase();
-            }
-            prop_assert_eq!((len, cut, out), (want_len, want_cut, want_out));
-        }
 
         #[test]
         fn leading_ideographs_agree(s in "[中文字a\u{e9}\u{4e00}\u{9fff}\u{4dff}\u{a000}\u{3400}]{6,16}") {
