@@ -56,6 +56,24 @@ wait_ok() {
     die "the cluster did not come up; see $dir/*/redis.log"
 }
 
+wait_replicas() {
+    # Until every replica has its link to its primary up, for up to 30 s: a write that asks
+    # for a replica's acknowledgement (WAIT) fails until then.
+    for _ in $(seq 300); do
+        local up=0
+        for port in $ports; do
+            local info
+            info=$(redis-cli -p "$port" info replication 2>/dev/null)
+            if ! grep -q '^role:slave' <<<"$info" || grep -q '^master_link_status:up' <<<"$info"; then
+                up=$((up + 1))
+            fi
+        done
+        [ "$up" -eq 6 ] && return 0
+        sleep 0.1
+    done
+    die "the replicas did not reach their primaries; see $dir/*/redis.log"
+}
+
 stop() {
     for port in $ports; do
         local pidfile="$dir/$port/redis.pid"
@@ -104,6 +122,7 @@ case "${1:-}" in
         redis-cli --cluster create $nodes --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
             { cat "$dir/create.log" >&2; die "redis-cli --cluster create failed"; }
         wait_ok
+        wait_replicas
         echo "redis cluster up: $("$0" seeds)"
         ;;
     stop)
