@@ -22,10 +22,7 @@ use super::normal::{decode, Normalized};
 /// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
 pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
     let b = &norm.text[..];
-    let marks = Marks {
-        letter: &norm.letter,
-        ideo: &norm.ideo,
-    };
+    let marks = Marks::of(norm);
     let mut at = 0;
     for &(start, end) in &norm.slow {
         scan_with(&b[at..start], at, marks, &mut word);
@@ -113,6 +110,15 @@ impl Classes for Lookup {
 struct Marks<'a> {
     letter: &'a [u64],
     ideo: &'a [u64],
+}
+
+impl<'a> Marks<'a> {
+    fn of(norm: &'a Normalized) -> Marks<'a> {
+        Marks {
+            letter: &norm.letter,
+            ideo: &norm.ideo,
+        }
+    }
 }
 
 /// Bits `at..at + 64` of bitmap `map` (bit `at` as bit 0), 0 past its end.
@@ -472,10 +478,7 @@ mod tests {
         let mut norm = Normalized::default();
         normalize_into(text, Normalize::default(), &mut norm);
         let b = &norm.text[..];
-        let marks = Marks {
-            letter: &norm.letter,
-            ideo: &norm.ideo,
-        };
+        let marks = Marks::of(&norm);
         let mut stretches = Vec::new();
         let mut at = 0;
         for &(start, end) in &norm.slow {
