@@ -40,13 +40,22 @@ start_node() {
         --save '' --appendonly no
 }
 
+node_ready() {
+    # Says cluster_state:ok and knows all six nodes; a replica also has its link to its
+    # primary up (until then a write that asks for a replica's acknowledgement, WAIT, fails).
+    local info
+    redis-cli -p "$1" cluster info 2>/dev/null | grep -q 'cluster_state:ok' &&
+        [ "$(redis-cli -p "$1" cluster nodes 2>/dev/null | grep -vc fail)" -ge 6 ] &&
+        info=$(redis-cli -p "$1" info replication 2>/dev/null) &&
+        { ! grep -q '^role:slave' <<<"$info" || grep -q '^master_link_status:up' <<<"$info"; }
+}
+
 wait_ok() {
-    # Until every node says cluster_state:ok (and knows all six), for up to 30 s.
+    # Until every node is ready (node_ready), for up to 30 s.
     for _ in $(seq 300); do
         local ok=0
         for port in $ports; do
-            if redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' &&
-                [ "$(redis-cli -p "$port" cluster nodes 2>/dev/null | grep -vc fail)" -ge 6 ]; then
+            if node_ready "$port"; then
                 ok=$((ok + 1))
             fi
         done
@@ -54,24 +63,6 @@ wait_ok() {
         sleep 0.1
     done
     die "the cluster did not come up; see $dir/*/redis.log"
-}
-
-wait_replicas() {
-    # Until every replica has its link to its primary up, for up to 30 s: a write that asks
-    # for a replica's acknowledgement (WAIT) fails until then.
-    for _ in $(seq 300); do
-        local up=0
-        for port in $ports; do
-            local info
-            info=$(redis-cli -p "$port" info replication 2>/dev/null)
-            if ! grep -q '^role:slave' <<<"$info" || grep -q '^master_link_status:up' <<<"$info"; then
-                up=$((up + 1))
-            fi
-        done
-        [ "$up" -eq 6 ] && return 0
-        sleep 0.1
-    done
-    die "the replicas did not reach their primaries; see $dir/*/redis.log"
 }
 
 stop() {
@@ -122,7 +113,6 @@ case "${1:-}" in
         redis-cli --cluster create $nodes --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
             { cat "$dir/create.log" >&2; die "redis-cli --cluster create failed"; }
         wait_ok
-        wait_replicas
         echo "redis cluster up: $("$0" seeds)"
         ;;
     stop)
