@@ -99,17 +99,53 @@ impl Level {
                 }
                 // About four entries a bucket.
                 let bits = (usize::BITS - entries.len().leading_zeros()).saturating_sub(2);
-                let mut dir = vec![0u32; (1 << bits) + 1];
+                let mut dir = Directory::new(bits);
                 for &(key, _) in entries {
-                    dir[(u64::from(key) >> (32 - bits)) as usize + 1] += 1;
+                    dir.push(key);
                 }
-                for b in 1..dir.len() {
-                    dir[b] += dir[b - 1];
-                }
-                dir
+                dir.finish()
             })
             .collect();
         self
+    }
+}
+
+/// A directory on the top `bits` bits of sorted keys, built as they come: entry `b` is
+/// where the run of bucket `b` starts, and the last is the count of keys.
+struct Directory {
+    dir: Vec<u32>,
+    shift: u32,
+    buckets: usize,
+    count: u32,
+}
+
+impl Directory {
+    fn new(bits: u32) -> Directory {
+        let buckets = 1usize << bits;
+        let mut dir = Vec::with_capacity(buckets + 1);
+        dir.push(0);
+        Directory {
+            dir,
+            shift: 32 - bits,
+            buckets,
+            count: 0,
+        }
+    }
+
+    /// The next key (no smaller than the one before).
+    #[inline]
+    fn push(&mut self, key: u32) {
+        // The buckets up to this key's start here, unless an earlier key started them.
+        let bucket = (u64::from(key) >> self.shift) as usize;
+        while self.dir.len() <= bucket {
+            self.dir.push(self.count);
+        }
+        self.count += 1;
+    }
+
+    fn finish(mut self) -> Vec<u32> {
+        self.dir.resize(self.buckets + 1, self.count);
+        self.dir
     }
 }
 
@@ -342,10 +378,7 @@ impl MainBand {
     /// The band of `entries` (sorted by key, then slot; about `n` of them, slots at most
     /// `n`) with a directory on the top `dir_bits` bits of the keys, in one pass.
     fn from_sorted(entries: impl Iterator<Item = (u32, u32)>, dir_bits: u32, n: usize) -> MainBand {
-        let shift = 32 - dir_bits;
-        let buckets = 1usize << dir_bits;
-        let mut dir = Vec::with_capacity(buckets + 1);
-        dir.push(0u32);
+        let mut dir = Directory::new(dir_bits);
         let half = dir_bits >= LOW_BITS;
         let (mut full, mut lows) = (Vec::new(), Vec::new());
         if half {
@@ -353,27 +386,20 @@ impl MainBand {
         } else {
             full.reserve(n);
         }
-        let mut count = 0u32;
         let slots = Packed::collect(
             n as u64,
             n,
             entries.map(|(key, slot)| {
-                // `dir[b]` is where bucket `b` starts: the buckets up to this key's start
-                // here, unless an earlier entry started them.
-                let bucket = (u64::from(key) >> shift) as usize;
-                while dir.len() <= bucket {
-                    dir.push(count);
-                }
+                dir.push(key);
                 if half {
                     lows.push(key as u16);
                 } else {
                     full.push(key);
                 }
-                count += 1;
                 u64::from(slot)
             }),
         );
-        dir.resize(buckets + 1, count);
+        let dir = dir.finish();
         let low = if half {
             Low::Half(lows)
         } else {
