@@ -61,12 +61,17 @@ pub struct ServeCmd {
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// With --data: save the database's allocator state with every commit (redb's
-    /// quick-repair, a second fsync per commit), so that a start after a crash need not
-    /// walk the whole file to rebuild it. `false` for about twice the rate of single puts,
-    /// at the price of that walk (minutes at 100M documents) after each crash.
+    /// With --data: save the database's allocator state with every checkpoint (redb's
+    /// quick-repair, a second fsync per checkpoint), so that a start after a crash need
+    /// not walk the whole file to rebuild it. `false` saves that fsync, at the price of
+    /// that walk (minutes at 100M documents) after each crash.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     quick_repair: bool,
+    /// With --data: milliseconds acknowledged writes may wait in the write-ahead log
+    /// (each batch fsynced there) before one durable commit of the database takes them
+    /// all. Longer: fewer checkpoints, a longer replay after a crash.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    checkpoint_every: u64,
 }
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {
@@ -124,12 +129,15 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
     match &cmd.data {
         Some(dir) => {
             let started = std::time::Instant::now();
-            let store = match create {
+            let mut store = match create {
                 Some(c) => DocStore::create(dir, c),
                 None => DocStore::open(dir, None),
             }
             .map_err(store_failure)?
-            .with_quick_repair(cmd.quick_repair);
+            .with_quick_repair(cmd.quick_repair)
+            .with_checkpoint_every(std::time::Duration::from_millis(cmd.checkpoint_every));
+            // The replay's writes, and the quick-repair setting, durable before serving.
+            store.checkpoint().map_err(store_failure)?;
             let took = started.elapsed().as_secs_f64();
             if store.repaired() {
                 crate::note!(
@@ -144,6 +152,12 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
                 Opened::Rebuilt { why } => crate::note!(
                     "neardup serve: index rebuilt from the stored documents in {took:.1} s ({why})"
                 ),
+            }
+            if store.replayed() > 0 {
+                crate::note!(
+                    "neardup serve: {} batches of acknowledged writes replayed from the write-ahead log",
+                    store.replayed()
+                );
             }
             run_on(cmd, store, dir, config)
         }

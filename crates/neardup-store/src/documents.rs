@@ -13,13 +13,15 @@
 //! write of the batch, each decided in order against the store and the batch's earlier
 //! writes — so a caller that queues concurrent requests and applies them together gets
 //! group commit, and `only_if_unique` inserts stay atomic: of two near-identical documents
-//! in one batch, only the first gets in.
+//! in one batch, only the first gets in. The fsync is of the write-ahead log
+//! (`log.rs`): redb commits the batch without one, and a checkpoint now and then
+//! makes many such commits durable at once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use neardup::corpus::{BandIndex, BandIndexReader};
 use neardup::decide::{Match, Rule, Signature};
@@ -28,6 +30,7 @@ use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
 use redb::{Database, ReadableTable, TableDefinition};
 
 use crate::file::{self, guard, Kind};
+use crate::log::{Log, Writeback};
 use crate::snapshot;
 use crate::{db_err, open_error, Clock, Db, Result, StoreError, SystemClock, FILE};
 
@@ -52,6 +55,12 @@ const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
 /// transaction: what an index snapshot taken before it must still remove
 /// ([`crate::snapshot`]). Pruned up to a snapshot once it is durable.
 const REMOVED: TableDefinition<(u64, u64), u64> = TableDefinition::new("removed");
+
+/// Checkpoints at least this often while writes come ([`DocStore::with_checkpoint_every`]).
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// Bytes of write-ahead log that make a checkpoint due however recent the last one.
+const LOG_LIMIT: u64 = 64 << 20;
 
 /// Paragraphs of a document that are indexed; a paragraph's index id is the document's
 /// internal id times this, plus its position.
@@ -248,6 +257,128 @@ fn signature_of(path: &Path, bytes: &[u8]) -> Result<Signature> {
         ),
     })?;
     Ok(Signature::from_bytes(bytes))
+}
+
+/// A batch as the write-ahead log keeps it: the commit it makes, the clock it was decided
+/// at, and its writes, so that a replay decides exactly as the first time (expiry and
+/// `only_if_unique` included). Paragraphs past [`MAX_PARAGRAPHS`], which no table or
+/// index takes, and all of them when the store does not index paragraphs, are left out.
+fn encode_batch(commit: u64, now: u64, writes: &[Write], paragraphs: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(20 + writes.len() * (Signature::BYTES + 64));
+    out.extend_from_slice(&commit.to_le_bytes());
+    out.extend_from_slice(&now.to_le_bytes());
+    out.extend_from_slice(&(writes.len() as u64).to_le_bytes());
+    fn put_id(out: &mut Vec<u8>, id: &str) {
+        out.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        out.extend_from_slice(id.as_bytes());
+    }
+    for write in writes {
+        match write {
+            Write::Delete { id } => {
+                out.push(0);
+                put_id(&mut out, id);
+            }
+            Write::Put {
+                id,
+                doc,
+                ttl,
+                only_if_unique,
+            } => {
+                out.push(1);
+                put_id(&mut out, id);
+                out.push(u8::from(*only_if_unique) | (u8::from(ttl.is_some()) << 1));
+                let ttl = ttl.unwrap_or_default();
+                out.extend_from_slice(&ttl.as_secs().to_le_bytes());
+                out.extend_from_slice(&ttl.subsec_nanos().to_le_bytes());
+                out.extend_from_slice(&doc.len.to_le_bytes());
+                out.extend_from_slice(&doc.signature.to_bytes());
+                let paras = if paragraphs {
+                    &doc.paragraphs[..doc.paragraphs.len().min(MAX_PARAGRAPHS as usize)]
+                } else {
+                    &[][..]
+                };
+                let paras = paragraphs_bytes(paras);
+                out.extend_from_slice(&(paras.len() as u64).to_le_bytes());
+                out.extend_from_slice(&paras);
+            }
+        }
+    }
+    out
+}
+
+/// A logged batch ([`encode_batch`]) read back: commit, clock and writes.
+fn decode_batch(path: &Path, bytes: &[u8]) -> Result<(u64, u64, Vec<Write>)> {
+    let damaged = || StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail: "a logged batch of writes that does not decode".into(),
+    };
+    let mut r = Bytes(bytes);
+    let commit = r.u64().ok_or_else(damaged)?;
+    let now = r.u64().ok_or_else(damaged)?;
+    let n = r.u64().ok_or_else(damaged)?;
+    let mut writes = Vec::new();
+    for _ in 0..n {
+        let tag = r.take(1).ok_or_else(damaged)?[0];
+        let id = r.string().ok_or_else(damaged)?;
+        writes.push(match tag {
+            0 => Write::Delete { id },
+            1 => {
+                let flags = r.take(1).ok_or_else(damaged)?[0];
+                let secs = r.u64().ok_or_else(damaged)?;
+                let nanos = r.u32().ok_or_else(damaged)?;
+                let len = r.u32().ok_or_else(damaged)?;
+                let signature = signature_of(path, r.take(Signature::BYTES).ok_or_else(damaged)?)?;
+                let paras = r.u64().ok_or_else(damaged)?;
+                let paras = usize::try_from(paras).map_err(|_| damaged())?;
+                let paragraphs = paragraphs_of(path, r.take(paras).ok_or_else(damaged)?)?;
+                if nanos >= 1_000_000_000 || flags > 3 {
+                    return Err(damaged());
+                }
+                Write::Put {
+                    id,
+                    doc: Box::new(Prepared {
+                        signature,
+                        paragraphs,
+                        len,
+                    }),
+                    ttl: (flags & 2 != 0).then(|| Duration::new(secs, nanos)),
+                    only_if_unique: flags & 1 != 0,
+                }
+            }
+            _ => return Err(damaged()),
+        });
+    }
+    if !r.0.is_empty() {
+        return Err(damaged());
+    }
+    Ok((commit, now, writes))
+}
+
+/// Bytes read from the front.
+struct Bytes<'a>(&'a [u8]);
+
+impl<'a> Bytes<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.u64()?).ok()?;
+        String::from_utf8(self.take(len)?.to_vec()).ok()
+    }
 }
 
 /// The paragraphs of a [`PARAS`] row.
@@ -503,10 +634,24 @@ pub struct DocStore {
     quick_repair: bool,
     /// Opening walked the whole file to repair it ([`DocStore::repaired`]).
     repaired: bool,
+    /// Batches committed to redb without an fsync since the last checkpoint, durable here.
+    log: Log,
+    /// When the database was last made durable ([`DocStore::checkpoint`]).
+    checkpointed: Instant,
+    /// How long batches may wait in the log ([`DocStore::with_checkpoint_every`]).
+    checkpoint_every: Duration,
+    /// Batches the open replayed from the log ([`DocStore::replayed`]).
+    replayed: usize,
+    writeback: Writeback,
+    /// The next checkpoint commits even with nothing logged: the durable commits'
+    /// settings changed ([`DocStore::with_quick_repair`]).
+    settle: bool,
 }
 
 impl Drop for DocStore {
     fn drop(&mut self) {
+        // Best effort: what is not checkpointed is in the log, which the next open replays.
+        let _ = self.checkpoint();
         if let Some(dir) = self.view.path.parent() {
             file::release(dir);
         }
@@ -848,6 +993,11 @@ impl DocStore {
             }
         }
         file::claim(dir);
+        let log = Log::create(dir).map_err(|source| StoreError::Io {
+            path: dir.join(crate::log::LOG_FILE),
+            source,
+        })?;
+        let writeback = Writeback::start(&path);
         Ok(DocStore {
             view: View {
                 path,
@@ -865,6 +1015,12 @@ impl DocStore {
             broken: false,
             quick_repair: false,
             repaired: false,
+            log,
+            checkpointed: Instant::now(),
+            checkpoint_every: CHECKPOINT_EVERY,
+            replayed: 0,
+            writeback,
+            settle: false,
         })
     }
 
@@ -980,7 +1136,12 @@ impl DocStore {
         };
         drop(meta);
         drop(txn);
-        Ok(DocStore {
+        let (log, records) = Log::open(dir).map_err(|source| StoreError::Io {
+            path: dir.join(crate::log::LOG_FILE),
+            source,
+        })?;
+        let writeback = Writeback::start(&path);
+        let mut store = DocStore {
             view: View {
                 path,
                 db: Arc::new(Db(Some(db))),
@@ -997,7 +1158,39 @@ impl DocStore {
             broken: false,
             quick_repair: false,
             repaired,
-        })
+            log,
+            checkpointed: Instant::now(),
+            checkpoint_every: CHECKPOINT_EVERY,
+            replayed: 0,
+            writeback,
+            settle: false,
+        };
+        store.replay(records)?;
+        Ok(store)
+    }
+
+    /// Applies the logged batches the database does not hold yet (those after its last
+    /// durable commit), deciding each as it was decided, then checkpoints.
+    fn replay(&mut self, records: Vec<Vec<u8>>) -> Result<()> {
+        let path = self.log.path().to_path_buf();
+        for record in records {
+            let (commit, now, writes) = decode_batch(&path, &record)?;
+            if commit <= self.commit {
+                continue;
+            }
+            if commit != self.commit + 1 {
+                return Err(StoreError::Damaged {
+                    path,
+                    detail: format!(
+                        "the write-ahead log goes on at commit {commit}, the database ends at {}",
+                        self.commit
+                    ),
+                });
+            }
+            self.decide(writes, now, None)?;
+            self.replayed += 1;
+        }
+        self.checkpoint_now()
     }
 
     /// Uses `clock` for expiry instead of the system clock.
@@ -1006,17 +1199,19 @@ impl DocStore {
         self
     }
 
-    /// Whether each commit also saves redb's allocator state, with a two-phase commit
-    /// (redb's quick-repair; off unless asked, `neardup serve` asks). Then an open after a
-    /// crash reads that state back instead of walking the whole file to rebuild it, which
-    /// takes about as long as reading the store (5–7 s at 1.9M documents, where a start
-    /// from the snapshot takes 1 s). The price: each commit costs a second fsync and the
-    /// state's pages, which halves the rate of small commits (`docs/service.md` has both
-    /// measured), and a file whose last commit is damaged (cut short, say) is refused by
-    /// redb instead of falling back to the commit before. It applies from the next commit:
-    /// an open after a crash is quick when the last commit before it was made this way.
+    /// Whether each durable commit (a checkpoint) also saves redb's allocator state, with
+    /// a two-phase commit (redb's quick-repair; off unless asked, `neardup serve` asks).
+    /// Then an open after a crash reads that state back instead of walking the whole file
+    /// to rebuild it, which takes about as long as reading the store (5–7 s at 1.9M
+    /// documents, where a start from the snapshot takes 1 s). The price: each checkpoint
+    /// costs a second fsync and the state's pages, and a file whose last commit is damaged
+    /// (cut short, say) is refused by redb instead of falling back to the commit before.
+    /// It applies from the next checkpoint, which comes before the next write (or call
+    /// [`DocStore::checkpoint`]): an open after a crash is quick when the last checkpoint
+    /// before it was made this way.
     pub fn with_quick_repair(mut self, on: bool) -> DocStore {
         self.quick_repair = on;
+        self.settle = true;
         self
     }
 
@@ -1024,6 +1219,57 @@ impl DocStore {
     /// was not closed cleanly, and its last commit was made without quick-repair.
     pub fn repaired(&self) -> bool {
         self.repaired
+    }
+
+    /// How long acknowledged batches may wait in the write-ahead log before one durable
+    /// commit of the database takes them all (default [`CHECKPOINT_EVERY`]; zero: before
+    /// every batch). Longer makes fewer, larger checkpoints, and a longer replay after a
+    /// crash.
+    pub fn with_checkpoint_every(mut self, every: Duration) -> DocStore {
+        self.checkpoint_every = every;
+        self
+    }
+
+    /// Batches of writes that opening the store replayed from the write-ahead log: those
+    /// acknowledged but not yet checkpointed when the last process stopped.
+    pub fn replayed(&self) -> usize {
+        self.replayed
+    }
+
+    /// Makes every write so far durable in the database file itself, and empties the
+    /// write-ahead log. Done now and then by [`DocStore::apply`], before a snapshot and
+    /// when the store is dropped; a caller may do it when idle.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.refuse_if_broken()?;
+        let path = self.view.path.clone();
+        let result = guard(&path, || self.checkpoint_now());
+        if matches!(result, Err(StoreError::Damaged { .. })) {
+            self.broken = true;
+        }
+        result
+    }
+
+    fn checkpoint_due(&self) -> bool {
+        self.settle
+            || self.log.bytes() >= LOG_LIMIT
+            || (self.log.bytes() > 0 && self.checkpointed.elapsed() >= self.checkpoint_every)
+    }
+
+    fn checkpoint_now(&mut self) -> Result<()> {
+        if self.log.bytes() > 0 || self.settle {
+            let path = &self.view.path;
+            // An empty transaction, durable: redb's commit makes the non-durable ones
+            // before it durable with it.
+            let txn = self.begin_write()?;
+            db!(path, txn.commit())?;
+            self.log.clear().map_err(|source| StoreError::Io {
+                path: self.log.path().to_path_buf(),
+                source,
+            })?;
+            self.settle = false;
+        }
+        self.checkpointed = Instant::now();
+        Ok(())
     }
 
     /// A write transaction, quick-repair as set.
@@ -1097,8 +1343,9 @@ impl DocStore {
         Ok(())
     }
 
-    /// Applies `writes` in order, in one transaction committed with fsync before the
-    /// indexes change and before it returns; what each did, in order. A put of a text
+    /// Applies `writes` in order, in one transaction, durable (its record fsynced in the
+    /// write-ahead log) before the indexes change and before it returns; what each did, in
+    /// order. A put of a text
     /// without words matches only its copies.
     pub fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
         self.refuse_if_broken()?;
@@ -1111,11 +1358,28 @@ impl DocStore {
     }
 
     fn apply_unguarded(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
+        if self.checkpoint_due() {
+            self.checkpoint_now()?;
+        }
+        let now = self.view.clock.now();
+        let record = encode_batch(self.commit + 1, now, &writes, self.view.config.paragraphs);
+        self.decide(writes, now, Some(&record))
+    }
+
+    /// Decides and commits `writes` at `now` as commit `self.commit + 1`: to redb without
+    /// an fsync, after `record` (the batch as the log keeps it; none when replaying it) is
+    /// durable in the log. Then the indexes.
+    fn decide(
+        &mut self,
+        writes: Vec<Write>,
+        now: u64,
+        record: Option<&[u8]>,
+    ) -> Result<Vec<Outcome>> {
         let path = self.view.path.clone();
         let path = &path;
-        let now = self.view.clock.now();
         let rule = self.view.config.rule();
-        let txn = self.begin_write()?;
+        let mut txn = self.begin_write()?;
+        txn.set_durability(redb::Durability::None);
         let mut outcomes = Vec::with_capacity(writes.len());
         // Index changes, applied after the commit.
         let mut removed: Vec<u64> = Vec::new();
@@ -1252,7 +1516,15 @@ impl DocStore {
                 db!(path, log.insert((commit, internal), count))?;
             }
         }
+        if let Some(record) = record {
+            // On failure the transaction is dropped, undone.
+            self.log.append(record).map_err(|source| StoreError::Io {
+                path: self.log.path().to_path_buf(),
+                source,
+            })?;
+        }
         db!(path, txn.commit())?;
+        self.writeback.committed();
         // Durable: now the indexes. A document put and replaced within this batch never
         // reaches them.
         self.next_id = next_id;
@@ -1328,7 +1600,8 @@ impl DocStore {
     /// [`SnapshotJob::write`] while writes go on (nothing is copied); then
     /// [`DocStore::snapshot_written`].
     pub fn begin_snapshot(&mut self) -> Result<SnapshotJob> {
-        self.refuse_if_broken()?;
+        // A snapshot names a commit the database holds durably, for an open to catch up from.
+        self.checkpoint()?;
         let path = self.view.path.clone();
         let instance = match self.instance {
             Some(i) => i,

@@ -242,6 +242,7 @@ macro_rules! db {
 mod backend;
 mod documents;
 mod file;
+mod log;
 #[cfg(feature = "redis")]
 mod redis;
 mod repair;
@@ -250,12 +251,13 @@ mod snapshot;
 pub use backend::{Backend, BackendReader};
 pub use documents::{
     DocConfig, DocStore, DocStoreReader, Hit, Opened, Outcome, ParagraphHit, Prepared, Preparer,
-    SnapshotJob, SpanMatch, StoredDoc, Write, DOC_FORMAT, MAX_PARAGRAPHS,
+    SnapshotJob, SpanMatch, StoredDoc, Write, CHECKPOINT_EVERY, DOC_FORMAT, MAX_PARAGRAPHS,
 };
 
 #[cfg(feature = "redis")]
 pub use self::redis::{Interrupt, RedisOptions, RedisReader, RedisStore};
 use file::{guard, Kind};
+pub use log::LOG_FILE;
 pub use repair::{check, export, repair, Check, Export, Repair};
 
 /// The settings' first check, before anything is made on disk.

@@ -448,11 +448,26 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
         .or_else(|_| std::fs::copy(&path, &kept).map(drop))
         .map_err(io)?;
     std::fs::rename(&partial, &path).map_err(io)?;
+    let documents = found.documents();
+    let mut problems = found.problems;
+    // The repaired file starts its commits over, so a document store's write-ahead log
+    // (writes acknowledged after its last checkpoint) no longer follows on from it: kept
+    // beside it, not replayed.
+    let log = dir.join(crate::LOG_FILE);
+    if found.docs.is_some() && std::fs::metadata(&log).is_ok_and(|m| m.len() > 8) {
+        let aside = dir.join(format!("{}.damaged-{secs}", crate::LOG_FILE));
+        std::fs::rename(&log, &aside).map_err(io)?;
+        problems.push(format!(
+            "the write-ahead log (writes acknowledged after the last checkpoint) was kept as \
+             {}, not applied",
+            aside.display()
+        ));
+    }
     file::sync_dir(dir).map_err(io)?;
     Ok(Repair {
-        documents: found.documents(),
+        documents,
         complete: found.complete,
-        problems: found.problems,
+        problems,
         kept: Some(kept),
     })
 }

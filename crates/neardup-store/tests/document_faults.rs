@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use neardup::jaccard::Threshold;
-use neardup_store::{DocConfig, DocStore, StoreError, StoredDoc, Write, FILE};
+use neardup_store::{DocConfig, DocStore, StoreError, StoredDoc, Write, FILE, LOG_FILE};
 
 fn config() -> DocConfig {
     DocConfig {
@@ -121,10 +121,28 @@ fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
     let err = neardup_store::export(dir.path(), |_| Ok::<(), ()>(())).unwrap_err();
     assert!(err.to_string().contains("a document store"), "{err}");
 
+    // Writes acknowledged after the last checkpoint, in the write-ahead log: the repaired
+    // file's commits start over, so the log is kept aside, said so, and not replayed.
+    let log = dir.path().join(LOG_FILE);
+    let logged = b"ndwal01\n\x03\0\0\0\0\0\0\0abc".to_vec();
+    std::fs::write(&log, &logged).unwrap();
+
     let repair = neardup_store::repair(dir.path()).unwrap();
     assert!(repair.complete && repair.documents == 300, "{repair:?}");
-    assert_eq!(std::fs::read(repair.kept.unwrap()).unwrap(), cut);
+    assert_eq!(std::fs::read(repair.kept.as_ref().unwrap()).unwrap(), cut);
+    let note = repair.problems.last().unwrap();
+    assert!(note.contains("write-ahead log"), "{repair:?}");
+    let aside = note
+        .split("kept as ")
+        .nth(1)
+        .unwrap()
+        .split(", not")
+        .next()
+        .unwrap();
+    assert_eq!(std::fs::read(aside).unwrap(), logged);
+    assert!(!log.exists());
     let store = DocStore::open(dir.path(), Some(config())).unwrap();
+    assert_eq!(store.replayed(), 0);
     assert_eq!(store.len(), 300);
     for (id, doc) in &docs {
         assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");

@@ -1,7 +1,8 @@
 //! The document store against a brute-force model: random puts (plain and
 //! `only_if_unique`, with and without a time to live), deletes, batches of them, checks,
 //! sweeps, snapshots of the indexes and reopenings (from a snapshot, caught up, or
-//! rebuilt), on texts built to be near-duplicates of each other. The model
+//! rebuilt), crashes (the files copied as they are mid-run, and opened: the write-ahead
+//! log replayed), on texts built to be near-duplicates of each other. The model
 //! keeps every live document's signature and decides each query over all of them with
 //! `Rule::decide`, among those whose band keys agree with the query's in some band (the
 //! candidates batch deduplication would compare).
@@ -69,6 +70,10 @@ enum Op {
     Sweep,
     Snapshot,
     Reopen,
+    /// The process killed now: the store's files as they are, opened.
+    Crash,
+    /// Every write so far made durable in the database itself.
+    Checkpoint,
 }
 
 fn edits() -> impl Strategy<Value = Vec<(usize, usize)>> {
@@ -87,6 +92,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Sweep),
         1 => Just(Op::Snapshot),
         1 => Just(Op::Reopen),
+        2 => Just(Op::Crash),
+        1 => Just(Op::Checkpoint),
     ]
 }
 
@@ -144,14 +151,26 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(60))]
 
     #[test]
-    fn matches_the_model(threshold in 0.5f64..0.95, ops in prop::collection::vec(op(), 1..40)) {
-        let dir = tempfile::tempdir().unwrap();
+    fn matches_the_model(
+        threshold in 0.5f64..0.95,
+        ops in prop::collection::vec(op(), 1..40),
+        log_all in any::<bool>(),
+    ) {
+        let mut dir = tempfile::tempdir().unwrap();
         let config = DocConfig { threshold: Threshold::new(threshold).unwrap(), paragraphs: false };
         let clock = Arc::new(TestClock(AtomicU64::new(1000)));
-        let mut store = DocStore::create(dir.path(), config).unwrap().with_clock(clock.clone());
+        // Batches wait in the log until an explicit checkpoint, a snapshot or a drop; or
+        // are checkpointed before each next batch.
+        let every = if log_all { Duration::from_secs(3600) } else { Duration::ZERO };
+        let mut store = DocStore::create(dir.path(), config)
+            .unwrap()
+            .with_clock(clock.clone())
+            .with_checkpoint_every(every);
         let prep = Preparer::new(config);
         let mut model: Model = BTreeMap::new();
         let mut snapshotted = false;
+        // Batches applied since the last checkpoint (explicit, or a snapshot's or a close's).
+        let mut logged = 0usize;
         for op in ops {
             let now = clock.now();
             match op {
@@ -159,6 +178,7 @@ proptest! {
                     let id = format!("d{id}");
                     let doc = prep.prepare(&text(base, &edits), false);
                     let want = model_hits(&model, config, &doc.signature, now, Some(&id));
+                    logged += 1;
                     let out = store.apply(vec![Write::Put {
                         id: id.clone(),
                         doc: Box::new(doc.clone()),
@@ -175,6 +195,7 @@ proptest! {
                 }
                 Op::Delete(id) => {
                     let id = format!("d{id}");
+                    logged += 1;
                     let out = store.apply(vec![Write::Delete { id: id.clone() }]).unwrap();
                     prop_assert_eq!(&out[0], &Outcome::Delete { removed: model.remove(&id).is_some() });
                 }
@@ -193,6 +214,7 @@ proptest! {
                         wants.push((want, inserted));
                         writes.push(Write::Put { id, doc: Box::new(doc), ttl: None, only_if_unique: unique });
                     }
+                    logged += 1;
                     let out = store.apply(writes).unwrap();
                     for (o, (want, ins)) in out.iter().zip(wants) {
                         let Outcome::Put { inserted, matches, .. } = o else { panic!("{o:?}") };
@@ -219,6 +241,7 @@ proptest! {
                         .filter(|(_, (_, e))| *e != 0 && *e <= now)
                         .map(|(id, _)| id.clone())
                         .collect();
+                    logged += usize::from(!expired.is_empty());
                     prop_assert_eq!(store.sweep().unwrap(), expired.len());
                     for id in expired {
                         model.remove(&id);
@@ -227,13 +250,48 @@ proptest! {
                 Op::Snapshot => {
                     store.save_snapshot().unwrap();
                     snapshotted = true;
+                    logged = 0;
                 }
                 Op::Reopen => {
                     drop(store);
-                    store = DocStore::open(dir.path(), Some(config)).unwrap().with_clock(clock.clone());
+                    store = DocStore::open(dir.path(), Some(config))
+                        .unwrap()
+                        .with_clock(clock.clone())
+                        .with_checkpoint_every(every);
                     // Read back and caught up with what came after it, once there is one.
                     let from_snapshot = matches!(store.opened(), Opened::Snapshot { .. });
                     prop_assert_eq!(from_snapshot, snapshotted, "{:?}", store.opened());
+                    prop_assert_eq!(store.replayed(), 0);
+                    logged = 0;
+                }
+                Op::Crash => {
+                    let copy = tempfile::tempdir().unwrap();
+                    for entry in std::fs::read_dir(dir.path()).unwrap() {
+                        let entry = entry.unwrap();
+                        std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+                    }
+                    drop(store);
+                    dir = copy;
+                    store = DocStore::open(dir.path(), Some(config))
+                        .unwrap()
+                        .with_clock(clock.clone())
+                        .with_checkpoint_every(every);
+                    let from_snapshot = matches!(store.opened(), Opened::Snapshot { .. });
+                    prop_assert_eq!(from_snapshot, snapshotted, "{:?}", store.opened());
+                    // What the log held: every batch since the last checkpoint, or (with a
+                    // checkpoint before each) the last one.
+                    prop_assert_eq!(store.replayed(), if log_all { logged } else { logged.min(1) });
+                    logged = 0;
+                    // Every acknowledged write, here and answering: checked below and by
+                    // the operations after.
+                    let all: Vec<_> = model.keys().cloned().collect();
+                    for id in all {
+                        prop_assert!(store.get(&id).unwrap().is_some() || model[&id].1 != 0, "{id} lost");
+                    }
+                }
+                Op::Checkpoint => {
+                    store.checkpoint().unwrap();
+                    logged = 0;
                 }
             }
             prop_assert_eq!(store.len(), model.len());
