@@ -298,9 +298,9 @@ pub fn read_as(
         };
         // The lines of a plain file are read where they lie, mapped into memory.
         if let (Some(f @ (Format::Lines | Format::Jsonl)), Compression::None, Some(map)) =
-            (given, compression, opened.as_ref().and_then(Mapped::of))
+            (given, compression, opened.as_ref().and_then(mapped))
         {
-            let bytes = map.bytes();
+            let bytes = &map[..];
             let mut line_no = 0u64;
             let mut one = |line: &[u8], stats: &mut ReadStats| -> Result<(), Failure> {
                 line_no += 1;
@@ -438,65 +438,22 @@ fn line_doc(
     }
 }
 
-/// A file mapped into memory, for reading its lines where they lie: no copy through a
-/// buffer (on the natural corpus, cutting the lines of a read file took 85 ms, of a mapped
-/// one 32). A file truncated by another process while it is read ends the process
-/// (SIGBUS), as it does for any program that maps its input.
-struct Mapped {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Mapped {
-    /// The mapping of `file` when it is a regular file large enough for it to pay.
+/// The mapping of `file` into memory, for reading its lines where they lie, when it is a
+/// regular file large enough for it to pay: no copy through a buffer (on the natural
+/// corpus, cutting the lines of a read file took 85 ms, of a mapped one 32). A file
+/// truncated by another process while it is read ends the process (SIGBUS), as it does
+/// for any program that maps its input.
+fn mapped(file: &File) -> Option<memmap2::Mmap> {
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() < 1 << 16 {
+        return None;
+    }
+    // SAFETY: a private, read-only mapping; the one hazard, another process truncating
+    // the file meanwhile, is the SIGBUS documented above.
+    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
     #[cfg(unix)]
-    fn of(file: &File) -> Option<Mapped> {
-        use std::os::fd::AsRawFd;
-
-        let meta = file.metadata().ok()?;
-        let len = usize::try_from(meta.len()).ok()?;
-        if !meta.is_file() || len < 1 << 16 {
-            return None;
-        }
-        // SAFETY: a new private, read-only mapping of an open file; nothing else refers to
-        // the address range it returns.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return None;
-        }
-        // SAFETY: advice about the range just mapped; it changes no memory.
-        unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
-        Some(Mapped { ptr, len })
-    }
-
-    #[cfg(not(unix))]
-    fn of(_: &File) -> Option<Mapped> {
-        None
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `len` readable bytes at `ptr`, mapped until `self` is dropped.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `of`, and no slice of it outlives `self`.
-        #[cfg(unix)]
-        unsafe {
-            libc::munmap(self.ptr, self.len);
-        }
-    }
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some(map)
 }
 
 /// Reads `args`' documents on a thread of their own and runs `work` on each batch on the
