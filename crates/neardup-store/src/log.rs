@@ -155,6 +155,11 @@ impl Log {
     }
 }
 
+/// Whether the log in `dir` holds anything past its first bytes (whole records or not).
+pub(crate) fn holds_records(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(LOG_FILE)).is_ok_and(|m| m.len() > MAGIC.len() as u64)
+}
+
 /// How often [`Writeback`] asks the kernel to write the database's new pages.
 const WRITEBACK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 

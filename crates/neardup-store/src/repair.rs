@@ -454,7 +454,7 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     // (writes acknowledged after its last checkpoint) no longer follows on from it: kept
     // beside it, not replayed.
     let log = dir.join(crate::LOG_FILE);
-    if found.docs.is_some() && std::fs::metadata(&log).is_ok_and(|m| m.len() > 8) {
+    if found.docs.is_some() && crate::log::holds_records(dir) {
         let aside = dir.join(format!("{}.damaged-{secs}", crate::LOG_FILE));
         std::fs::rename(&log, &aside).map_err(io)?;
         problems.push(format!(

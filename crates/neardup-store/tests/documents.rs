@@ -166,6 +166,12 @@ proptest! {
             .unwrap()
             .with_clock(clock.clone())
             .with_checkpoint_every(every);
+        let open = |dir: &tempfile::TempDir| {
+            DocStore::open(dir.path(), Some(config))
+                .unwrap()
+                .with_clock(clock.clone())
+                .with_checkpoint_every(every)
+        };
         let prep = Preparer::new(config);
         let mut model: Model = BTreeMap::new();
         let mut snapshotted = false;
@@ -254,10 +260,7 @@ proptest! {
                 }
                 Op::Reopen => {
                     drop(store);
-                    store = DocStore::open(dir.path(), Some(config))
-                        .unwrap()
-                        .with_clock(clock.clone())
-                        .with_checkpoint_every(every);
+                    store = open(&dir);
                     // Read back and caught up with what came after it, once there is one.
                     let from_snapshot = matches!(store.opened(), Opened::Snapshot { .. });
                     prop_assert_eq!(from_snapshot, snapshotted, "{:?}", store.opened());
@@ -272,10 +275,7 @@ proptest! {
                     }
                     drop(store);
                     dir = copy;
-                    store = DocStore::open(dir.path(), Some(config))
-                        .unwrap()
-                        .with_clock(clock.clone())
-                        .with_checkpoint_every(every);
+                    store = open(&dir);
                     let from_snapshot = matches!(store.opened(), Opened::Snapshot { .. });
                     prop_assert_eq!(from_snapshot, snapshotted, "{:?}", store.opened());
                     // What the log held: every batch since the last checkpoint, or (with a
