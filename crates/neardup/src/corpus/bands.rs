@@ -415,6 +415,8 @@ struct Snap {
     main: Arc<Main>,
     frozen: Arc<Level>,
     mid: Arc<Level>,
+    /// A full top level being folded into the middle one on another thread.
+    sealed: Arc<Level>,
     top: Arc<Level>,
 }
 
@@ -424,12 +426,18 @@ impl Snap {
             main: Arc::new(Main::empty()),
             frozen: Arc::new(Level::empty()),
             mid: Arc::new(Level::empty()),
+            sealed: Arc::new(Level::empty()),
             top: Arc::new(Level::empty()),
         }
     }
 
-    fn levels(&self) -> [&Level; 3] {
-        [&self.frozen, &self.mid, &self.top]
+    fn levels(&self) -> [&Level; 4] {
+        [&self.frozen, &self.mid, &self.sealed, &self.top]
+    }
+
+    /// The first slot of the middle level.
+    fn mid_base(&self) -> usize {
+        self.main.len() + self.frozen.keys.len()
     }
 
     fn slots(&self) -> usize {
@@ -488,7 +496,7 @@ impl Snap {
 }
 
 /// Whether `slot` was removed in any of `levels`.
-fn removed_in(levels: [&Level; 3], slot: u32) -> bool {
+fn removed_in(levels: [&Level; 4], slot: u32) -> bool {
     levels
         .iter()
         .any(|l| !l.removed.is_empty() && l.removed.contains(&slot))
@@ -506,7 +514,11 @@ pub struct BandIndex {
     recent: IdMap,
     /// A main part being built on another thread, from this snapshot.
     pending: Option<(std::thread::JoinHandle<Main>, Arc<Snap>)>,
+    /// The middle level with the sealed one folded in, being built on another thread.
+    folding: Option<std::thread::JoinHandle<Level>>,
     background: bool,
+    /// The top and middle levels' caps, when set for a test; else by the main part's size.
+    caps: Option<(usize, usize)>,
 }
 
 impl std::fmt::Debug for BandIndex {
@@ -552,16 +564,31 @@ impl BandIndexReader {
     }
 }
 
+/// How far a top level may grow past its cap, in caps, while the previous one is still
+/// being folded, before a write waits for that fold.
+const TOP_SLACK: usize = 4;
+
 impl BandIndex {
     /// An empty index.
     pub fn new() -> BandIndex {
-        let snap = Arc::new(Snap::empty());
+        BandIndex::of(Snap::empty(), IdMap::default(), None)
+    }
+
+    /// The writer of `snap`.
+    fn of(
+        snap: Snap,
+        recent: IdMap,
+        pending: Option<(std::thread::JoinHandle<Main>, Arc<Snap>)>,
+    ) -> BandIndex {
+        let snap = Arc::new(snap);
         BandIndex {
             published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
             snap,
-            recent: IdMap::default(),
-            pending: None,
+            recent,
+            pending,
+            folding: None,
             background: true,
+            caps: None,
         }
     }
 
@@ -585,24 +612,37 @@ impl BandIndex {
             entries.sort_unstable();
             entries.into_iter()
         });
-        let snap = Arc::new(Snap {
+        let snap = Snap {
             main: Arc::new(main),
             ..Snap::empty()
-        });
-        Ok(BandIndex {
-            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
-            snap,
-            recent: IdMap::default(),
-            pending: None,
-            background: true,
-        })
+        };
+        Ok(BandIndex::of(snap, IdMap::default(), None))
     }
 
-    /// Whether rebuilds of the main part run on another thread (the default), as
-    /// [`super::Corpus::background_rebuilds`].
+    /// Whether folds of the top level and rebuilds of the main part run on other threads
+    /// (the default), as [`super::Corpus::background_rebuilds`].
     pub fn background_rebuilds(mut self, on: bool) -> BandIndex {
         self.background = on;
         self
+    }
+
+    /// The index with a top level of `top` writes and a middle level of `mid` (instead of
+    /// caps that grow with the main part), so that small tests go through every fold and
+    /// rebuild.
+    #[doc(hidden)]
+    pub fn with_level_caps(mut self, top: usize, mid: usize) -> BandIndex {
+        self.caps = Some((top.max(1), mid.max(1)));
+        self
+    }
+
+    fn top_cap(&self) -> usize {
+        self.caps
+            .map_or_else(|| top_cap(self.snap.main.len()), |(top, _)| top)
+    }
+
+    fn mid_cap(&self) -> usize {
+        self.caps
+            .map_or_else(|| mid_cap(self.snap.main.len()), |(_, mid)| mid)
     }
 
     /// The index as it is now, to write with [`BandSnapshot::write_to`] on any thread
@@ -637,12 +677,13 @@ impl BandIndex {
         }
         let [frozen, mid, top]: [Level; 3] =
             levels.try_into().map_err(|_| invalid("three levels"))?;
-        let snap = Arc::new(Snap {
+        let snap = Snap {
             main: Arc::new(main),
             frozen: Arc::new(frozen),
             mid: Arc::new(mid),
+            sealed: Arc::new(Level::empty()),
             top: Arc::new(top),
-        });
+        };
         // The rebuild covered the main part and the frozen level only, as when it began.
         let pending = (!snap.frozen.keys.is_empty()).then(|| {
             let base = Arc::new(Snap {
@@ -653,17 +694,14 @@ impl BandIndex {
             let job = Arc::clone(&base);
             (std::thread::spawn(move || build_main(&job)), base)
         });
-        Ok(BandIndex {
-            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
-            recent: recent_of(&snap),
-            snap,
-            pending,
-            background: true,
-        })
+        let recent = recent_of(&snap);
+        Ok(BandIndex::of(snap, recent, pending))
     }
 
-    /// Waits for a rebuild running in the background, if any, and installs it.
+    /// Waits for the fold and the rebuild running in the background, if any, and
+    /// installs them.
     pub fn finish_rebuild(&mut self) {
+        self.finish_fold();
         if let Some((handle, base)) = self.pending.take() {
             self.install(handle, &base);
         }
@@ -722,8 +760,7 @@ impl BandIndex {
     /// Stores every `(id, keys)`, in order (a later copy of an id wins): a few through
     /// the top level, more sorted straight into the middle level.
     pub fn insert_bulk(&mut self, docs: &[(u64, BandKeys)]) -> Result<()> {
-        self.poll();
-        if docs.len() <= top_cap(self.snap.main.len()) / 4 {
+        if docs.len() <= self.top_cap() / 4 {
             return self.write(|ix, top| {
                 for (id, keys) in docs {
                     ix.remove_in(top, *id);
@@ -732,6 +769,9 @@ impl BandIndex {
                 Ok(())
             });
         }
+        self.poll();
+        // The middle level is folded here, so the one being folded has to be in it.
+        self.finish_fold();
         let mut top = (*self.snap.top).clone();
         for (id, keys) in docs {
             self.remove_in(&mut top, *id);
@@ -740,7 +780,8 @@ impl BandIndex {
                 return Err(e);
             }
         }
-        self.fold(top);
+        let level = folded(&self.snap, &top, self.pending.is_none());
+        self.install_fold(level, Level::empty());
         Ok(())
     }
 
@@ -765,21 +806,27 @@ impl BandIndex {
         n
     }
 
-    /// Runs `f` on a copy of the top level, then publishes it (folding it when full).
+    /// Runs `f` on a copy of the top level, then publishes it; a full top level is sealed
+    /// and folded into the middle one on another thread, while the next fills.
     fn write(&mut self, f: impl FnOnce(&mut BandIndex, &mut Level) -> Result<()>) -> Result<()> {
         self.poll();
+        if self.folding.is_some() && self.snap.top.weight() > TOP_SLACK * self.top_cap() {
+            // Each write copies the top level: past this, waiting for the fold costs less.
+            self.finish_fold();
+        }
         let mut top = (*self.snap.top).clone();
         if let Err(e) = f(self, &mut top) {
             self.recent = recent_of(&self.snap);
             return Err(e);
         }
-        if top.weight() > top_cap(self.snap.main.len()) {
-            self.fold(top);
+        if top.weight() > self.top_cap() && self.folding.is_none() {
+            self.seal(top);
         } else {
             self.publish(Snap {
                 main: Arc::clone(&self.snap.main),
                 frozen: Arc::clone(&self.snap.frozen),
                 mid: Arc::clone(&self.snap.mid),
+                sealed: Arc::clone(&self.snap.sealed),
                 top: Arc::new(top),
             });
         }
@@ -795,11 +842,12 @@ impl BandIndex {
     fn slot_of(&self, top: &Level, id: u64) -> Option<u32> {
         match self.recent.get(&id) {
             Some(&slot) => Some(slot),
-            None => self
-                .snap
-                .main
-                .position(id)
-                .filter(|&p| !removed_in([&self.snap.frozen, &self.snap.mid, top], p)),
+            None => {
+                let s = &self.snap;
+                s.main
+                    .position(id)
+                    .filter(|&p| !removed_in([&s.frozen, &s.mid, &s.sealed, top], p))
+            }
         }
     }
 
@@ -837,57 +885,106 @@ impl BandIndex {
         Ok(())
     }
 
-    /// Folds `top` into the middle level, or starts a rebuild of the main part when the
-    /// middle level outgrows its share (as [`super::Corpus`] does).
-    fn fold(&mut self, top: Level) {
+    /// Publishes `top` (with its bands filled) as the sealed level under a new empty top,
+    /// and folds it into the middle level: on another thread by default. No fold may be
+    /// running.
+    fn seal(&mut self, top: Level) {
         let snap = Arc::clone(&self.snap);
-        let due = snap.mid.weight() + top.weight() > mid_cap(snap.main.len());
-        if due && self.pending.is_none() {
-            if !(self.background && snap.main.len() > 0 && snap.frozen.keys.is_empty()) {
-                let all = Snap {
-                    main: Arc::clone(&snap.main),
-                    frozen: Arc::clone(&snap.frozen),
-                    mid: Arc::clone(&snap.mid),
-                    top: Arc::new(top),
-                };
-                let main = build_main(&all);
-                self.publish(Snap {
-                    main: Arc::new(main),
-                    frozen: Arc::new(Level::empty()),
-                    mid: Arc::new(Level::empty()),
-                    top: Arc::new(Level::empty()),
-                });
-                self.recent = IdMap::default();
-                return;
-            }
-            let frozen = folded(&snap, &top);
-            self.publish(Snap {
-                main: Arc::clone(&snap.main),
-                frozen: Arc::new(frozen),
-                mid: Arc::new(Level::empty()),
-                top: Arc::new(Level::empty()),
-            });
-            let base = Arc::clone(&self.snap);
-            let job = Arc::clone(&base);
-            let handle = std::thread::spawn(move || build_main(&job));
-            self.pending = Some((handle, base));
-            return;
-        }
-        let level = folded(&snap, &top);
         self.publish(Snap {
             main: Arc::clone(&snap.main),
             frozen: Arc::clone(&snap.frozen),
-            mid: Arc::new(level),
+            mid: Arc::clone(&snap.mid),
+            sealed: Arc::new(top),
             top: Arc::new(Level::empty()),
         });
+        let snap = Arc::clone(&self.snap);
+        if self.background {
+            // On its own thread and not the pool: a rebuild may keep the pool busy for
+            // seconds, and the writer would wait on the fold behind it.
+            self.folding = Some(std::thread::spawn(move || {
+                folded(&snap, &snap.sealed, false)
+            }));
+        } else {
+            let level = folded(&snap, &snap.sealed, self.pending.is_none());
+            self.install_fold(level, (*snap.top).clone());
+        }
     }
 
-    /// Installs the background rebuild if it is done.
+    /// Waits for the fold running in the background, if any, and installs it.
+    fn finish_fold(&mut self) {
+        if let Some(handle) = self.folding.take() {
+            let level = match handle.join() {
+                Ok(level) => level,
+                Err(_) => folded(&self.snap, &self.snap.sealed, false),
+            };
+            let top = (*self.snap.top).clone();
+            self.install_fold(level, top);
+        }
+    }
+
+    /// Publishes `level` as the middle level (the old one and the sealed one folded) under
+    /// `top`. When it outgrows its share of the index, it becomes the frozen level of a
+    /// rebuild of the main part instead (as [`super::Corpus`] does); when there is nothing
+    /// to overlap the rebuild with, or rebuilds are not in the background, that is done
+    /// now.
+    fn install_fold(&mut self, level: Level, top: Level) {
+        let snap = Arc::clone(&self.snap);
+        let due = level.weight() > self.mid_cap() && self.pending.is_none();
+        if !due {
+            self.publish(Snap {
+                main: Arc::clone(&snap.main),
+                frozen: Arc::clone(&snap.frozen),
+                mid: Arc::new(level),
+                sealed: Arc::new(Level::empty()),
+                top: Arc::new(top),
+            });
+            return;
+        }
+        if !(self.background && snap.main.len() > 0) {
+            let all = Snap {
+                main: Arc::clone(&snap.main),
+                frozen: Arc::clone(&snap.frozen),
+                mid: Arc::new(level),
+                sealed: Arc::new(Level::empty()),
+                top: Arc::new(top),
+            };
+            let main = build_main(&all);
+            self.publish(Snap {
+                main: Arc::new(main),
+                ..Snap::empty()
+            });
+            // Every document is in the main part now, each in a new slot.
+            self.recent = IdMap::default();
+            return;
+        }
+        self.publish(Snap {
+            main: Arc::clone(&snap.main),
+            frozen: Arc::new(level),
+            mid: Arc::new(Level::empty()),
+            sealed: Arc::new(Level::empty()),
+            top: Arc::new(top),
+        });
+        let base = Arc::new(Snap {
+            main: Arc::clone(&snap.main),
+            frozen: Arc::clone(&self.snap.frozen),
+            ..Snap::empty()
+        });
+        let job = Arc::clone(&base);
+        let handle = std::thread::spawn(move || build_main(&job));
+        self.pending = Some((handle, base));
+    }
+
+    /// Installs the background fold and the background rebuild, each if it is done. A
+    /// rebuild waits for the fold: it renumbers the levels the fold reads.
     fn poll(&mut self) {
-        if self
-            .pending
-            .as_ref()
-            .is_some_and(|(handle, _)| handle.is_finished())
+        if self.folding.as_ref().is_some_and(|h| h.is_finished()) {
+            self.finish_fold();
+        }
+        if self.folding.is_none()
+            && self
+                .pending
+                .as_ref()
+                .is_some_and(|(handle, _)| handle.is_finished())
         {
             self.finish_rebuild();
         }
@@ -895,14 +992,14 @@ impl BandIndex {
 
     /// Installs the main part built by `handle` from `base`: the levels written since are
     /// renumbered after it, and their tombstones of older documents moved to those
-    /// documents' new slots.
+    /// documents' new slots. No fold may be running.
     fn install(&mut self, handle: std::thread::JoinHandle<Main>, base: &Snap) {
         let main = match handle.join() {
             Ok(main) => main,
-            Err(_) => build_main(&self.snap),
+            Err(_) => build_main(base),
         };
         let snap = Arc::clone(&self.snap);
-        let old = snap.main.len() + snap.frozen.keys.len();
+        let old = snap.mid_base();
         let new = main.len();
         let shift = |slot: u32| (slot as usize - old + new) as u32;
         let moved = |slot: u32| -> Option<u32> {
@@ -924,7 +1021,11 @@ impl BandIndex {
             ids: level.ids.clone(),
             removed: level.removed.iter().filter_map(|&s| moved(s)).collect(),
         };
-        let (mid, top) = (renumber(&snap.mid), renumber(&snap.top));
+        let (mid, sealed, top) = (
+            renumber(&snap.mid),
+            renumber(&snap.sealed),
+            renumber(&snap.top),
+        );
         self.recent = self
             .recent
             .iter()
@@ -935,42 +1036,65 @@ impl BandIndex {
             main: Arc::new(main),
             frozen: Arc::new(Level::empty()),
             mid: Arc::new(mid),
+            sealed: Arc::new(sealed),
             top: Arc::new(top),
         });
     }
 }
 
-/// The middle level of `snap` with `top` (whose bands need not be filled) folded in:
-/// entries of removed documents dropped, tombstones kept.
-fn folded(snap: &Snap, top: &Level) -> Level {
+/// The middle level of `snap` with `top` (the level after it, whose bands need not be
+/// filled) folded in: entries of removed documents dropped, tombstones kept. The bands
+/// are merged in parallel when `parallel`.
+fn folded(snap: &Snap, top: &Level, parallel: bool) -> Level {
     let mid = &*snap.mid;
-    let base = (snap.slots() - snap.top.keys.len()) as u32;
-    let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
-    let bands = crate::par::map((0..BANDS).collect(), |band| {
+    let base = snap.mid_base();
+    let span = mid.keys.len() + top.keys.len();
+    // The removed slots among the two levels' own, as bits: a hash lookup for each of
+    // the twenty bands' entries was most of a fold's time.
+    let mut gone = vec![0u64; span.div_ceil(64)];
+    for &slot in mid.removed.iter().chain(&top.removed) {
+        if let Some(i) = (slot as usize).checked_sub(base).filter(|&i| i < span) {
+            gone[i / 64] |= 1 << (i % 64);
+        }
+    }
+    let gone = &gone;
+    let live = move |slot: u32| {
+        let i = slot as usize - base;
+        gone[i / 64] & (1 << (i % 64)) == 0
+    };
+    let top_base = (base + mid.keys.len()) as u32;
+    let band = |band: usize| {
         let mut new: Vec<(u32, u32)> = top
             .keys
             .iter()
             .enumerate()
-            .map(|(i, keys)| (keys[band], base + i as u32))
-            .filter(|&(_, slot)| !removed(slot))
+            .map(|(i, keys)| (keys[band], top_base + i as u32))
+            .filter(|&(_, slot)| live(slot))
             .collect();
         new.sort_unstable();
         merge(
             mid.bands[band]
                 .iter()
                 .copied()
-                .filter(|&(_, slot)| !removed(slot)),
+                .filter(|&(_, slot)| live(slot)),
             new,
         )
-    });
+    };
+    let bands = if parallel {
+        crate::par::map((0..BANDS).collect(), band)
+    } else {
+        (0..BANDS).map(band).collect()
+    };
     let mut level = Level {
         bands,
         dirs: Vec::new(),
-        keys: mid.keys.clone(),
-        ids: mid.ids.clone(),
+        keys: Vec::with_capacity(span),
+        ids: Vec::with_capacity(span),
         removed: mid.removed.clone(),
     };
+    level.keys.extend(&mid.keys);
     level.keys.extend(&top.keys);
+    level.ids.extend(&mid.ids);
     level.ids.extend(&top.ids);
     level.removed.extend(&top.removed);
     level.indexed()
@@ -1115,7 +1239,14 @@ impl BandSnapshot {
             }
             write_packed(&mut out, &band.slots)?;
         }
-        for level in self.0.levels() {
+        // Three levels, as the format has: a sealed level is written with the top one.
+        let snap = &self.0;
+        let upper = if snap.sealed.keys.is_empty() && snap.sealed.removed.is_empty() {
+            std::borrow::Cow::Borrowed(&*snap.top)
+        } else {
+            std::borrow::Cow::Owned(joined(&snap.sealed, &snap.top))
+        };
+        for level in [&*snap.frozen, &*snap.mid, &*upper] {
             out.slice(&level.ids, u64::to_le_bytes)?;
             let keys: Vec<u32> = level.keys.iter().flatten().copied().collect();
             out.slice(&keys, u32::to_le_bytes)?;
@@ -1127,6 +1258,25 @@ impl BandSnapshot {
             out.slice(&removed, u32::to_le_bytes)?;
         }
         out.finish()
+    }
+}
+
+/// Level `a` and the level after it, `b`, as one level (without directories).
+fn joined(a: &Level, b: &Level) -> Level {
+    let bands = a
+        .bands
+        .iter()
+        .zip(&b.bands)
+        .map(|(x, y)| merge(x.iter().copied(), y.clone()))
+        .collect();
+    let mut removed = a.removed.clone();
+    removed.extend(&b.removed);
+    Level {
+        bands,
+        dirs: Vec::new(),
+        keys: a.keys.iter().chain(&b.keys).copied().collect(),
+        ids: a.ids.iter().chain(&b.ids).copied().collect(),
+        removed,
     }
 }
 
