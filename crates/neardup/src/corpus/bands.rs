@@ -757,14 +757,38 @@ impl BandIndex {
         Ok(replaced)
     }
 
-    /// Stores every `(id, keys)`, in order (a later copy of an id wins): a few through
-    /// the top level, more sorted straight into the middle level.
+    /// Stores every `(id, keys)`, in order (a later copy of an id wins): a few inserted
+    /// one by one into the top level, up to a few top levels' worth sorted into it, more
+    /// sorted straight into the middle level.
     pub fn insert_bulk(&mut self, docs: &[(u64, BandKeys)]) -> Result<()> {
-        if docs.len() <= self.top_cap() / 4 {
+        let cap = self.top_cap();
+        if docs.len() <= cap / 4 {
             return self.write(|ix, top| {
                 for (id, keys) in docs {
                     ix.remove_in(top, *id);
                     ix.add_in(top, *id, keys, true)?;
+                }
+                Ok(())
+            });
+        }
+        if docs.len() <= TOP_SLACK * cap {
+            // The fold then runs beside the writer, as for single writes.
+            return self.write(|ix, top| {
+                let from = top.keys.len();
+                let first = ix.snap.slots() - ix.snap.top.keys.len() + from;
+                for (id, keys) in docs {
+                    ix.remove_in(top, *id);
+                    ix.add_in(top, *id, keys, false)?;
+                }
+                top.dirs.clear();
+                for (band, entries) in top.bands.iter_mut().enumerate() {
+                    let mut new: Vec<(u32, u32)> = top.keys[from..]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, keys)| (keys[band], (first + i) as u32))
+                        .collect();
+                    new.sort_unstable();
+                    *entries = merge(entries.iter().copied(), new);
                 }
                 Ok(())
             });
