@@ -5,8 +5,10 @@
 //! [`crate::decide::Rule`]'s, as in batch.
 //!
 //! The layout follows [`super::Corpus`]: a compact main part, rebuilt now and then (on
-//! another thread by default), under three small sorted levels (frozen, middle, top), so
-//! a write costs O(top) and readers never wait. Per band, the main part keeps a bucket
+//! another thread by default), under small sorted levels (frozen, middle, sealed, top),
+//! so a write costs O(top) and readers never wait. A full top level is sealed and folded
+//! into the middle one on a thread of its own (by default), so the writer does not wait
+//! for that either. Per band, the main part keeps a bucket
 //! directory on the top bits of the keys, the low 16 bits of each key, and each entry's
 //! slot packed at the bits it needs: with `n` documents, about `20 · (2 + ⌈log₂ n⌉/8)`
 //! bytes a document (118 at 100 million), plus 12 for its id and the id index.
