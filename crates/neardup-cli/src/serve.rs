@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{Backend, DocConfig, DocStore, Opened, StoreError};
+use neardup_store::{Backend, DocConfig, DocStore, OpenOptions, Opened, StoreError};
 
 use crate::failure::Failure;
 use crate::output::refuse_overwrite;
@@ -72,6 +72,11 @@ pub struct ServeCmd {
     /// all. Longer: fewer checkpoints, a longer replay after a crash.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     checkpoint_every: u64,
+    /// With --data: megabytes of the database's page cache (default 1024). Checks and
+    /// writes read the stored documents' pages through it; a store larger than it reads
+    /// them from the kernel, one system call a page.
+    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    cache_mb: Option<u64>,
 }
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {
@@ -129,9 +134,12 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
     match &cmd.data {
         Some(dir) => {
             let started = std::time::Instant::now();
+            let options = OpenOptions {
+                cache_bytes: cmd.cache_mb.and_then(|mb| usize::try_from(mb << 20).ok()),
+            };
             let mut store = match create {
-                Some(c) => DocStore::create(dir, c),
-                None => DocStore::open(dir, None),
+                Some(c) => DocStore::create_with(dir, c, options),
+                None => DocStore::open_with(dir, None, options),
             }
             .map_err(store_failure)?
             .with_quick_repair(cmd.quick_repair)

@@ -119,12 +119,16 @@ fn stops_on_sigterm_with_its_writes_kept() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
-    let mut child = start(data, port, false);
+    // Opened again with a page cache of its own size: the document is there.
+    let mut child = start_with(data, port, false, &["--cache-mb", "8"]);
     let (s, body) = request(port, "GET", "/v1/documents/a", "").unwrap();
     assert_eq!(s, 200, "{body}");
     child.kill().unwrap();
     child.wait().unwrap();
     // Bad settings are errors with exit 2, before anything listens.
+    let o = neardup(&["serve", "--data", data, "--cache-mb", "0"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--cache-mb"));
     let o = neardup(&["serve", "--data", data, "--create"], b"");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("already a neardup data directory"));

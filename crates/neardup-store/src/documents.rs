@@ -914,10 +914,38 @@ impl PendingPuts {
     }
 }
 
+/// How a document store's database file is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Bytes of redb's page cache; `None` for redb's default (1 GiB). Checks and commits
+    /// read the B-tree pages through it, so a store larger than it reads from the kernel
+    /// page by page.
+    pub cache_bytes: Option<usize>,
+}
+
+impl OpenOptions {
+    fn builder(self) -> redb::Builder {
+        let mut builder = Database::builder();
+        if let Some(bytes) = self.cache_bytes {
+            builder.set_cache_size(bytes);
+        }
+        builder
+    }
+}
+
 impl DocStore {
     /// Makes a new document store in `dir` (created if missing), made aside and
     /// published whole as [`crate::Store::create`] does.
     pub fn create(dir: impl AsRef<Path>, config: DocConfig) -> Result<DocStore> {
+        DocStore::create_with(dir, config, OpenOptions::default())
+    }
+
+    /// [`DocStore::create`] with `options`.
+    pub fn create_with(
+        dir: impl AsRef<Path>,
+        config: DocConfig,
+        options: OpenOptions,
+    ) -> Result<DocStore> {
         let dir = dir.as_ref();
         let io = |source| StoreError::Io {
             path: dir.to_path_buf(),
@@ -925,14 +953,14 @@ impl DocStore {
         };
         let new_dir = !dir.exists();
         std::fs::create_dir_all(dir).map_err(io)?;
-        let made = DocStore::create_in(dir, config);
+        let made = DocStore::create_in(dir, config, options);
         if made.is_err() && new_dir {
             let _ = std::fs::remove_dir(dir);
         }
         made
     }
 
-    fn create_in(dir: &Path, config: DocConfig) -> Result<DocStore> {
+    fn create_in(dir: &Path, config: DocConfig, options: OpenOptions) -> Result<DocStore> {
         let path = dir.join(FILE);
         file::remove_leftovers(dir);
         match file::inspect(&path) {
@@ -948,7 +976,7 @@ impl DocStore {
         let partial = file::aside(dir, "partial");
         let instance = new_instance();
         let made = (|| {
-            let db = db!(&partial, Database::create(&partial))?;
+            let db = db!(&partial, options.builder().create(&partial))?;
             let txn = db!(&partial, db.begin_write())?;
             {
                 let mut meta = db!(&partial, txn.open_table(META))?;
@@ -1027,18 +1055,33 @@ impl DocStore {
     /// Opens the document store in `dir` and rebuilds its indexes. With `expect`, its
     /// settings must be those on disk.
     pub fn open(dir: impl AsRef<Path>, expect: Option<DocConfig>) -> Result<DocStore> {
+        DocStore::open_with(dir, expect, OpenOptions::default())
+    }
+
+    /// [`DocStore::open`] with `options`.
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        expect: Option<DocConfig>,
+        options: OpenOptions,
+    ) -> Result<DocStore> {
         file::open_store(dir.as_ref(), |dir, path| {
-            DocStore::open_file(dir, path, expect)
+            DocStore::open_file(dir, path, expect, options)
         })
     }
 
-    fn open_file(dir: &Path, path: &Path, expect: Option<DocConfig>) -> Result<DocStore> {
+    fn open_file(
+        dir: &Path,
+        path: &Path,
+        expect: Option<DocConfig>,
+        options: OpenOptions,
+    ) -> Result<DocStore> {
         let path = path.to_path_buf();
         // redb calls this only when it must walk the whole file to repair it: the last
         // commit before an unclean stop was not a quick-repair one.
         let repaired = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen = Arc::clone(&repaired);
-        let db = Database::builder()
+        let db = options
+            .builder()
             .set_repair_callback(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed))
             .open(&path)
             .map_err(|e| open_error(dir, &path, e))?;

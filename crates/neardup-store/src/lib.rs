@@ -250,8 +250,9 @@ mod snapshot;
 
 pub use backend::{Backend, BackendReader};
 pub use documents::{
-    DocConfig, DocStore, DocStoreReader, Hit, Opened, Outcome, ParagraphHit, Prepared, Preparer,
-    SnapshotJob, SpanMatch, StoredDoc, Write, CHECKPOINT_EVERY, DOC_FORMAT, MAX_PARAGRAPHS,
+    DocConfig, DocStore, DocStoreReader, Hit, OpenOptions, Opened, Outcome, ParagraphHit, Prepared,
+    Preparer, SnapshotJob, SpanMatch, StoredDoc, Write, CHECKPOINT_EVERY, DOC_FORMAT,
+    MAX_PARAGRAPHS,
 };
 
 #[cfg(feature = "redis")]
