@@ -66,10 +66,12 @@ fn read32(b: &[u8], at: usize) -> u64 {
 #[inline(always)]
 pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     debug_assert!(start < end, "an empty word");
-    let len = end - start;
-    if len > 8 || text.len() < 4 {
-        return xxh3_64_with_seed(&text[start..end], SEED);
+    let len = end.wrapping_sub(start);
+    if len > 8 || start >= end || end > text.len() || text.len() < 4 {
+        return long_word_hash(text, start, end);
     }
+    // From here `start < end <= text.len()` and `text.len() >= 4`: the reads below are
+    // in bounds, and the compiler sees it (no check per read).
     let n = len as u64;
     // 1–3 bytes: the first, middle and last byte with the length.
     let small = (u64::from(text[start]) << 16)
@@ -93,6 +95,32 @@ pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     let h = h ^ (h >> f.shift1).wrapping_add(n & m);
     let h = h.wrapping_mul(f.mul2);
     h ^ (h >> f.shift2)
+}
+
+/// [`word_hash`] of a word over 8 bytes: xxh3's 9–16 byte formula inline (most long words
+/// are that long), the library beyond.
+#[inline(always)]
+fn long_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+    let len = end.wrapping_sub(start);
+    if !(9..=16).contains(&len) || end > text.len() {
+        return xxh3_64_with_seed(&text[start..end], SEED);
+    }
+    let lo = read64(text, start) ^ FLIP_9_16_LO;
+    let hi = read64(text, end - 8) ^ FLIP_9_16_HI;
+    let product = u128::from(lo) * u128::from(hi);
+    let acc = (len as u64)
+        .wrapping_add(lo.swap_bytes())
+        .wrapping_add(hi)
+        .wrapping_add(product as u64 ^ (product >> 64) as u64);
+    // xxh3's avalanche.
+    let acc = (acc ^ (acc >> 37)).wrapping_mul(0x1656_6791_9E37_79F9);
+    acc ^ (acc >> 32)
+}
+
+fn read64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
 }
 
 /// Bytes 24..56 of xxh3's default secret, which inputs of 9 to 16 bytes read.
