@@ -11,9 +11,14 @@
 2. Takes --queries documents from after the stored ones as the bodies of requests, and
    runs wrk for --seconds each:
    - `check`: POST /v1/check of each body in turn (whole documents);
-   - `mix`:   nine checks, then one PUT /v1/documents/q-<n> of the next body (new ids:
-     every tenth request is a durable insert);
+   - `mix`:   nine checks, then one PUT /v1/documents/q-<n> (new ids: every tenth request
+     is a durable insert);
    - `put`:   PUT /v1/documents/p-<n> only (durable single inserts under concurrency).
+   The PUTs take their texts from --put-bodies further documents of the corpus, not from
+   the check bodies: PUTs of the same few texts over and over would store more and more
+   copies of what the checks ask for, and each check would then find and return them
+   all, so the cost of a request would grow with the run for no reason a real workload
+   has. A run that outlasts them starts over on them (and then has that effect).
 3. Prints one JSON line per scenario: requests/s, latency p50/p99/max (ms, from wrk's own
    histogram), non-2xx answers, the server's CPU seconds per second and its RSS (sampled
    every second from /proc: first, last and peak), so flat p99 and RSS over a long run
@@ -42,6 +47,12 @@ for line in io.lines(os.getenv("LOAD_BODIES")) do
   n = n + 1
   bodies[n] = line
 end
+local puts = {}
+local m = 0
+for line in io.lines(os.getenv("LOAD_PUT_BODIES")) do
+  m = m + 1
+  puts[m] = line
+end
 local mode = os.getenv("LOAD_MODE")
 local prefix = os.getenv("LOAD_PREFIX") or "q"
 local counter = 0
@@ -61,11 +72,12 @@ local json_headers = { ["Content-Type"] = "application/json" }
 
 function request()
   counter = counter + 1
-  local body = bodies[(counter % n) + 1]
   if mode == "put" or (mode == "mix" and counter % 10 == 0) then
+    -- Threads start far apart in the pool (init), so they put different texts.
+    local body = puts[(counter % m) + 1]
     return wrk.format("PUT", "/v1/documents/" .. prefix .. "-" .. thread_id .. "-" .. counter, json_headers, body)
   end
-  return wrk.format("POST", "/v1/check", json_headers, body)
+  return wrk.format("POST", "/v1/check", json_headers, bodies[(counter % n) + 1])
 end
 
 function done(summary, latency, requests)
@@ -229,7 +241,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--stored", type=int, required=True, help="documents stored before the runs")
-    ap.add_argument("--queries", type=int, default=20_000, help="distinct request bodies")
+    ap.add_argument("--queries", type=int, default=20_000, help="distinct check bodies")
+    ap.add_argument("--put-bodies", type=int, default=100_000,
+                    help="distinct texts for the PUTs, from the documents after the check bodies")
     ap.add_argument("--neardup", default="target/release/neardup")
     ap.add_argument("--data", help="store directory (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="serve the store already in --data")
@@ -281,10 +295,16 @@ def main():
                 result.update(more=args.more, bulk_load_s=round(secs, 1), bulk_inserts_per_s=round(args.more / secs),
                               cpu_load_s=round(cpu - cpu0, 1), **commit_delta(c0, commit_stats(base)))
         bodies = os.path.join(tmp, "bodies.jsonl")
-        with open(bodies, "wb") as f:
-            for _, line in zip(range(args.queries), it):
-                text = json.loads(line)["text"]
-                f.write(json.dumps({"text": text}).encode() + b"\n")
+        put_bodies = os.path.join(tmp, "put_bodies.jsonl")
+        for path, count in ((bodies, args.queries), (put_bodies, args.put_bodies)):
+            written = 0
+            with open(path, "wb") as f:
+                for _, line in zip(range(count), it):
+                    text = json.loads(line)["text"]
+                    f.write(json.dumps({"text": text}).encode() + b"\n")
+                    written += 1
+            if written == 0:
+                sys.exit(f"{args.corpus}: no documents left after the stored ones for {path}")
         du = subprocess.run(["du", "-sb", data], capture_output=True, text=True).stdout.split()
         result["disk_mb"] = round(int(du[0]) / 2**20, 1) if du else None
         print(json.dumps({"scenario": "load", **result}), flush=True)
@@ -296,7 +316,7 @@ def main():
             cpu0, _ = proc_stats(server.pid)
             commits0, buckets0 = commit_stats(base), latency_buckets(base)
             sampler.start()
-            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_MODE=scenario, LOAD_PREFIX=f"{scenario}{int(time.time())}")
+            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_PUT_BODIES=put_bodies, LOAD_MODE=scenario, LOAD_PREFIX=f"{scenario}{int(time.time())}")
             run = subprocess.run(
                 ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.seconds}s",
                  "--timeout", "10s", "-s", lua, base],
