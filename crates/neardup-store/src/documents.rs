@@ -1021,10 +1021,7 @@ impl DocStore {
             }
         }
         file::claim(dir);
-        let log = Log::create(dir).map_err(|source| StoreError::Io {
-            path: dir.join(crate::log::LOG_FILE),
-            source,
-        })?;
+        let log = Log::create(dir)?;
         let writeback = Writeback::start(&path);
         Ok(DocStore {
             view: View {
@@ -1179,10 +1176,7 @@ impl DocStore {
         };
         drop(meta);
         drop(txn);
-        let (log, records) = Log::open(dir).map_err(|source| StoreError::Io {
-            path: dir.join(crate::log::LOG_FILE),
-            source,
-        })?;
+        let (log, records) = Log::open(dir)?;
         let writeback = Writeback::start(&path);
         let mut store = DocStore {
             view: View {
@@ -1305,10 +1299,7 @@ impl DocStore {
             // before it durable with it.
             let txn = self.begin_write()?;
             db!(path, txn.commit())?;
-            self.log.clear().map_err(|source| StoreError::Io {
-                path: self.log.path().to_path_buf(),
-                source,
-            })?;
+            self.log.clear()?;
             self.settle = false;
         }
         self.checkpointed = Instant::now();
@@ -1561,10 +1552,7 @@ impl DocStore {
         }
         if let Some(record) = record {
             // On failure the transaction is dropped, undone.
-            self.log.append(record).map_err(|source| StoreError::Io {
-                path: self.log.path().to_path_buf(),
-                source,
-            })?;
+            self.log.append(record)?;
         }
         db!(path, txn.commit())?;
         self.writeback.committed();

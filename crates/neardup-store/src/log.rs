@@ -15,11 +15,13 @@
 //! acknowledged), so reading stops there and cuts it off.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
+
+use crate::{Result, StoreError};
 
 /// The log's file inside a data directory.
 pub const LOG_FILE: &str = "neardup.wal";
@@ -41,18 +43,20 @@ pub(crate) struct Log {
 
 impl Log {
     /// Makes an empty log in `dir`, in place of any there.
-    pub(crate) fn create(dir: &Path) -> std::io::Result<Log> {
+    pub(crate) fn create(dir: &Path) -> Result<Log> {
         let path = dir.join(LOG_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        file.write_all(MAGIC)?;
-        file.sync_all()?;
-        crate::file::sync_dir(dir)?;
-        let file = OpenOptions::new().read(true).append(true).open(&path)?;
+        let file = at(&path, || {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)?;
+            file.write_all(MAGIC)?;
+            file.sync_all()?;
+            crate::file::sync_dir(dir)?;
+            OpenOptions::new().read(true).append(true).open(&path)
+        })?;
         Ok(Log {
             file,
             path,
@@ -63,34 +67,35 @@ impl Log {
     /// Opens the log in `dir` (an empty one if there is none, or only the start of one),
     /// and reads its records' payloads in order. A record cut short or failing its
     /// checksum ends the log: it and anything after it are cut off.
-    pub(crate) fn open(dir: &Path) -> std::io::Result<(Log, Vec<Vec<u8>>)> {
+    pub(crate) fn open(dir: &Path) -> Result<(Log, Vec<Vec<u8>>)> {
         let path = dir.join(LOG_FILE);
-        let mut bytes = Vec::new();
-        match File::open(&path) {
-            Ok(mut f) => {
-                f.read_to_end(&mut bytes)?;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        let bytes = at(&path, || match std::fs::read(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            read => read,
+        })?;
         if bytes.len() < MAGIC.len() {
             return Ok((Log::create(dir)?, Vec::new()));
         }
         if &bytes[..MAGIC.len()] != MAGIC {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "not a neardup write-ahead log (its first bytes are not ndwal01)",
-            ));
+            return at(&path, || {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "not a neardup write-ahead log (its first bytes are not ndwal01)",
+                ))
+            });
         }
         let (records, end) = records(&bytes);
-        let file = OpenOptions::new().read(true).append(true).open(&path)?;
+        let file = at(&path, || {
+            OpenOptions::new().read(true).append(true).open(&path)
+        })?;
         let mut log = Log {
             file,
             path,
             len: bytes.len() as u64,
         };
         if end < bytes.len() {
-            log.cut(end as u64)?;
+            let cut = log.cut(end as u64);
+            at(&log.path, || cut)?;
         }
         Ok((log, records))
     }
@@ -98,7 +103,12 @@ impl Log {
     /// Appends a record and waits until it is on disk. On failure the log is cut back to
     /// where it was, so a record that was not acknowledged cannot be replayed after
     /// records that were; if even that fails, the error says the log may now be wrong.
-    pub(crate) fn append(&mut self, payload: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn append(&mut self, payload: &[u8]) -> Result<()> {
+        let appended = self.append_io(payload);
+        at(&self.path, || appended)
+    }
+
+    fn append_io(&mut self, payload: &[u8]) -> std::io::Result<()> {
         let len = u32::try_from(payload.len()).map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -130,9 +140,10 @@ impl Log {
     }
 
     /// Empties the log: every record in it is in the database, durably.
-    pub(crate) fn clear(&mut self) -> std::io::Result<()> {
+    pub(crate) fn clear(&mut self) -> Result<()> {
         if self.len > MAGIC.len() as u64 {
-            self.cut(MAGIC.len() as u64)?;
+            let cut = self.cut(MAGIC.len() as u64);
+            at(&self.path, || cut)?;
         }
         Ok(())
     }
@@ -153,6 +164,14 @@ impl Log {
         self.len = len;
         Ok(())
     }
+}
+
+/// `f`'s I/O error as the store's, naming the log's file.
+fn at<T>(path: &Path, f: impl FnOnce() -> std::io::Result<T>) -> Result<T> {
+    f().map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Whether the log in `dir` holds anything past its first bytes (whole records or not).
