@@ -40,6 +40,7 @@ pub mod decide;
 mod error;
 pub mod fingerprint;
 pub mod hamming;
+mod hint;
 pub mod jaccard;
 mod par;
 pub mod tables;

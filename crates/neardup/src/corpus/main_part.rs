@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use crate::hint::prefetch;
+
 /// Key bits a directory must cover before tables drop them from their keys.
 pub(super) const IMPLIED: u32 = 16;
 
@@ -328,21 +330,6 @@ impl Main {
             + self.ids.heap_bytes()
             + self.by_id.heap_bytes()
     }
-}
-
-/// Asks for the cache line holding `x` (a hint: no effect on results).
-#[inline(always)]
-pub(super) fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and changes no state visible to the program; the
-    // address comes from a reference, so it is valid anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (x as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 #[cfg(test)]

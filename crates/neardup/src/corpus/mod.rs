@@ -41,8 +41,9 @@ mod raw;
 pub use bands::{BandIndex, BandIndexReader, BandSnapshot};
 pub use documents::Documents;
 
+use crate::hint::prefetch;
 use level::{level_dir, run_level, Level};
-use main_part::{prefetch, Index, Main, Packed, IMPLIED};
+use main_part::{Index, Main, Packed, IMPLIED};
 
 /// Modelled cost of a table probe (a directory read and a cache miss into the run).
 const PROBE: f64 = 40.0;

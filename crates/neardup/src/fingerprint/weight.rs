@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use super::kernel::{simhash_adjusted_runs, simhash_weighted};
 use crate::error::{Error, Result};
+use crate::hint::prefetch;
 
 /// Quantised votes run from 1 to this for the heaviest feature of a document.
 const VOTE_MAX: f32 = 1023.0;
@@ -224,8 +225,11 @@ fn insert<const PREFETCH: bool>(
     let mut zeros = 0u32;
     for (t, &h) in hashes.iter().enumerate() {
         if PREFETCH {
-            if let Some(&ahead) = hashes.get(t + AHEAD) {
-                prefetch(keys, ahead as usize & mask);
+            if let Some(slot) = hashes
+                .get(t + AHEAD)
+                .and_then(|&h| keys.get(h as usize & mask))
+            {
+                prefetch(slot);
             }
         }
         if h == 0 {
@@ -245,20 +249,6 @@ fn insert<const PREFETCH: bool>(
         repeats += usize::from(k == h);
     }
     (repeats, zeros)
-}
-
-/// A hint to fetch `keys[i]` into the cache (nothing where there is no such hint).
-#[inline(always)]
-fn prefetch(keys: &[u64], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(slot) = keys.get(i) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch reads nothing the program sees and cannot fault; the address
-        // is that of an element of `keys`.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((slot as *const u64).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (keys, i);
 }
 
 /// Inverse document frequencies of features, counted on a corpus: rare features weigh
