@@ -687,7 +687,9 @@ impl BandIndex {
             top: Arc::new(top),
         };
         // The rebuild covered the main part and the frozen level only, as when it began.
-        let pending = (!snap.frozen.keys.is_empty()).then(|| {
+        // A frozen level of removals alone is rebuilt too: left in place, the next
+        // level frozen over it would drop its tombstones and bring those documents back.
+        let pending = (snap.frozen.weight() > 0).then(|| {
             let base = Arc::new(Snap {
                 main: Arc::clone(&snap.main),
                 frozen: Arc::clone(&snap.frozen),
