@@ -442,6 +442,11 @@ impl Snap {
         self.main.len() + self.frozen.keys.len()
     }
 
+    /// The first slot of the top level.
+    fn top_base(&self) -> usize {
+        self.slots() - self.top.keys.len()
+    }
+
     fn slots(&self) -> usize {
         self.main.len() + self.levels().iter().map(|l| l.keys.len()).sum::<usize>()
     }
@@ -779,7 +784,7 @@ impl BandIndex {
             // The fold then runs beside the writer, as for single writes.
             return self.write(|ix, top| {
                 let from = top.keys.len();
-                let first = ix.snap.slots() - ix.snap.top.keys.len() + from;
+                let first = ix.snap.top_base() + from;
                 for (id, keys) in docs {
                     ix.remove_in(top, *id);
                     ix.add_in(top, *id, keys, false)?;
@@ -808,7 +813,12 @@ impl BandIndex {
                 return Err(e);
             }
         }
-        let level = folded(&self.snap, &top, self.pending.is_none());
+        let level = folded(
+            &self.snap.mid,
+            &top,
+            self.snap.mid_base(),
+            self.pending.is_none(),
+        );
         self.install_fold(level, Level::empty());
         Ok(())
     }
@@ -891,7 +901,7 @@ impl BandIndex {
 
     /// Adds `id` with `keys` in a new slot of `top` (and its bands, with `index`).
     fn add_in(&mut self, top: &mut Level, id: u64, keys: &BandKeys, index: bool) -> Result<()> {
-        let next = self.snap.slots() - self.snap.top.keys.len() + top.keys.len();
+        let next = self.snap.top_base() + top.keys.len();
         let slot = u32::try_from(next).ok().filter(|&s| s < u32::MAX).ok_or(
             Error::TooManyFingerprints {
                 got: next + 1,
@@ -930,11 +940,16 @@ impl BandIndex {
             // On its own thread and not the pool: a rebuild may keep the pool busy for
             // seconds, and the writer would wait on the fold behind it.
             self.folding = Some(std::thread::spawn(move || {
-                folded(&snap, &snap.sealed, false)
+                folded(&snap.mid, &snap.sealed, snap.mid_base(), false)
             }));
         } else {
-            let level = folded(&snap, &snap.sealed, self.pending.is_none());
-            self.install_fold(level, (*snap.top).clone());
+            let level = folded(
+                &snap.mid,
+                &snap.sealed,
+                snap.mid_base(),
+                self.pending.is_none(),
+            );
+            self.install_fold(level, Level::empty());
         }
     }
 
@@ -943,7 +958,10 @@ impl BandIndex {
         if let Some(handle) = self.folding.take() {
             let level = match handle.join() {
                 Ok(level) => level,
-                Err(_) => folded(&self.snap, &self.snap.sealed, false),
+                Err(_) => {
+                    let snap = &self.snap;
+                    folded(&snap.mid, &snap.sealed, snap.mid_base(), false)
+                }
             };
             let top = (*self.snap.top).clone();
             self.install_fold(level, top);
@@ -1070,12 +1088,10 @@ impl BandIndex {
     }
 }
 
-/// The middle level of `snap` with `top` (the level after it, whose bands need not be
-/// filled) folded in: entries of removed documents dropped, tombstones kept. The bands
-/// are merged in parallel when `parallel`.
-fn folded(snap: &Snap, top: &Level, parallel: bool) -> Level {
-    let mid = &*snap.mid;
-    let base = snap.mid_base();
+/// Level `mid`, whose slots start at `base`, with `top` (the level after it, whose bands
+/// need not be filled) folded in: entries of removed documents dropped, tombstones kept.
+/// The bands are merged in parallel when `parallel`.
+fn folded(mid: &Level, top: &Level, base: usize, parallel: bool) -> Level {
     let span = mid.keys.len() + top.keys.len();
     // The removed slots among the two levels' own, as bits: a hash lookup for each of
     // the twenty bands' entries was most of a fold's time.
@@ -1272,7 +1288,8 @@ impl BandSnapshot {
         let upper = if snap.sealed.keys.is_empty() && snap.sealed.removed.is_empty() {
             std::borrow::Cow::Borrowed(&*snap.top)
         } else {
-            std::borrow::Cow::Owned(joined(&snap.sealed, &snap.top))
+            let base = snap.mid_base() + snap.mid.keys.len();
+            std::borrow::Cow::Owned(folded(&snap.sealed, &snap.top, base, false))
         };
         for level in [&*snap.frozen, &*snap.mid, &*upper] {
             out.slice(&level.ids, u64::to_le_bytes)?;
@@ -1286,25 +1303,6 @@ impl BandSnapshot {
             out.slice(&removed, u32::to_le_bytes)?;
         }
         out.finish()
-    }
-}
-
-/// Level `a` and the level after it, `b`, as one level (without directories).
-fn joined(a: &Level, b: &Level) -> Level {
-    let bands = a
-        .bands
-        .iter()
-        .zip(&b.bands)
-        .map(|(x, y)| merge(x.iter().copied(), y.clone()))
-        .collect();
-    let mut removed = a.removed.clone();
-    removed.extend(&b.removed);
-    Level {
-        bands,
-        dirs: Vec::new(),
-        keys: a.keys.iter().chain(&b.keys).copied().collect(),
-        ids: a.ids.iter().chain(&b.ids).copied().collect(),
-        removed,
     }
 }
 
