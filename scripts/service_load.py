@@ -41,18 +41,15 @@ import time
 import urllib.request
 
 LUA = r"""
-local bodies = {}
-local n = 0
-for line in io.lines(os.getenv("LOAD_BODIES")) do
-  n = n + 1
-  bodies[n] = line
+local function lines_of(path)
+  local out = {}
+  for line in io.lines(path) do
+    out[#out + 1] = line
+  end
+  return out, #out
 end
-local puts = {}
-local m = 0
-for line in io.lines(os.getenv("LOAD_PUT_BODIES")) do
-  m = m + 1
-  puts[m] = line
-end
+local bodies, n = lines_of(os.getenv("LOAD_BODIES"))
+local puts, m = lines_of(os.getenv("LOAD_PUT_BODIES"))
 local mode = os.getenv("LOAD_MODE")
 local prefix = os.getenv("LOAD_PREFIX") or "q"
 local counter = 0
