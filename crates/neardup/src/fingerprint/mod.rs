@@ -37,7 +37,7 @@ mod paragraph;
 mod scan;
 pub mod tokenize;
 mod weight;
-mod word_hash;
+pub(crate) mod word_hash;
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -64,7 +64,7 @@ fn read32(b: &[u8], at: usize) -> u64 {
 
 /// `xxh3_64_with_seed(&text[start..end], SEED)`, for a non-empty word of `text`.
 #[inline(always)]
-pub(super) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     debug_assert!(start < end, "an empty word");
     let len = end.wrapping_sub(start);
     if len > 8 || start >= end || end > text.len() || text.len() < 4 {

@@ -280,22 +280,40 @@ impl Mins {
             return None;
         }
         let mins = &self.mins;
-        let mut filled = [0u16; BINS];
-        let mut n = 0;
-        // Branch-free: every bin is written at the end, which moves on past the filled.
-        for (b, &min) in mins.iter().enumerate() {
-            filled[n] = b as u16;
-            n += usize::from(min != EMPTY);
+        // Whether a bin is filled decides nothing per bin below: about half the bins of a
+        // document are empty, in no order a branch could learn. Every bin gets the value
+        // of its own minimum, then the empty ones, found in a bitmap, are overwritten.
+        let mut full = [0u64; BINS / 64];
+        for (i, &min) in mins.iter().enumerate() {
+            full[i / 64] |= u64::from(min != EMPTY) << (i % 64);
         }
-        let filled = &filled[..n];
-        let mut values = [0u64; BINS];
-        for (i, (walk, v)) in WALKS.iter().zip(&mut values).enumerate() {
-            *v = if mins[i] != EMPTY {
-                value(mins[i], 0)
-            } else {
-                let (bin, step) = borrow(walk, mins, filled);
-                value(mins[bin], step + 1)
-            };
+        let mut values: [u64; BINS] = std::array::from_fn(|i| value(mins[i], 0));
+        let n: u32 = full.iter().map(|w| w.count_ones()).sum();
+        let mut filled = [0u16; BINS];
+        if n * n < BINS as u32 {
+            let mut k = 0;
+            for (w, &bits) in full.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    filled[k] = (w * 64 + bits.trailing_zeros() as usize) as u16;
+                    k += 1;
+                    bits &= bits - 1;
+                }
+            }
+        }
+        let filled: &[u16] = if n * n < BINS as u32 {
+            &filled[..n as usize]
+        } else {
+            &[]
+        };
+        for (w, &bits) in full.iter().enumerate() {
+            let mut empty = !bits;
+            while empty != 0 {
+                let i = w * 64 + empty.trailing_zeros() as usize;
+                empty &= empty - 1;
+                let (bin, step) = borrow(&WALKS[i], &full, filled);
+                values[i] = value(mins[bin], step + 1);
+            }
         }
         Some(Bins(values))
     }
@@ -361,14 +379,16 @@ impl Bins {
 }
 
 /// The filled bin that empty bin `walk` borrows from, and the step of its walk that
-/// reaches it: the first filled bin in the walk's order. With few filled bins, the step
-/// at which the walk reaches each of them is solved for (`(j - start) · stride⁻¹`); with
-/// many, the walk is followed until it meets one. Both give the same answer.
-fn borrow(walk: &Walk, mins: &[u64; BINS], filled: &[u16]) -> (usize, u64) {
+/// reaches it: the first filled bin in the walk's order. With few filled bins (`filled`
+/// lists them), the step at which the walk reaches each of them is solved for
+/// (`(j - start) · stride⁻¹`); with many (`filled` is then empty), the walk is followed in
+/// the bitmap `full` until it meets one. Both give the same answer.
+#[inline]
+fn borrow(walk: &Walk, full: &[u64; BINS / 64], filled: &[u16]) -> (usize, u64) {
     let mask = BINS - 1;
     let (start, stride) = (walk.start as usize, walk.stride as usize);
     // Walking takes about BINS / filled steps; solving takes `filled`.
-    if filled.len() * filled.len() < BINS {
+    if !filled.is_empty() {
         let inverse = walk.inverse as usize;
         filled
             .iter()
@@ -382,7 +402,7 @@ fn borrow(walk: &Walk, mins: &[u64; BINS], filled: &[u16]) -> (usize, u64) {
         let mut step = 0;
         loop {
             let bin = (start + step * stride) & mask;
-            if mins[bin] != EMPTY {
+            if full[bin / 64] >> (bin % 64) & 1 != 0 {
                 return (bin, step as u64);
             }
             step += 1;
@@ -636,7 +656,13 @@ mod tests {
                 .min_by_key(|&(_, s)| s)
                 .unwrap();
             prop_assert_eq!(solved, walked);
-            prop_assert_eq!(borrow(walk, &mins, &filled), walked);
+            let mut full = [0u64; BINS / 64];
+            for &b in &filled_bins {
+                full[b as usize / 64] |= 1 << (b % 64);
+            }
+            // Both ways borrow()'s callers take: solving over the list, walking the bitmap.
+            prop_assert_eq!(borrow(walk, &full, &filled), walked);
+            prop_assert_eq!(borrow(walk, &full, &[]), walked);
         }
     }
 }

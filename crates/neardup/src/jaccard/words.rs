@@ -5,6 +5,7 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use crate::fingerprint::compat::is_word_char;
+use crate::fingerprint::word_hash::word_hash as fingerprint_word_hash;
 use crate::fingerprint::SEED;
 
 /// Words per shingle.
@@ -23,23 +24,6 @@ const ASCII_WORD: [bool; 256] = {
     t
 };
 
-/// The end of the run of ASCII word bytes that starts at `i`, and whether it holds a
-/// capital. Most words have none and hash straight from the text: copying a word a byte
-/// at a time into a buffer that the hash then reads eight bytes at a time stalls on
-/// store forwarding, and cost more than the hash.
-#[inline]
-fn ascii_run(bytes: &[u8], mut i: usize) -> (usize, bool) {
-    let mut upper = false;
-    while let Some(&b) = bytes.get(i) {
-        if !ASCII_WORD[b as usize] {
-            break;
-        }
-        upper |= b.is_ascii_uppercase();
-        i += 1;
-    }
-    (i, upper)
-}
-
 /// The hash of one lowercased word: xxh3-64 of its UTF-8, seeded with the fingerprint
 /// format's [`SEED`] (so a word hashes as a [`crate::fingerprint::token_hash`] does).
 #[inline]
@@ -50,93 +34,248 @@ fn word_hash(word: &[u8]) -> u64 {
 /// Calls `word` with the hash of every word of `text`, in order: the maximal runs of
 /// [`is_word_char`] characters of the text lowercased as Python's `str.lower()` does
 /// (Unicode full lowercase, final sigma included).
+///
+/// An ASCII byte that is not a word byte stays one when lowercased and ends any word, so
+/// the text is cut at those bytes into runs of ASCII word bytes and non-ASCII characters,
+/// found 64 bytes at a time. A run of ASCII alone is one word, hashed straight from the
+/// text when it holds no capital; a run with non-ASCII characters is lowercased and split
+/// a character at a time.
 pub fn word_hashes(text: &str, mut word: impl FnMut(u64)) {
-    if text.is_ascii() {
-        ascii_words(text.as_bytes(), &mut word);
-        return;
-    }
-    // A capital sigma lowercases by its context (final or not): the standard library's
-    // `to_lowercase` applies that rule, a character at a time cannot.
+    // A capital sigma lowercases by its context (final or not), which may reach across
+    // the cuts (`ΑΣ'Α`): the standard library's `to_lowercase` applies the rule to the
+    // whole text first.
     let lowered;
-    let text = if text.contains('\u{03A3}') {
+    let text = if !text.is_ascii() && text.contains('\u{03A3}') {
         lowered = text.to_lowercase();
         lowered.as_str()
     } else {
         text
     };
-    let mut buf: Vec<u8> = Vec::with_capacity(64);
-    let mut utf8 = [0u8; 4];
     let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if b < 0x80 {
-            // ASCII: a run of word bytes at a time, no decoding.
-            if !ASCII_WORD[b as usize] {
-                if !buf.is_empty() {
-                    word(word_hash(&buf));
-                    buf.clear();
-                }
-                i += 1;
-                continue;
+    let mut buf: Vec<u8> = Vec::new();
+    for (start, end, high, upper) in Runs::new(bytes) {
+        if high {
+            // Cut at ASCII bytes, so on character boundaries.
+            if let Some(run) = text.get(start..end) {
+                mixed_run(run, &mut buf, &mut word);
             }
-            let (end, upper) = ascii_run(bytes, i);
-            // A non-ASCII character next may continue the word.
-            let open = bytes.get(end).is_some_and(|&b| b >= 0x80);
-            if buf.is_empty() && !open && !upper {
-                word(word_hash(&bytes[i..end]));
-            } else {
-                buf.extend(bytes[i..end].iter().map(u8::to_ascii_lowercase));
-                if !open {
-                    word(word_hash(&buf));
-                    buf.clear();
-                }
-            }
-            i = end;
+        } else if upper {
+            buf.clear();
+            buf.extend(bytes[start..end].iter().map(u8::to_ascii_lowercase));
+            word(word_hash(&buf));
+        } else {
+            word(fingerprint_word_hash(bytes, start, end));
+        }
+    }
+}
+
+/// The words of `run`, a run of word characters of a text with some non-ASCII ones: each
+/// character lowercased, ASCII ones as they are.
+#[cold]
+fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
+    let mut utf8 = [0u8; 4];
+    buf.clear();
+    for c in run.chars() {
+        if c.is_ascii() {
+            buf.push(c.to_ascii_lowercase() as u8);
             continue;
         }
-        let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
-        i += c.len_utf8();
         for l in c.to_lowercase() {
             if is_word_char(l) {
                 buf.extend_from_slice(l.encode_utf8(&mut utf8).as_bytes());
             } else if !buf.is_empty() {
-                word(word_hash(&buf));
+                word(word_hash(buf));
                 buf.clear();
             }
         }
     }
     if !buf.is_empty() {
-        word(word_hash(&buf));
+        word(word_hash(buf));
+        buf.clear();
     }
 }
 
-/// [`word_hashes`] of an ASCII text: runs of `[A-Za-z0-9_]`, lowercased.
-fn ascii_words(bytes: &[u8], word: &mut impl FnMut(u64)) {
-    let mut buf = [0u8; 64];
-    let mut long: Vec<u8> = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if !ASCII_WORD[bytes[i] as usize] {
-            i += 1;
-            continue;
-        }
-        let (end, upper) = ascii_run(bytes, i);
-        let w = &bytes[i..end];
-        i = end;
-        if !upper {
-            word(word_hash(w));
-        } else if w.len() <= buf.len() {
-            for (d, s) in buf.iter_mut().zip(w) {
-                *d = s.to_ascii_lowercase();
-            }
-            word(word_hash(&buf[..w.len()]));
-        } else {
-            long.clear();
-            long.extend(w.iter().map(u8::to_ascii_lowercase));
-            word(word_hash(&long));
+/// Masks of one 64-byte block, bit `i` for byte `i`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Classes {
+    /// ASCII letters, digits and `_`.
+    word: u64,
+    /// ASCII capitals.
+    upper: u64,
+    /// Bytes of non-ASCII characters.
+    high: u64,
+}
+
+/// The maximal runs of bytes of a text that are ASCII word bytes or non-ASCII, as
+/// `(start, end, high, upper)`: with whether the run holds non-ASCII bytes and ASCII
+/// capitals. An iterator, so that what is done with each run is inlined in the caller's
+/// loop.
+struct Runs<'a> {
+    b: &'a [u8],
+    /// Where the block being scanned starts, and its classes.
+    at: usize,
+    /// Where the next block starts.
+    next: usize,
+    m: Classes,
+    /// Run starts and ends in the block not reported yet (a run that reaches the block's
+    /// last byte has no end here).
+    starts: u64,
+    ends: u64,
+    /// Whether the block's last byte is in a run.
+    last: u64,
+    /// A run that reached the end of the block before: its start, non-ASCII, capitals.
+    open: Option<(usize, bool, bool)>,
+}
+
+impl<'a> Runs<'a> {
+    fn new(b: &'a [u8]) -> Runs<'a> {
+        Runs {
+            b,
+            at: 0,
+            next: 0,
+            m: Classes::default(),
+            starts: 0,
+            ends: 0,
+            last: 0,
+            open: None,
         }
     }
+
+    /// The next run that ends in the block being scanned; `None` when the rest of the
+    /// block has none (a run left open goes on into the next).
+    #[inline]
+    fn in_block(&mut self) -> Option<(usize, usize, bool, bool)> {
+        let (s, local, high, upper) = match self.open {
+            Some((s, high, upper)) => (s, 0, high, upper),
+            None if self.starts != 0 => {
+                let p = self.starts.trailing_zeros();
+                self.starts &= self.starts - 1;
+                (self.at + p as usize, p, false, false)
+            }
+            None => return None,
+        };
+        let from = u64::MAX << local;
+        if self.ends == 0 {
+            self.open = Some((
+                s,
+                high || self.m.high & from != 0,
+                upper || self.m.upper & from != 0,
+            ));
+            return None;
+        }
+        let e = self.ends.trailing_zeros();
+        self.ends &= self.ends - 1;
+        let span = from & (u64::MAX >> (63 - e));
+        self.open = None;
+        Some((
+            s,
+            self.at + e as usize + 1,
+            high || self.m.high & span != 0,
+            upper || self.m.upper & span != 0,
+        ))
+    }
+}
+
+impl Iterator for Runs<'_> {
+    type Item = (usize, usize, bool, bool);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(run) = self.in_block() {
+                return Some(run);
+            }
+            let next = self.next;
+            let Some(chunk) = self.b.get(next..).filter(|c| !c.is_empty()) else {
+                let end = self.b.len();
+                return self
+                    .open
+                    .take()
+                    .map(|(s, high, upper)| (s, end, high, upper));
+            };
+            self.m = match chunk.first_chunk::<64>() {
+                Some(block) => classify(block),
+                None => {
+                    let mut padded = [0u8; 64];
+                    padded[..chunk.len()].copy_from_slice(chunk);
+                    classify(&padded)
+                }
+            };
+            self.at = next;
+            self.next = next + 64;
+            let r = self.m.word | self.m.high;
+            self.starts = r & !(r << 1 | self.last);
+            // A run that reaches the block's last byte may go on into the next.
+            self.ends = r & !(r >> 1) & !(1 << 63);
+            self.last = r >> 63;
+            if r & 1 == 0 {
+                if let Some((s, high, upper)) = self.open.take() {
+                    return Some((s, next, high, upper));
+                }
+            }
+        }
+    }
+}
+
+/// The classes of 64 bytes.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn classify(block: &[u8; 64]) -> Classes {
+    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
+    // target), so its instructions exist on any CPU the program runs on.
+    unsafe { classify_sse2(block) }
+}
+
+/// The classes of 64 bytes, 16 at a time: ranges by signed byte compares (non-ASCII
+/// bytes are negative and fall in no range), one `movemask` per class.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn classify_sse2(block: &[u8; 64]) -> Classes {
+    use std::arch::x86_64::*;
+
+    let splat = |c: u8| _mm_set1_epi8(c as i8);
+    let within = |x: __m128i, lo: u8, hi: u8| {
+        _mm_and_si128(
+            _mm_cmpgt_epi8(x, splat(lo - 1)),
+            _mm_cmplt_epi8(x, splat(hi + 1)),
+        )
+    };
+    let mask = |v: __m128i| u64::from(_mm_movemask_epi8(v) as u16);
+    let mut m = Classes::default();
+    for (k, chunk) in block.chunks_exact(16).enumerate() {
+        // SAFETY: `chunk` is 16 readable bytes; the load has no alignment requirement.
+        let x = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
+        let upper = within(x, b'A', b'Z');
+        let word = _mm_or_si128(
+            _mm_or_si128(upper, within(x, b'a', b'z')),
+            _mm_or_si128(within(x, b'0', b'9'), _mm_cmpeq_epi8(x, splat(b'_'))),
+        );
+        let shift = 16 * k;
+        m.word |= mask(word) << shift;
+        m.upper |= mask(upper) << shift;
+        m.high |= mask(x) << shift;
+    }
+    m
+}
+
+/// The classes of 64 bytes.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline]
+fn classify(block: &[u8; 64]) -> Classes {
+    classify_scalar(block)
+}
+
+/// The classes of 64 bytes a byte at a time (the reference for the SIMD version, and the
+/// version elsewhere).
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+fn classify_scalar(block: &[u8; 64]) -> Classes {
+    let mut m = Classes::default();
+    for (i, &c) in block.iter().enumerate() {
+        m.word |= u64::from(ASCII_WORD[usize::from(c)]) << i;
+        m.upper |= u64::from(c.is_ascii_uppercase()) << i;
+        m.high |= u64::from(c >= 0x80) << i;
+    }
+    m
 }
 
 /// Multiplier of the polynomial that combines a shingle's word hashes.
@@ -163,16 +302,17 @@ pub(crate) fn fmix64(mut h: u64) -> u64 {
 /// words has none. A shingle's hash is `fmix64(seed ^ Σ wᵢ·P^(4-i))` over its words'
 /// hashes: a rolling polynomial, so each word costs two multiplies.
 pub fn shingle_hashes(text: &str, mut shingle: impl FnMut(u64)) {
+    // The last five words' hashes; zero before there are five, so that taking the word
+    // leaving the window out needs no branch.
     let mut ring = [0u64; SHINGLE];
+    let mut slot = 0;
     let mut seen = 0usize;
     let mut poly = 0u64;
     word_hashes(text, |w| {
-        let slot = seen % SHINGLE;
-        if seen >= SHINGLE {
-            poly = poly.wrapping_sub(ring[slot].wrapping_mul(P_LAST));
-        }
+        poly = poly.wrapping_sub(ring[slot].wrapping_mul(P_LAST));
         poly = poly.wrapping_mul(P).wrapping_add(w);
         ring[slot] = w;
+        slot = if slot + 1 == SHINGLE { 0 } else { slot + 1 };
         seen += 1;
         if seen >= SHINGLE {
             shingle(fmix64(poly ^ SHINGLE_SEED));
@@ -295,6 +435,24 @@ mod tests {
             // separators and at non-ASCII characters that do or do not continue a word.
             let want: Vec<u64> = plain_words(&text).iter().map(|w| word_hash(w.as_bytes())).collect();
             prop_assert_eq!(words(&text), want);
+        }
+
+        #[test]
+        fn long_runs_across_blocks_match_the_plain_definition(
+            text in "([a-zA-Z_0-9]{0,70}[ .,\u{e9}\u{c9}\u{3a3}\u{2019}\u{4e00}\u{130}]?){0,14}"
+        ) {
+            // Runs of up to 70 bytes, so they start, end and go on at every place of the
+            // 64-byte blocks, with and without capitals and non-ASCII characters.
+            let want: Vec<u64> = plain_words(&text).iter().map(|w| word_hash(w.as_bytes())).collect();
+            prop_assert_eq!(words(&text), want);
+        }
+
+        #[test]
+        fn classes_are_the_scalar_ones(block in prop::array::uniform32(any::<u8>()), rest in prop::array::uniform32(any::<u8>())) {
+            let mut b = [0u8; 64];
+            b[..32].copy_from_slice(&block);
+            b[32..].copy_from_slice(&rest);
+            prop_assert_eq!(classify(&b), classify_scalar(&b));
         }
 
         #[test]
