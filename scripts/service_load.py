@@ -13,7 +13,9 @@
    - `check`: POST /v1/check of each body in turn (whole documents);
    - `mix`:   nine checks, then one PUT /v1/documents/q-<n> (new ids: every tenth request
      is a durable insert);
-   - `put`:   PUT /v1/documents/p-<n> only (durable single inserts under concurrency).
+   - `put`:   PUT /v1/documents/p-<n> only (durable single inserts under concurrency);
+   - `bulkcheck`: POST /v1/bulk/check of --batch bodies at a time (NDJSON), as a crawler
+     that checks what it fetched in batches would: checks per second beside requests.
    The PUTs take their texts from --put-bodies further documents of the corpus, not from
    the check bodies: PUTs of the same few texts over and over would store more and more
    copies of what the checks ask for, and each check would then find and return them
@@ -52,6 +54,15 @@ local bodies, n = lines_of(os.getenv("LOAD_BODIES"))
 local puts, m = lines_of(os.getenv("LOAD_PUT_BODIES"))
 local mode = os.getenv("LOAD_MODE")
 local prefix = os.getenv("LOAD_PREFIX") or "q"
+-- bulkcheck: the check bodies, LOAD_BATCH at a time, as NDJSON bodies made once.
+local batch = tonumber(os.getenv("LOAD_BATCH") or "100")
+local batches, nb = {}, 0
+if mode == "bulkcheck" then
+  for i = 1, n - batch + 1, batch do
+    nb = nb + 1
+    batches[nb] = table.concat(bodies, "\n", i, i + batch - 1)
+  end
+end
 local counter = 0
 local thread_id = 0
 local next_id = 0
@@ -66,6 +77,7 @@ function init(args)
 end
 
 local json_headers = { ["Content-Type"] = "application/json" }
+local ndjson_headers = { ["Content-Type"] = "application/x-ndjson" }
 
 function request()
   counter = counter + 1
@@ -73,6 +85,9 @@ function request()
     -- Threads start far apart in the pool (init), so they put different texts.
     local body = puts[(counter % m) + 1]
     return wrk.format("PUT", "/v1/documents/" .. prefix .. "-" .. thread_id .. "-" .. counter, json_headers, body)
+  end
+  if mode == "bulkcheck" then
+    return wrk.format("POST", "/v1/bulk/check", ndjson_headers, batches[(counter % nb) + 1])
   end
   return wrk.format("POST", "/v1/check", json_headers, bodies[(counter % n) + 1])
 end
@@ -254,6 +269,7 @@ def main():
     ap.add_argument("--wrk-threads", type=int, default=1)
     ap.add_argument("--server-threads", type=int, help="neardup serve --threads")
     ap.add_argument("--scenarios", default="check,mix,put")
+    ap.add_argument("--batch", type=int, default=100, help="checks per request of the bulkcheck scenario")
     ap.add_argument("--samples", help="write the per-second CPU/RSS samples here (JSON lines)")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
@@ -313,7 +329,7 @@ def main():
             cpu0, _ = proc_stats(server.pid)
             commits0, buckets0 = commit_stats(base), latency_buckets(base)
             sampler.start()
-            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_PUT_BODIES=put_bodies, LOAD_MODE=scenario, LOAD_PREFIX=f"{scenario}{int(time.time())}")
+            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_PUT_BODIES=put_bodies, LOAD_MODE=scenario, LOAD_BATCH=str(args.batch), LOAD_PREFIX=f"{scenario}{int(time.time())}")
             run = subprocess.run(
                 ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.seconds}s",
                  "--timeout", "10s", "-s", lua, base],
@@ -334,6 +350,9 @@ def main():
                      rss_peak_mb=round(max(rss_s) / 2**20, 1),
                      server_cpu_us_per_request=round(1e6 * (cpu1 - cpu0) / max(r["requests"], 1), 1),
                      **commit_delta(commits0, commits1), **server_quantiles(buckets0, buckets1))
+            if scenario == "bulkcheck":
+                r.update(batch=args.batch, checks_per_s=round(args.batch * r["requests"] / r["seconds"]),
+                         server_cpu_us_per_check=round(1e6 * (cpu1 - cpu0) / max(args.batch * r["requests"], 1), 1))
             print(json.dumps(r), flush=True)
             if args.samples:
                 with open(args.samples, "a") as f:
