@@ -143,7 +143,7 @@ impl<'a> Runs<'a> {
 
     /// The next run that ends in the block being scanned; `None` when the rest of the
     /// block has none (a run left open goes on into the next).
-    #[inline]
+    #[inline(always)]
     fn in_block(&mut self) -> Option<(usize, usize, bool, bool)> {
         let (s, local, high, upper) = match self.open {
             Some((s, high, upper)) => (s, 0, high, upper),
@@ -179,7 +179,7 @@ impl<'a> Runs<'a> {
 impl Iterator for Runs<'_> {
     type Item = (usize, usize, bool, bool);
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(run) = self.in_block() {
