@@ -8,14 +8,10 @@ use std::sync::Arc;
 use neardup::fingerprint::{Fingerprinter, Tokenizer, Weighting, VERSION};
 use serde_json::Value;
 
+mod pins;
+
 fn pins() -> Vec<Value> {
-    let path = format!("{}/tests/pins/pins.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str::<Value>(&text)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    pins::load("pins.json")
 }
 
 fn fingerprinter(case: &Value) -> Fingerprinter {

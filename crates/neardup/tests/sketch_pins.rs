@@ -6,14 +6,10 @@
 use neardup::jaccard::{self, Banding, Sketch, Threshold, SKETCH_VERSION};
 use serde_json::Value;
 
+mod pins;
+
 fn pins() -> Vec<Value> {
-    let path = format!("{}/tests/pins/sketch_pins.json", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str::<Value>(&text)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    pins::load("sketch_pins.json")
 }
 
 fn hex(bytes: &[u8]) -> String {
