@@ -512,9 +512,9 @@ impl Snap {
             }
         }
         for (level, runs) in levels.iter().zip(&runs) {
-            for (entries, &(from, _)) in level.bands.iter().zip(runs) {
-                if let Some(first) = entries.get(from) {
-                    crate::hint::prefetch(first);
+            for (entries, &(from, to)) in level.bands.iter().zip(runs) {
+                if from < to {
+                    crate::hint::prefetch(&entries[from]);
                 }
             }
         }

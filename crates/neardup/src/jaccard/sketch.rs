@@ -288,21 +288,20 @@ impl Mins {
             full[i / 64] |= u64::from(min != EMPTY) << (i % 64);
         }
         let mut values: [u64; BINS] = std::array::from_fn(|i| value(mins[i], 0));
-        let n: u32 = full.iter().map(|w| w.count_ones()).sum();
-        let mut filled = [0u16; BINS];
-        if n * n < BINS as u32 {
+        let n = full.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+        // The filled bins, listed only when few enough to solve for (see `borrow`).
+        let mut list = [0u16; SOLVE_MAX];
+        let filled: &[u16] = if n <= SOLVE_MAX {
             let mut k = 0;
             for (w, &bits) in full.iter().enumerate() {
                 let mut bits = bits;
                 while bits != 0 {
-                    filled[k] = (w * 64 + bits.trailing_zeros() as usize) as u16;
+                    list[k] = (w * 64 + bits.trailing_zeros() as usize) as u16;
                     k += 1;
                     bits &= bits - 1;
                 }
             }
-        }
-        let filled: &[u16] = if n * n < BINS as u32 {
-            &filled[..n as usize]
+            &list[..n]
         } else {
             &[]
         };
@@ -378,6 +377,10 @@ impl Bins {
     }
 }
 
+/// Most filled bins for which an empty bin's borrowing is solved for rather than walked:
+/// solving takes one step per filled bin, walking about `BINS / filled`.
+const SOLVE_MAX: usize = (BINS - 1).isqrt();
+
 /// The filled bin that empty bin `walk` borrows from, and the step of its walk that
 /// reaches it: the first filled bin in the walk's order. With few filled bins (`filled`
 /// lists them), the step at which the walk reaches each of them is solved for
@@ -387,7 +390,6 @@ impl Bins {
 fn borrow(walk: &Walk, full: &[u64; BINS / 64], filled: &[u16]) -> (usize, u64) {
     let mask = BINS - 1;
     let (start, stride) = (walk.start as usize, walk.stride as usize);
-    // Walking takes about BINS / filled steps; solving takes `filled`.
     if !filled.is_empty() {
         let inverse = walk.inverse as usize;
         filled

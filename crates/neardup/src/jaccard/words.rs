@@ -91,7 +91,6 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     }
     if !buf.is_empty() {
         word(word_hash(buf));
-        buf.clear();
     }
 }
 
@@ -346,6 +345,14 @@ mod tests {
             .collect()
     }
 
+    /// The hashes of [`plain_words`].
+    fn plain_hashes(text: &str) -> Vec<u64> {
+        plain_words(text)
+            .iter()
+            .map(|w| word_hash(w.as_bytes()))
+            .collect()
+    }
+
     fn words(text: &str) -> Vec<u64> {
         let mut out = Vec::new();
         word_hashes(text, |h| out.push(h));
@@ -354,10 +361,7 @@ mod tests {
 
     /// Shingles from word strings, the slow way: join five words, hash the tuple.
     fn plain_shingles(text: &str) -> Vec<u64> {
-        let w: Vec<u64> = plain_words(text)
-            .iter()
-            .map(|w| word_hash(w.as_bytes()))
-            .collect();
+        let w = plain_hashes(text);
         let poly = |ws: &[u64]| {
             ws.iter()
                 .fold(0u64, |h, &x| h.wrapping_mul(P).wrapping_add(x))
@@ -417,14 +421,12 @@ mod tests {
         fn words_match_the_plain_definition(
             text in "[aZq09_ .,'\u{e9}\u{301}\u{130}\u{3a3}\u{3c3}\u{3c2}\u{2019}\u{4e00}\u{ff21}\u{bd}\u{b2}\u{1f600}-]{0,40}"
         ) {
-            let want: Vec<u64> = plain_words(&text).iter().map(|w| word_hash(w.as_bytes())).collect();
-            prop_assert_eq!(words(&text), want);
+            prop_assert_eq!(words(&text), plain_hashes(&text));
         }
 
         #[test]
         fn ascii_words_match_the_plain_definition(text in "[\\x00-\\x7f]{0,200}") {
-            let want: Vec<u64> = plain_words(&text).iter().map(|w| word_hash(w.as_bytes())).collect();
-            prop_assert_eq!(words(&text), want);
+            prop_assert_eq!(words(&text), plain_hashes(&text));
         }
 
         #[test]
@@ -433,8 +435,7 @@ mod tests {
         ) {
             // ASCII runs with and without capitals, ending at text's end, at ASCII
             // separators and at non-ASCII characters that do or do not continue a word.
-            let want: Vec<u64> = plain_words(&text).iter().map(|w| word_hash(w.as_bytes())).collect();
-            prop_assert_eq!(words(&text), want);
+            prop_assert_eq!(words(&text), plain_hashes(&text));
         }
 
         #[test]
@@ -443,8 +444,7 @@ mod tests {
         ) {
             // Runs of up to 70 bytes, so they start, end and go on at every place of the
             // 64-byte blocks, with and without capitals and non-ASCII characters.
-            let want: Vec<u64> = plain_words(&text).iter().map(|w| word_hash(w.as_bytes())).collect();
-            prop_assert_eq!(words(&text), want);
+            prop_assert_eq!(words(&text), plain_hashes(&text));
         }
 
         #[test]
