@@ -18,15 +18,16 @@
 //! makes many such commits durable at once.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neardup::corpus::{BandIndex, BandIndexReader};
+use neardup::corpus::{BandIndex, BandIndexReader, IdHasher};
 use neardup::decide::{Match, Rule, Signature};
 use neardup::fingerprint::Fingerprinter;
-use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
+use neardup::jaccard::{BandKeys, Threshold, BANDS, SKETCH_VERSION};
 use redb::{Database, ReadableTable, TableDefinition};
 
 use crate::file::{self, guard, Kind};
@@ -875,42 +876,85 @@ struct Pending {
 /// The puts of one write transaction so far, found by their band keys as the index finds
 /// stored documents ([`BandIndex::candidates`]: a nonzero key agreeing in some band).
 /// Comparing each put of a bulk request with every put before it cost a tenth of a core
-/// at a thousand documents a request.
-#[derive(Default)]
+/// at a thousand documents a request. The listings are chained in one vector rather than
+/// kept in a vector per key: a map of vectors, and the puts in a B-tree, were a tenth of
+/// the server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts
+/// about in the B-tree's nodes).
 struct PendingPuts {
-    /// By internal id: the order they were put in.
-    puts: BTreeMap<u64, Pending>,
-    /// (band, key) → internal ids; ids removed from `puts` since are skipped.
-    by_key: HashMap<(usize, u32), Vec<u64>>,
+    /// The internal id of the transaction's first put: they are numbered from it, in order.
+    first: u64,
+    /// By internal id less `first`; `None` once deleted or replaced.
+    puts: Vec<Option<Pending>>,
+    /// `band << 32 | key` → its latest listing in `chain`.
+    heads: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    /// Per listing: the put (its index in `puts`) and the listing before it under the
+    /// same band key ([`NO_LISTING`] for none).
+    chain: Vec<(u32, u32)>,
 }
 
+/// The end of a chain of [`PendingPuts`] listings.
+const NO_LISTING: u32 = u32::MAX;
+
 impl PendingPuts {
-    fn push(&mut self, p: Pending) {
-        for (band, &key) in p.keys.iter().enumerate() {
-            if key != 0 {
-                self.by_key.entry((band, key)).or_default().push(p.internal);
-            }
+    /// No puts yet; the first will be numbered `first`, and about `writes` will come.
+    fn new(first: u64, writes: usize) -> PendingPuts {
+        PendingPuts {
+            first,
+            puts: Vec::with_capacity(writes),
+            heads: HashMap::with_capacity_and_hasher(writes * BANDS, Default::default()),
+            chain: Vec::with_capacity(writes * BANDS),
         }
-        self.puts.insert(p.internal, p);
     }
 
+    /// Adds the next put: its internal id is the next after the puts so far.
+    fn push(&mut self, p: Pending) {
+        debug_assert_eq!(p.internal, self.first + self.puts.len() as u64);
+        let at = self.puts.len() as u32;
+        for (band, &key) in p.keys.iter().enumerate() {
+            if key != 0 {
+                let listing = self.chain.len() as u32;
+                let before = self
+                    .heads
+                    .insert((band as u64) << 32 | u64::from(key), listing)
+                    .unwrap_or(NO_LISTING);
+                self.chain.push((at, before));
+            }
+        }
+        self.puts.push(Some(p));
+    }
+
+    /// Forgets the put `internal` (no-op for a document stored before the transaction).
     fn remove(&mut self, internal: u64) {
-        self.puts.remove(&internal);
+        if let Some(slot) = internal
+            .checked_sub(self.first)
+            .and_then(|i| self.puts.get_mut(i as usize))
+        {
+            *slot = None;
+        }
     }
 
     /// The puts sharing a band with `keys`, in the order they were put.
     fn sharing(&self, keys: &BandKeys) -> Vec<&Pending> {
-        let mut ids: Vec<u64> = keys
-            .iter()
-            .enumerate()
-            .filter(|&(_, &key)| key != 0)
-            .filter_map(|(band, &key)| self.by_key.get(&(band, key)))
-            .flatten()
-            .copied()
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.iter().filter_map(|i| self.puts.get(i)).collect()
+        let mut at: Vec<u32> = Vec::new();
+        for (band, &key) in keys.iter().enumerate() {
+            if key == 0 {
+                continue;
+            }
+            let mut listing = self
+                .heads
+                .get(&((band as u64) << 32 | u64::from(key)))
+                .copied()
+                .unwrap_or(NO_LISTING);
+            while let Some(&(put, before)) = self.chain.get(listing as usize) {
+                at.push(put);
+                listing = before;
+            }
+        }
+        at.sort_unstable();
+        at.dedup();
+        at.iter()
+            .filter_map(|&i| self.puts.get(i as usize)?.as_ref())
+            .collect()
     }
 }
 
@@ -1421,8 +1465,8 @@ impl DocStore {
         let mut removed_paras: Vec<u64> = Vec::new();
         let commit = self.commit + 1;
         let mut added: Vec<(u64, Prepared)> = Vec::new();
-        let mut pending = PendingPuts::default();
         let mut next_id = self.next_id;
+        let mut pending = PendingPuts::new(next_id, writes.len());
         {
             let mut t = Tables {
                 ids: db!(path, txn.open_table(IDS))?,
@@ -1492,7 +1536,12 @@ impl DocStore {
                             });
                             continue;
                         }
-                        let old = delete(path, &mut t, &id)?;
+                        // `own` was read in this transaction: without it, there is nothing
+                        // to delete, and no second search of the ids.
+                        let old = match own {
+                            Some(_) => delete(path, &mut t, &id)?,
+                            None => None,
+                        };
                         let replaced = old.is_some();
                         if let Some((internal, para_ids)) = old {
                             removed.push(internal);

@@ -51,8 +51,9 @@ fn text(base: usize, edits: &[(usize, usize)]) -> String {
     words.join(" ")
 }
 
-/// A put of a batch: id, base text, edits, only if unique.
-type BatchPut = (u8, usize, Vec<(usize, usize)>, bool);
+/// A write of a batch: the id, and the put's base text, edits and only if unique (`None`
+/// for a delete).
+type BatchWrite = (u8, Option<(usize, Vec<(usize, usize)>, bool)>);
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -64,7 +65,7 @@ enum Op {
         unique: bool,
     },
     Delete(u8),
-    Batch(Vec<BatchPut>),
+    Batch(Vec<BatchWrite>),
     Check(usize, Vec<(usize, usize)>),
     Advance(u64),
     Sweep,
@@ -86,7 +87,13 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (id.clone(), 0usize..3, edits(), prop::option::of(1u64..20), any::<bool>())
             .prop_map(|(id, base, edits, ttl, unique)| Op::Put { id, base, edits, ttl, unique }),
         2 => id.clone().prop_map(Op::Delete),
-        2 => prop::collection::vec((id, 0usize..3, edits(), any::<bool>()), 1..6).prop_map(Op::Batch),
+        // Few ids, so that a batch often deletes or replaces one of its own puts before a
+        // near-duplicate of it comes.
+        2 => prop::collection::vec(
+            (0u8..5, prop::option::weighted(0.8, (0usize..3, edits(), any::<bool>()))),
+            1..8,
+        )
+        .prop_map(Op::Batch),
         4 => (0usize..3, edits()).prop_map(|(b, e)| Op::Check(b, e)),
         1 => (1u64..15).prop_map(Op::Advance),
         1 => Just(Op::Sweep),
@@ -205,27 +212,39 @@ proptest! {
                     let out = store.apply(vec![Write::Delete { id: id.clone() }]).unwrap();
                     prop_assert_eq!(&out[0], &Outcome::Delete { removed: model.remove(&id).is_some() });
                 }
-                Op::Batch(puts) => {
-                    // One transaction: each put decided against the store and the puts before it.
+                Op::Batch(batch) => {
+                    // One transaction: each write decided against the store and the writes
+                    // before it.
                     let mut writes = Vec::new();
                     let mut wants = Vec::new();
-                    for (id, base, edits, unique) in puts {
+                    for (id, put) in batch {
                         let id = format!("d{id}");
+                        let Some((base, edits, unique)) = put else {
+                            wants.push(Outcome::Delete { removed: model.remove(&id).is_some() });
+                            writes.push(Write::Delete { id });
+                            continue;
+                        };
                         let doc = prep.prepare(&text(base, &edits), false);
-                        let want = model_hits(&model, config, &doc.signature, now, Some(&id));
-                        let inserted = !unique || want.is_empty();
-                        if inserted {
-                            model.insert(id.clone(), (doc.signature, 0));
-                        }
-                        wants.push((want, inserted));
+                        let matches = model_hits(&model, config, &doc.signature, now, Some(&id));
+                        let inserted = !unique || matches.is_empty();
+                        let replaced = inserted && model.insert(id.clone(), (doc.signature, 0)).is_some();
+                        wants.push(Outcome::Put { inserted, replaced, matches });
                         writes.push(Write::Put { id, doc: Box::new(doc), ttl: None, only_if_unique: unique });
                     }
                     logged += 1;
                     let out = store.apply(writes).unwrap();
-                    for (o, (want, ins)) in out.iter().zip(wants) {
-                        let Outcome::Put { inserted, matches, .. } = o else { panic!("{o:?}") };
-                        prop_assert!(same(matches, &want), "{matches:?} != {want:?}");
-                        prop_assert_eq!(*inserted, ins);
+                    prop_assert_eq!(out.len(), wants.len());
+                    for (got, want) in out.iter().zip(&wants) {
+                        match (got, want) {
+                            (
+                                Outcome::Put { inserted, replaced, matches },
+                                Outcome::Put { inserted: i, replaced: r, matches: m },
+                            ) => {
+                                prop_assert!(same(matches, m), "{matches:?} != {m:?}");
+                                prop_assert_eq!((inserted, replaced), (i, r));
+                            }
+                            _ => prop_assert_eq!(got, want),
+                        }
                     }
                 }
                 Op::Check(base, edits) => {
@@ -305,6 +324,70 @@ proptest! {
             }
         }
     }
+}
+
+/// Within one batch, a put finds every earlier put of the batch that is its near-duplicate
+/// (several under the same band keys), and none deleted or replaced since.
+#[test]
+fn a_batch_finds_its_own_puts_under_shared_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DocConfig {
+        threshold: Threshold::new(0.8).unwrap(),
+        paragraphs: false,
+    };
+    let mut store = DocStore::create(dir.path(), config).unwrap();
+    let prep = store.preparer();
+    let put = |id: &str, edits: &[(usize, usize)], unique: bool| Write::Put {
+        id: id.into(),
+        doc: Box::new(prep.prepare(&text(0, edits), false)),
+        ttl: None,
+        only_if_unique: unique,
+    };
+    let ids = |o: &Outcome| match o {
+        Outcome::Put { matches, .. } => {
+            let mut v: Vec<String> = matches.iter().map(|h| h.id.clone()).collect();
+            v.sort();
+            v
+        }
+        other => panic!("{other:?}"),
+    };
+    let out = store
+        .apply(vec![
+            put("a", &[], false),
+            put("b", &[], false),
+            put("c", &[(59, 3)], false),
+            put("d", &[], true),
+            Write::Delete { id: "a".into() },
+            // "b" now holds another text.
+            Write::Put {
+                id: "b".into(),
+                doc: Box::new(prep.prepare(&text(1, &[]), false)),
+                ttl: None,
+                only_if_unique: false,
+            },
+            put("e", &[], true),
+        ])
+        .unwrap();
+    assert_eq!(ids(&out[1]), ["a"]);
+    assert_eq!(ids(&out[2]), ["a", "b"]);
+    assert_eq!(ids(&out[3]), ["a", "b", "c"]);
+    assert!(matches!(
+        out[3],
+        Outcome::Put {
+            inserted: false,
+            ..
+        }
+    ));
+    assert_eq!(out[4], Outcome::Delete { removed: true });
+    assert!(matches!(out[5], Outcome::Put { replaced: true, .. }));
+    assert_eq!(ids(&out[6]), ["c"]);
+    assert!(matches!(
+        out[6],
+        Outcome::Put {
+            inserted: false,
+            ..
+        }
+    ));
 }
 
 #[test]

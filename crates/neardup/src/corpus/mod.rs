@@ -125,10 +125,10 @@ impl Keyed for Entry {
     }
 }
 
-/// Ids are the caller's and already spread (or dense): a multiply-xorshift mixes them
-/// enough for the id map, at a fraction of SipHash's cost.
+/// A hasher for keys that are already spread (hashes) or dense (ids): a multiply-xorshift
+/// mixes them enough for a hash map, at a fraction of SipHash's cost.
 #[derive(Default)]
-struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
