@@ -82,8 +82,14 @@ local ndjson_headers = { ["Content-Type"] = "application/x-ndjson" }
 function request()
   counter = counter + 1
   if mode == "put" or (mode == "mix" and counter % 10 == 0) then
-    -- Threads start far apart in the pool (init), so they put different texts.
-    local body = puts[(counter % m) + 1]
+    -- Threads start far apart in the pool (init), so they put different texts. A mix
+    -- puts on every tenth request: it takes the put texts one after the other all the
+    -- same (its counter over ten), or it would cycle over a tenth of them.
+    local k = counter
+    if mode == "mix" then
+      k = math.floor(counter / 10)
+    end
+    local body = puts[(k % m) + 1]
     return wrk.format("PUT", "/v1/documents/" .. prefix .. "-" .. thread_id .. "-" .. counter, json_headers, body)
   end
   if mode == "bulkcheck" then
