@@ -369,13 +369,23 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
         IndexCmd::Check { dir } => {
             let found = neardup_store::check(dir).map_err(store_err)?;
             let mut out = Output::create("-")?;
+            let (batches, writes) = found.logged;
             let report = json!({
                 "documents": found.documents,
                 "complete": found.complete,
                 "problems": found.problems,
+                "logged": {"batches": batches, "writes": writes},
             });
             out.line(report.to_string().as_bytes())?;
             out.finish()?;
+            if batches > 0 {
+                // `documents` counts the database's; these writes are acknowledged too.
+                note(format_args!(
+                    "neardup index: {dir}: {batches} batches of writes ({writes} writes) \
+                     acknowledged since the last checkpoint are in the write-ahead log, not \
+                     yet in the database: the next open applies them"
+                ));
+            }
             if found.problems.is_empty() {
                 return Ok(());
             }

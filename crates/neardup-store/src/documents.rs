@@ -308,6 +308,15 @@ fn encode_batch(commit: u64, now: u64, writes: &[Write], paragraphs: bool) -> Ve
 }
 
 /// A logged batch ([`encode_batch`]) read back: commit, clock and writes.
+/// The commit a logged batch makes and how many writes it holds, read from its head
+/// alone; `None` for a record too short to have one.
+pub(crate) fn batch_head(bytes: &[u8]) -> Option<(u64, u64)> {
+    let mut r = Bytes(bytes);
+    let commit = r.u64()?;
+    let _now = r.u64()?;
+    Some((commit, r.u64()?))
+}
+
 fn decode_batch(path: &Path, bytes: &[u8]) -> Result<(u64, u64, Vec<Write>)> {
     let damaged = || StoreError::Damaged {
         path: path.to_path_buf(),
@@ -1829,6 +1838,24 @@ impl DocRows {
     /// Documents read.
     pub(crate) fn len(&self) -> usize {
         self.docs.len()
+    }
+
+    /// The batches of the write-ahead log in `dir` past this file's last durable commit,
+    /// and their writes: acknowledged, and applied by the next open (which replays them).
+    pub(crate) fn logged(&self, dir: &Path) -> Result<(u64, u64)> {
+        let committed = self.setting("commit").unwrap_or(0);
+        let mut pending = (0, 0);
+        for record in crate::log::read_records(dir)? {
+            let (commit, writes) = batch_head(&record).ok_or_else(|| StoreError::Damaged {
+                path: dir.join(crate::log::LOG_FILE),
+                detail: "a logged batch of writes that does not decode".into(),
+            })?;
+            if commit > committed {
+                pending.0 += 1;
+                pending.1 += writes;
+            }
+        }
+        Ok(pending)
     }
 
     fn setting(&self, key: &str) -> Option<u64> {

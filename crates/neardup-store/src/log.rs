@@ -174,6 +174,23 @@ fn at<T>(path: &Path, f: impl FnOnce() -> std::io::Result<T>) -> Result<T> {
     })
 }
 
+/// The payloads of the whole records of the log in `dir`, read without opening it for
+/// writing (a torn last record is left where it is); none when there is no log.
+pub(crate) fn read_records(dir: &Path) -> Result<Vec<Vec<u8>>> {
+    let path = dir.join(LOG_FILE);
+    let bytes = at(&path, || match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        read => read,
+    })?;
+    if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] != MAGIC {
+        return Err(StoreError::Damaged {
+            path,
+            detail: "not a neardup write-ahead log (its first bytes are not ndwal01)".into(),
+        });
+    }
+    Ok(records(&bytes).0)
+}
+
 /// Whether the log in `dir` holds anything past its first bytes (whole records or not).
 pub(crate) fn holds_records(dir: &Path) -> bool {
     std::fs::metadata(dir.join(LOG_FILE)).is_ok_and(|m| m.len() > MAGIC.len() as u64)

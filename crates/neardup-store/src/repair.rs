@@ -39,6 +39,10 @@ pub struct Check {
     pub problems: Vec<String>,
     /// Whether every document could be read (a [`repair`] keeps them all).
     pub complete: bool,
+    /// A document store's batches of writes in its write-ahead log past the database's
+    /// last checkpoint, and their writes: acknowledged, not in `documents`, and applied
+    /// when the store is next opened.
+    pub logged: (u64, u64),
 }
 
 /// What [`export`] read out.
@@ -348,11 +352,22 @@ fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
 /// Checks the store in `dir`: redb's integrity check (every page checksum) on a copy, then
 /// the store's tables against each other. Never writes the store; refuses one in use.
 pub fn check(dir: impl AsRef<Path>) -> Result<Check> {
-    let found = examine(dir.as_ref())?;
+    let mut found = examine(dir.as_ref())?;
+    let logged = match &found.docs {
+        Some(rows) => match rows.logged(dir.as_ref()) {
+            Ok(logged) => logged,
+            Err(e) => {
+                found.note(format!("its write-ahead log: {e}"));
+                (0, 0)
+            }
+        },
+        None => (0, 0),
+    };
     Ok(Check {
         documents: found.documents(),
         complete: found.complete,
         problems: found.problems,
+        logged,
     })
 }
 

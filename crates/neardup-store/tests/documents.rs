@@ -292,14 +292,19 @@ proptest! {
                         let entry = entry.unwrap();
                         std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
                     }
+                    // What the log held: every batch since the last checkpoint, or (with a
+                    // checkpoint before each) the last one; as `index check` reads it, and
+                    // as the open replays it.
+                    let in_log = if log_all { logged } else { logged.min(1) };
+                    let checked = neardup_store::check(copy.path()).unwrap();
+                    prop_assert!(checked.problems.is_empty(), "{:?}", checked.problems);
+                    prop_assert_eq!(checked.logged.0, in_log as u64);
                     drop(store);
                     dir = copy;
                     store = open(&dir);
                     let from_snapshot = matches!(store.opened(), Opened::Snapshot { .. });
                     prop_assert_eq!(from_snapshot, snapshotted, "{:?}", store.opened());
-                    // What the log held: every batch since the last checkpoint, or (with a
-                    // checkpoint before each) the last one.
-                    prop_assert_eq!(store.replayed(), if log_all { logged } else { logged.min(1) });
+                    prop_assert_eq!(store.replayed(), in_log);
                     logged = 0;
                     // Every acknowledged write, here and answering: checked below and by
                     // the operations after.
