@@ -297,9 +297,11 @@ pub fn read_as(
             None => Some(Format::Text),
         };
         // The lines of a plain file are read where they lie, mapped into memory.
-        if let (Some(f @ (Format::Lines | Format::Jsonl)), Compression::None, Some(map)) =
-            (given, compression, opened.as_ref().and_then(mapped))
-        {
+        if let (Some(f @ (Format::Lines | Format::Jsonl)), Compression::None, Some(map)) = (
+            given,
+            compression,
+            opened.as_ref().and_then(crate::input::mapped),
+        ) {
             let bytes = &map[..];
             let mut line_no = 0u64;
             let mut one = |line: &[u8], stats: &mut ReadStats| -> Result<(), Failure> {
@@ -436,24 +438,6 @@ fn line_doc(
         }
         Err(why) => Err(Failure::input(anyhow!("{name}:{line_no}: {why}"))),
     }
-}
-
-/// The mapping of `file` into memory, for reading its lines where they lie, when it is a
-/// regular file large enough for it to pay: no copy through a buffer (on the natural
-/// corpus, cutting the lines of a read file took 85 ms, of a mapped one 32). A file
-/// truncated by another process while it is read ends the process (SIGBUS), as it does
-/// for any program that maps its input.
-fn mapped(file: &File) -> Option<memmap2::Mmap> {
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() < 1 << 16 {
-        return None;
-    }
-    // SAFETY: a private, read-only mapping; the one hazard, another process truncating
-    // the file meanwhile, is the SIGBUS documented above.
-    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
-    #[cfg(unix)]
-    let _ = map.advise(memmap2::Advice::Sequential);
-    Some(map)
 }
 
 /// Reads `args`' documents on a thread of their own and runs `work` on each batch on the
