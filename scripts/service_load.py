@@ -24,7 +24,9 @@
 3. Prints one JSON line per scenario: requests/s, latency p50/p99/max (ms, from wrk's own
    histogram), non-2xx answers, the server's CPU seconds per second and its RSS (sampled
    every second from /proc: first, last and peak), so flat p99 and RSS over a long run
-   show in the samples written with --samples.
+   show in the samples written with --samples; and from the server's own histograms
+   (/metrics), p50 and p99 and each route's slowest request (the upper bound of their
+   bucket), which tells whose requests wrk's maximum was.
 
 The corpus is JSON Lines of {"id", "text"} (scripts/make_corpus.py makes 2 KB documents of
 English text, a tenth of them edited copies, some with typographic quotes and dashes);
@@ -133,39 +135,58 @@ def post(url, body, content_type="application/x-ndjson"):
 
 
 def commit_stats(base):
-    """(commits, writes committed, seconds in commits) from the service's /metrics."""
+    """(commits, writes committed, seconds in commits, {le: commits}) from the service's /metrics."""
     text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    got = {}
+    got, buckets = {}, {}
     for line in text.splitlines():
         for name in ("neardup_commits_total", "neardup_committed_writes_total", "neardup_commit_seconds_sum"):
             if line.startswith(name + " "):
                 got[name] = float(line.split()[1])
+        if line.startswith("neardup_commit_seconds_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[le] = float(line.rsplit(" ", 1)[1])
     return (got.get("neardup_commits_total", 0), got.get("neardup_committed_writes_total", 0),
-            got.get("neardup_commit_seconds_sum", 0.0))
+            got.get("neardup_commit_seconds_sum", 0.0), buckets)
 
 
 def latency_buckets(base):
-    """The service's own latency histogram of /v1 requests answered 200: {le: count}."""
+    """The service's own latency histograms of /v1 requests answered 200: {(route, le): count}."""
     text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
     out = {}
     for line in text.splitlines():
         if line.startswith("neardup_request_seconds_bucket{") and 'route="/v1/' in line and 'status="200"' in line:
+            route = line.split('route="', 1)[1].split('"', 1)[0]
             le = line.split('le="', 1)[1].split('"', 1)[0]
-            out[le] = out.get(le, 0) + float(line.rsplit(" ", 1)[1])
+            out[(route, le)] = out.get((route, le), 0) + float(line.rsplit(" ", 1)[1])
     return out
 
 
 def server_quantiles(before, after):
-    """p50/p99 (ms, the upper bound of their histogram bucket) of the requests between two latency_buckets."""
-    les = sorted(after, key=lambda le: float("inf") if le == "+Inf" else float(le))
-    counts = [(le, after[le] - before.get(le, 0)) for le in les]
+    """Between two latency_buckets: p50/p99 of all routes' requests, and each route's slowest
+    request (ms, the upper bound of their histogram bucket)."""
+    def bound(le):
+        return float("inf") if le == "+Inf" else float(le)
+
+    def shown(le):
+        return le if le == "+Inf" else round(float(le) * 1000, 3)
+
+    delta = {k: after[k] - before.get(k, 0) for k in after}
+    les = sorted({le for _, le in delta}, key=bound)
+    counts = [(le, sum(c for (_, l), c in delta.items() if l == le)) for le in les]
     total = counts[-1][1] if counts else 0
     out = {}
     for q, name in ((0.5, "server_p50_ms_le"), (0.99, "server_p99_ms_le")):
         for le, c in counts:
             if total and c >= q * total:
-                out[name] = le if le == "+Inf" else round(float(le) * 1000, 3)
+                out[name] = shown(le)
                 break
+    # Cumulative buckets: the slowest request is in the first bucket holding them all.
+    slowest = {}
+    for route in sorted({r for r, _ in delta}):
+        n = delta.get((route, "+Inf"), 0)
+        if n > 0:
+            slowest[route] = next(shown(le) for le in les if delta.get((route, le), 0) >= n)
+    out["server_max_ms_le"] = slowest
     return out
 
 
@@ -174,8 +195,11 @@ def commit_delta(before, after):
     commits = after[0] - before[0]
     if commits <= 0:
         return {"commits": 0}
+    les = sorted(after[3], key=lambda le: float("inf") if le == "+Inf" else float(le))
+    slowest = next((le for le in les if after[3][le] - before[3].get(le, 0) >= commits), "+Inf")
     return {"commits": int(commits), "writes_per_commit": round((after[1] - before[1]) / commits, 1),
-            "commit_ms_mean": round(1000 * (after[2] - before[2]) / commits, 2)}
+            "commit_ms_mean": round(1000 * (after[2] - before[2]) / commits, 2),
+            "commit_max_ms_le": slowest if slowest == "+Inf" else round(float(slowest) * 1000, 3)}
 
 
 def proc_stats(pid):
