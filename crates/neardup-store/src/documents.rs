@@ -307,7 +307,6 @@ fn encode_batch(commit: u64, now: u64, writes: &[Write], paragraphs: bool) -> Ve
     out
 }
 
-/// A logged batch ([`encode_batch`]) read back: commit, clock and writes.
 /// The commit a logged batch makes and how many writes it holds, read from its head
 /// alone; `None` for a record too short to have one.
 pub(crate) fn batch_head(bytes: &[u8]) -> Option<(u64, u64)> {
@@ -317,6 +316,7 @@ pub(crate) fn batch_head(bytes: &[u8]) -> Option<(u64, u64)> {
     Some((commit, r.u64()?))
 }
 
+/// A logged batch ([`encode_batch`]) read back: commit, clock and writes.
 fn decode_batch(path: &Path, bytes: &[u8]) -> Result<(u64, u64, Vec<Write>)> {
     let damaged = || StoreError::Damaged {
         path: path.to_path_buf(),
@@ -905,13 +905,14 @@ struct PendingPuts {
 const NO_LISTING: u32 = u32::MAX;
 
 impl PendingPuts {
-    /// No puts yet; the first will be numbered `first`, and about `writes` will come.
-    fn new(first: u64, writes: usize) -> PendingPuts {
+    /// No puts yet; the first will be numbered `first`, and at most `puts` will come (a
+    /// sweep's batch of deletes sizes nothing).
+    fn new(first: u64, puts: usize) -> PendingPuts {
         PendingPuts {
             first,
-            puts: Vec::with_capacity(writes),
-            heads: HashMap::with_capacity_and_hasher(writes * BANDS, Default::default()),
-            chain: Vec::with_capacity(writes * BANDS),
+            puts: Vec::with_capacity(puts),
+            heads: HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
+            chain: Vec::with_capacity(puts * BANDS),
         }
     }
 
@@ -1475,7 +1476,11 @@ impl DocStore {
         let commit = self.commit + 1;
         let mut added: Vec<(u64, Prepared)> = Vec::new();
         let mut next_id = self.next_id;
-        let mut pending = PendingPuts::new(next_id, writes.len());
+        let puts = writes
+            .iter()
+            .filter(|w| matches!(w, Write::Put { .. }))
+            .count();
+        let mut pending = PendingPuts::new(next_id, puts);
         {
             let mut t = Tables {
                 ids: db!(path, txn.open_table(IDS))?,

@@ -69,20 +69,9 @@ impl Log {
     /// checksum ends the log: it and anything after it are cut off.
     pub(crate) fn open(dir: &Path) -> Result<(Log, Vec<Vec<u8>>)> {
         let path = dir.join(LOG_FILE);
-        let bytes = at(&path, || match std::fs::read(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            read => read,
-        })?;
+        let bytes = read_log(&path)?;
         if bytes.len() < MAGIC.len() {
             return Ok((Log::create(dir)?, Vec::new()));
-        }
-        if &bytes[..MAGIC.len()] != MAGIC {
-            return at(&path, || {
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "not a neardup write-ahead log (its first bytes are not ndwal01)",
-                ))
-            });
         }
         let (records, end) = records(&bytes);
         let file = at(&path, || {
@@ -177,18 +166,25 @@ fn at<T>(path: &Path, f: impl FnOnce() -> std::io::Result<T>) -> Result<T> {
 /// The payloads of the whole records of the log in `dir`, read without opening it for
 /// writing (a torn last record is left where it is); none when there is no log.
 pub(crate) fn read_records(dir: &Path) -> Result<Vec<Vec<u8>>> {
-    let path = dir.join(LOG_FILE);
-    let bytes = at(&path, || match std::fs::read(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        read => read,
-    })?;
-    if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] != MAGIC {
-        return Err(StoreError::Damaged {
-            path,
-            detail: "not a neardup write-ahead log (its first bytes are not ndwal01)".into(),
-        });
-    }
-    Ok(records(&bytes).0)
+    Ok(records(&read_log(&dir.join(LOG_FILE))?).0)
+}
+
+/// The bytes of the log at `path`: none when there is no file; an error when its first
+/// bytes are there and are not [`MAGIC`].
+fn read_log(path: &Path) -> Result<Vec<u8>> {
+    at(path, || {
+        let bytes = match std::fs::read(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            read => read?,
+        };
+        if bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] != MAGIC {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not a neardup write-ahead log (its first bytes are not ndwal01)",
+            ));
+        }
+        Ok(bytes)
+    })
 }
 
 /// Whether the log in `dir` holds anything past its first bytes (whole records or not).

@@ -160,6 +160,17 @@ fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
         .unwrap()
         .problems
         .is_empty());
+    // A log that is not one is a problem `check` names, not a count.
+    std::fs::write(&log, b"not a log, not at all").unwrap();
+    let check = neardup_store::check(dir.path()).unwrap();
+    assert_eq!(check.logged, (0, 0));
+    assert!(
+        check
+            .problems
+            .iter()
+            .any(|p| p.contains("write-ahead log") && p.contains("ndwal01")),
+        "{check:?}"
+    );
 }
 
 #[test]

@@ -336,18 +336,15 @@ proptest! {
 #[test]
 fn a_batch_finds_its_own_puts_under_shared_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let config = DocConfig {
-        threshold: Threshold::new(0.8).unwrap(),
-        paragraphs: false,
-    };
-    let mut store = DocStore::create(dir.path(), config).unwrap();
+    let mut store = DocStore::create(dir.path(), at_08(false)).unwrap();
     let prep = store.preparer();
-    let put = |id: &str, edits: &[(usize, usize)], unique: bool| Write::Put {
+    let put = |id: &str, t: &str, unique: bool| Write::Put {
         id: id.into(),
-        doc: Box::new(prep.prepare(&text(0, edits), false)),
+        doc: Box::new(prep.prepare(t, false)),
         ttl: None,
         only_if_unique: unique,
     };
+    let (t, t_edited, other) = (text(0, &[]), text(0, &[(59, 3)]), text(1, &[]));
     let ids = |o: &Outcome| match o {
         Outcome::Put { matches, .. } => {
             let mut v: Vec<String> = matches.iter().map(|h| h.id.clone()).collect();
@@ -358,19 +355,14 @@ fn a_batch_finds_its_own_puts_under_shared_keys() {
     };
     let out = store
         .apply(vec![
-            put("a", &[], false),
-            put("b", &[], false),
-            put("c", &[(59, 3)], false),
-            put("d", &[], true),
+            put("a", &t, false),
+            put("b", &t, false),
+            put("c", &t_edited, false),
+            put("d", &t, true),
             Write::Delete { id: "a".into() },
             // "b" now holds another text.
-            Write::Put {
-                id: "b".into(),
-                doc: Box::new(prep.prepare(&text(1, &[]), false)),
-                ttl: None,
-                only_if_unique: false,
-            },
-            put("e", &[], true),
+            put("b", &other, false),
+            put("e", &t, true),
         ])
         .unwrap();
     assert_eq!(ids(&out[1]), ["a"]);
@@ -395,13 +387,18 @@ fn a_batch_finds_its_own_puts_under_shared_keys() {
     ));
 }
 
+/// A store's settings at threshold 0.8.
+fn at_08(paragraphs: bool) -> DocConfig {
+    DocConfig {
+        threshold: Threshold::new(0.8).unwrap(),
+        paragraphs,
+    }
+}
+
 #[test]
 fn paragraphs_report_what_they_share() {
     let dir = tempfile::tempdir().unwrap();
-    let config = DocConfig {
-        threshold: Threshold::new(0.8).unwrap(),
-        paragraphs: true,
-    };
+    let config = at_08(true);
     let mut store = DocStore::create(dir.path(), config).unwrap();
     let prep = store.preparer();
     let (a, b, c) = (text(0, &[]), text(1, &[]), text(2, &[]));
