@@ -13,6 +13,7 @@ pub mod fingerprint;
 pub mod fpconfig;
 pub mod index;
 pub mod input;
+pub mod memory;
 pub mod output;
 #[cfg(feature = "parquet")]
 mod parquet_guard;
@@ -24,3 +25,6 @@ pub mod serve;
 pub mod truth;
 
 pub use failure::Failure;
+
+#[global_allocator]
+static ALLOCATOR: memory::Allocator = memory::Allocator;

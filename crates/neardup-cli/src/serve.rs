@@ -98,8 +98,10 @@ pub(crate) fn store_failure(e: StoreError) -> Failure {
 /// threshold to the size of each large block freed (up to 32 MiB), so the band index's
 /// arrays, freed at each rebuild of its main part, came back from the heap and were kept
 /// there: five minutes of mixed load at 1.9M stored ended at 1,417 MB resident, 852 MB
-/// with the threshold fixed (docs/service.md).
+/// with the threshold fixed (docs/service.md). For the same reason the server's large
+/// blocks are not backed by huge pages, as the batch jobs' are (`memory`).
 fn return_large_blocks() {
+    crate::memory::huge_pages(false);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
         // SAFETY: mallopt sets an allocator parameter and nothing else; this runs before
