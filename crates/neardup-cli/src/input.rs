@@ -139,15 +139,68 @@ fn digits(b: &[u8]) -> Option<u64> {
 /// Eight ASCII digits, the first in the lowest byte, as their number (simdjson's
 /// `parse_eight_digits_unrolled`); `None` unless every byte is a digit.
 fn eight(x: u64) -> Option<u64> {
-    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    // A digit's high nibble is 3, and stays 3 when 6 is added; a byte that carries into
-    // the next fails on its own.
-    if (x & HIGH) | ((x.wrapping_add(0x0606_0606_0606_0606) & HIGH) >> 4) != 0x3333_3333_3333_3333 {
-        return None;
-    }
+    (non_digits(x) == 0).then(|| eight_value(x))
+}
+
+/// The high bit of each byte of `x` that is not an ASCII digit.
+fn non_digits(x: u64) -> u64 {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    // Digits become 0–9; adding 0x76 to the low seven bits reaches the high bit exactly
+    // from 10 up, and never carries into the next byte; a high bit set already is kept.
+    let t = x ^ 0x3030_3030_3030_3030;
+    (((t & LOW7) + 0x7676_7676_7676_7676) | t) & !LOW7
+}
+
+/// [`eight`] without the check: bytes 0 (for leading zeros) or digits.
+fn eight_value(x: u64) -> u64 {
     let v = (x & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561) >> 8;
     let v = (v & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601) >> 16;
-    Some((v & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001) >> 32)
+    (v & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001) >> 32
+}
+
+/// The eight bytes of `b` from `at`, the first in the lowest byte.
+fn word(b: &[u8; 24], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The line at `at` when it is 1 to 20 digits and a newline, as most lines of a
+/// fingerprint list are: its value and where the next line starts. Read eight bytes at a
+/// time, the newline found on the way (no search of its own); `None` for any other line
+/// (and within 24 bytes of the end), which [`parse_line`] then reads or refuses by name.
+#[inline]
+fn quick_line(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let w: &[u8; 24] = b.get(at..at + 24)?.try_into().ok()?;
+    // The digits of a word before its first other byte, as a number: moved to the top
+    // bytes, below them zeros, which read as leading zeros.
+    let head = |x: u64, k: usize| match k {
+        0 => 0,
+        _ => eight_value(x << (64 - 8 * k)),
+    };
+    let mut v = 0u64;
+    for i in 0..3 {
+        let x = word(w, 8 * i);
+        let stop = non_digits(x);
+        if stop == 0 {
+            if i == 2 {
+                // Twenty-four digits and more.
+                return None;
+            }
+            v = v * 100_000_000 + eight_value(x);
+            continue;
+        }
+        let k = stop.trailing_zeros() as usize / 8;
+        let end = 8 * i + k;
+        if end == 0 || w[end] != b'\n' || end > 20 {
+            return None;
+        }
+        // Up to sixteen digits cannot overflow; twenty can.
+        const POW10: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000];
+        let v = v.checked_mul(POW10[k])?.checked_add(head(x, k))?;
+        return Some((v, at + end + 1));
+    }
+    None
 }
 
 /// [`parse_line`] a digit at a time, on a trimmed line: the reference, and the reader of
@@ -196,11 +249,15 @@ fn parse_block(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
     let mut out = Vec::with_capacity(block.len() / 20 + 1);
     let mut lines = 0u64;
     let mut start = 0;
-    // The last line may lack its newline.
-    let unterminated = block.last().is_some_and(|&b| b != b'\n');
-    let ends = memchr::memchr_iter(b'\n', block).chain(unterminated.then_some(block.len()));
-    for end in ends {
+    while start < block.len() {
         lines += 1;
+        if let Some((v, next)) = quick_line(block, start) {
+            out.push(v);
+            start = next;
+            continue;
+        }
+        // The last line may lack its newline.
+        let end = memchr::memchr(b'\n', &block[start..]).map_or(block.len(), |i| start + i);
         let line = &block[start..end];
         match parse_line(line) {
             Ok(Some(v)) => out.push(v),
@@ -401,6 +458,62 @@ mod tests {
         assert_eq!(parse_line(b"13x"), Err(LineError::NotDigit(b'x')));
         assert_eq!(parse_line(b"1 2"), Err(LineError::NotDigit(b' ')));
         assert_eq!(parse_line(b"0x1f"), Err(LineError::NotDigit(b'x')));
+    }
+
+    /// [`parse_block`] a line at a time: every line cut at its newline and read by
+    /// [`parse_line`].
+    fn parse_block_by_lines(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
+        let mut out = Vec::new();
+        let mut lines = 0;
+        let body = block.strip_suffix(b"\n").unwrap_or(block);
+        if block.is_empty() {
+            return Ok((out, 0));
+        }
+        for line in body.split(|&b| b == b'\n') {
+            lines += 1;
+            match parse_line(line) {
+                Ok(Some(v)) => out.push(v),
+                Ok(None) => {}
+                Err(e) => {
+                    let shown = String::from_utf8_lossy(line.trim_ascii());
+                    return Err((lines, e, shown.chars().take(60).collect()));
+                }
+            }
+        }
+        Ok((out, lines))
+    }
+
+    proptest! {
+        #[test]
+        fn blocks_read_as_their_lines(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    // Mostly fingerprints, of every length, the largest values included.
+                    any::<u64>().prop_map(|v| v.to_string()),
+                    (0u32..20).prop_map(|d| (u64::MAX - u64::from(d)).to_string()),
+                    "[0-9]{0,25}",
+                    "[ ]?[0-9]{1,21}[\r ]?",
+                    "[0-9]{0,21}[/:a+\u{0}\u{80}-][0-9]{0,21}",
+                ],
+                0..60,
+            ),
+            last_newline in any::<bool>(),
+        ) {
+            let mut block = lines.join("\n").into_bytes();
+            if last_newline && !block.is_empty() {
+                block.push(b'\n');
+            }
+            prop_assert_eq!(parse_block(&block), parse_block_by_lines(&block));
+        }
+
+        #[test]
+        fn non_digits_marks_each_byte(bytes in prop::array::uniform8(any::<u8>())) {
+            let mask = non_digits(u64::from_le_bytes(bytes));
+            for (i, b) in bytes.iter().enumerate() {
+                prop_assert_eq!(mask >> (8 * i + 7) & 1 == 1, !b.is_ascii_digit());
+            }
+            prop_assert_eq!(mask & 0x7F7F_7F7F_7F7F_7F7F, 0);
+        }
     }
 
     #[test]
