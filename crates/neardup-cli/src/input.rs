@@ -262,14 +262,17 @@ fn parse_block(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
         match parse_line(line) {
             Ok(Some(v)) => out.push(v),
             Ok(None) => {}
-            Err(e) => {
-                let shown = String::from_utf8_lossy(line.trim_ascii());
-                return Err((lines, e, shown.chars().take(60).collect()));
-            }
+            Err(e) => return Err(bad_line(lines, e, line)),
         }
         start = end + 1;
     }
     Ok((out, lines))
+}
+
+/// A bad line as reported: its number in the block, why, and its first 60 characters.
+fn bad_line(number: u64, why: LineError, line: &[u8]) -> BadLine {
+    let shown = String::from_utf8_lossy(line.trim_ascii());
+    (number, why, shown.chars().take(60).collect())
 }
 
 /// Reads every fingerprint of `source`, reporting bytes read to `progress`. Blocks of
@@ -474,10 +477,7 @@ mod tests {
             match parse_line(line) {
                 Ok(Some(v)) => out.push(v),
                 Ok(None) => {}
-                Err(e) => {
-                    let shown = String::from_utf8_lossy(line.trim_ascii());
-                    return Err((lines, e, shown.chars().take(60).collect()));
-                }
+                Err(e) => return Err(bad_line(lines, e, line)),
             }
         }
         Ok((out, lines))
