@@ -283,9 +283,13 @@ impl Mins {
         // Whether a bin is filled decides nothing per bin below: about half the bins of a
         // document are empty, in no order a branch could learn. Every bin gets the value
         // of its own minimum, then the empty ones, found in a bitmap, are overwritten.
+        // A word of the bitmap gathered in a register, not or-ed into memory bin by bin.
         let mut full = [0u64; BINS / 64];
-        for (i, &min) in mins.iter().enumerate() {
-            full[i / 64] |= u64::from(min != EMPTY) << (i % 64);
+        for (word, chunk) in full.iter_mut().zip(mins.chunks_exact(64)) {
+            *word = chunk
+                .iter()
+                .enumerate()
+                .fold(0, |w, (j, &min)| w | u64::from(min != EMPTY) << j);
         }
         let mut values: [u64; BINS] = std::array::from_fn(|i| value(mins[i], 0));
         let n = full.iter().map(|w| w.count_ones() as usize).sum::<usize>();
@@ -351,8 +355,11 @@ impl Bins {
     /// The sketch: the top [`BITS`] bits of each bin.
     fn sketch(&self) -> Sketch {
         let mut sketch = Sketch::EMPTY;
-        for (i, v) in self.0.iter().enumerate() {
-            sketch.codes[i / PER_WORD] |= (v >> (64 - BITS)) << (BITS * (i % PER_WORD));
+        for (code, chunk) in sketch.codes.iter_mut().zip(self.0.chunks_exact(PER_WORD)) {
+            *code = chunk
+                .iter()
+                .enumerate()
+                .fold(0, |c, (j, v)| c | (v >> (64 - BITS)) << (BITS * j));
         }
         if sketch == Sketch::EMPTY {
             // All codes zero by chance (probability 4^-512): keep it apart from the empty set.
