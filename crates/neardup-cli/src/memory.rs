@@ -3,8 +3,8 @@
 //!
 //! A batch job's large buffers (the fingerprints read, the radix sort's scratch, the
 //! permuted table) are fresh memory the kernel hands over a 4 KiB page at a time: `find-all`
-//! on a million fingerprints took 10,800 page faults, a sixth of its CPU. Huge pages make
-//! that a few dozen (docs/benchmarks.md).
+//! on a million fingerprints took 10,800 page faults, a sixth of its CPU; with huge pages
+//! it takes 5,100, most of them the mapped input's and the program's own (docs/benchmarks.md).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,10 +24,12 @@ pub fn huge_pages(on: bool) {
 pub struct Allocator;
 
 /// Bytes of a page: `madvise` takes page-aligned ranges.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 const PAGE: usize = 4096;
 
 /// The whole pages of the block at `addr` of `size` bytes: start and length, or `None`
 /// when it is too small to advise.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn whole_pages(addr: usize, size: usize) -> Option<(usize, usize)> {
     if size < HUGE_FROM || addr == 0 {
         return None;

@@ -192,8 +192,8 @@ fn repeats(hashes: &[u64], scratch: &mut TfScratch) -> u32 {
     if again.len() < hashes.len() {
         again.resize(hashes.len(), 0);
     }
-    // A table past the first-level cache would have nearly every probe wait: its slots are
-    // fetched a few features ahead.
+    // A table of `PREFETCH_FROM` slots and more would have many probes wait for memory:
+    // its slots are fetched a few features ahead.
     let (listed, zeros) = if cap >= PREFETCH_FROM {
         insert::<true>(hashes, keys, again, mask)
     } else {
@@ -228,7 +228,8 @@ fn repeats(hashes: &[u64], scratch: &mut TfScratch) -> u32 {
 ///
 /// A long text's table would outgrow the second-level cache, and each probe, and each
 /// count of a repeat, would wait for memory (19 ns a feature above 65,536 features against
-/// 5 ns below 4,096, measured on the natural corpus's text lengths). Split first by their
+/// 5 ns below 4,096, in a microbenchmark of the natural corpus's text lengths with a fifth
+/// of the features repeated). Split first by their
 /// top bits, which the table's slots do not use, the features come in parts of about
 /// [`PART`], each counted in a table that stays in the first-level cache; a feature's
 /// copies all land in the same part.
