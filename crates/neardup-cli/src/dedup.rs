@@ -477,6 +477,9 @@ fn write_outputs(
         }
     }
     args.keep_records = outputs.deduplicated.is_some();
+    // This pass needs the ids, and the input lines for --deduplicated; the texts only for
+    // the report's samples (a JSON line is written back as it was read).
+    args.ids_only = report.is_none();
     let mut ids: Vec<String> = Vec::with_capacity(involved.len());
     let mut next = 0usize;
     let mut index = 0usize;

@@ -64,6 +64,10 @@ pub struct DocArgs {
     /// Keep each document's input line in [`Doc::record`] (JSON Lines and lines).
     #[arg(skip)]
     pub keep_records: bool,
+    /// JSON Lines of the common shape: leave [`Doc::text`] empty, its string only checked,
+    /// for a pass that needs the ids alone.
+    #[arg(skip)]
+    pub ids_only: bool,
     /// Read standard input from this file instead (a copy of it, for a second pass).
     #[arg(skip)]
     pub stdin_file: Option<String>,
@@ -81,6 +85,7 @@ impl DocArgs {
             id_field: "id".into(),
             skip_invalid: false,
             keep_records: false,
+            ids_only: false,
             stdin_file: None,
         }
     }
@@ -420,9 +425,12 @@ fn line_doc(
         return Ok(None);
     }
     // The common shape by hand, anything else as `Value` parses it.
-    let parsed = match scan::simple_record(&text, &args.text_field, &args.id_field)
-        .or_else(|| fast_record(&text, args))
-    {
+    let simple = match args.ids_only {
+        true => scan::simple_id(&text, &args.text_field, &args.id_field)
+            .map(|id| (id, Cow::Borrowed(""))),
+        false => scan::simple_record(&text, &args.text_field, &args.id_field),
+    };
+    let parsed = match simple.or_else(|| fast_record(&text, args)) {
         Some((id, body)) => Ok((id, body.into_owned())),
         None => record(&text, args),
     };
@@ -986,6 +994,9 @@ mod tests {
         let fast = fast_record(line, args).map(|(id, text)| (id, text.into_owned()));
         let simple = scan::simple_record(line, &args.text_field, &args.id_field)
             .map(|(id, text)| (id, text.into_owned()));
+        // The ids-only scanner reads the same lines, and the same ids.
+        let ids = scan::simple_id(line, &args.text_field, &args.id_field);
+        prop_assert_eq!(&ids, &simple.as_ref().map(|(id, _)| id.clone()), "{}", line);
         match record(line, args) {
             Ok(dom) => {
                 prop_assert_eq!(&fast, &Some(dom.clone()), "{}", line);

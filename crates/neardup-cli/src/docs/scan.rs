@@ -17,6 +17,23 @@ pub fn simple_record<'a>(
     text_field: &str,
     id_field: &str,
 ) -> Option<(Option<Value>, Cow<'a, str>)> {
+    fields(line, text_field, id_field, true)
+}
+
+/// The id (if present) of `line` when it is the common shape, else `None`: as
+/// [`simple_record`], the text checked as JSON but not decoded, for a pass that needs the
+/// ids alone.
+pub fn simple_id(line: &str, text_field: &str, id_field: &str) -> Option<Option<Value>> {
+    fields(line, text_field, id_field, false).map(|(id, _)| id)
+}
+
+/// [`simple_record`], the text decoded when `keep_text`, else checked and left empty.
+fn fields<'a>(
+    line: &'a str,
+    text_field: &str,
+    id_field: &str,
+    keep_text: bool,
+) -> Option<(Option<Value>, Cow<'a, str>)> {
     let b = line.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -42,7 +59,10 @@ pub fn simple_record<'a>(
         i = skip_ws(b, i + 1);
         // The text wins a key that names both fields, as in `record`.
         if key == text_field.as_bytes() && text.is_none() && b.get(i) == Some(&b'"') {
-            let (s, end) = string(line, i + 1)?;
+            let (s, end) = match keep_text {
+                true => string(line, i + 1)?,
+                false => (Cow::Borrowed(""), skip_string(line, i + 1)?),
+            };
             text = Some(s);
             i = end;
         } else if key == id_field.as_bytes() && key != text_field.as_bytes() && id.is_none() {
@@ -104,18 +124,56 @@ fn id_value(line: &str, i: usize) -> Option<(Value, usize)> {
 /// unknown escape or a lone surrogate: not JSON, which the fallback reports.
 fn string(line: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
     let b = line.as_bytes();
-    let mut at = special(b, start)?;
+    let at = special(b, start)?;
     if b[at] == b'"' {
         return Some((Cow::Borrowed(line.get(start..at)?), at + 1));
     }
     // Escapes only shorten the text.
     let mut out = String::with_capacity(b.len().saturating_sub(start));
-    let mut from = start;
+    let end = decode(line, start, at, &mut out)?;
+    Some((Cow::Owned(out), end))
+}
+
+/// The index after the closing quote of the string whose opening quote is just before
+/// `start`, checked as [`string`] checks it; `None` where it gives `None`.
+fn skip_string(line: &str, start: usize) -> Option<usize> {
+    let at = special(line.as_bytes(), start)?;
+    decode(line, start, at, &mut Check)
+}
+
+/// Where a string's decoded pieces go.
+trait Decoded {
+    fn piece(&mut self, s: &str);
+    fn char(&mut self, c: char);
+}
+
+impl Decoded for String {
+    fn piece(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn char(&mut self, c: char) {
+        self.push(c);
+    }
+}
+
+/// Nowhere: the string is only checked.
+struct Check;
+
+impl Decoded for Check {
+    fn piece(&mut self, _: &str) {}
+    fn char(&mut self, _: char) {}
+}
+
+/// Decodes the rest of a string into `out`, from `from`, where `at` is its next special
+/// byte (see [`special`]); the index after the closing quote, or `None` for what is not
+/// JSON.
+fn decode(line: &str, mut from: usize, mut at: usize, out: &mut impl Decoded) -> Option<usize> {
+    let b = line.as_bytes();
     loop {
         // `at` is an ASCII byte, so a character boundary.
-        out.push_str(line.get(from..at)?);
+        out.piece(line.get(from..at)?);
         match b[at] {
-            b'"' => return Some((Cow::Owned(out), at + 1)),
+            b'"' => return Some(at + 1),
             b'\\' => {}
             _ => return None,
         }
@@ -149,7 +207,7 @@ fn string(line: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
             }
             _ => return None,
         };
-        out.push(c);
+        out.char(c);
         from = at + 2;
         at = special(b, from)?;
     }
