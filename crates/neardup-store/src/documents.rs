@@ -265,7 +265,7 @@ fn signature_of(path: &Path, bytes: &[u8]) -> Result<Signature> {
 /// `only_if_unique` included). Paragraphs past [`MAX_PARAGRAPHS`], which no table or
 /// index takes, and all of them when the store does not index paragraphs, are left out.
 fn encode_batch(commit: u64, now: u64, writes: &[Write], paragraphs: bool) -> Vec<u8> {
-    let mut out = Vec::with_capacity(20 + writes.len() * (Signature::BYTES + 64));
+    let mut out = Vec::with_capacity(BATCH_HEAD + writes.len() * (Signature::BYTES + 64));
     out.extend_from_slice(&commit.to_le_bytes());
     out.extend_from_slice(&now.to_le_bytes());
     out.extend_from_slice(&(writes.len() as u64).to_le_bytes());
@@ -307,25 +307,29 @@ fn encode_batch(commit: u64, now: u64, writes: &[Write], paragraphs: bool) -> Ve
     out
 }
 
-/// The commit a logged batch makes and how many writes it holds, read from its head
-/// alone; `None` for a record too short to have one.
-pub(crate) fn batch_head(bytes: &[u8]) -> Option<(u64, u64)> {
-    let mut r = Bytes(bytes);
-    let commit = r.u64()?;
-    let _now = r.u64()?;
-    Some((commit, r.u64()?))
+/// Bytes of a logged batch's head: its commit, clock and count of writes.
+const BATCH_HEAD: usize = 24;
+
+/// The commit a logged batch makes, its clock and how many writes it holds, read from its
+/// head alone; `None` for a record too short to have one.
+pub(crate) fn batch_head(bytes: &[u8]) -> Option<(u64, u64, u64)> {
+    let mut r = Bytes(bytes.get(..BATCH_HEAD)?);
+    Some((r.u64()?, r.u64()?, r.u64()?))
+}
+
+/// The error for a logged batch of the log at `path` that does not decode.
+pub(crate) fn undecodable(path: &Path) -> StoreError {
+    StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail: "a logged batch of writes that does not decode".into(),
+    }
 }
 
 /// A logged batch ([`encode_batch`]) read back: commit, clock and writes.
 fn decode_batch(path: &Path, bytes: &[u8]) -> Result<(u64, u64, Vec<Write>)> {
-    let damaged = || StoreError::Damaged {
-        path: path.to_path_buf(),
-        detail: "a logged batch of writes that does not decode".into(),
-    };
-    let mut r = Bytes(bytes);
-    let commit = r.u64().ok_or_else(damaged)?;
-    let now = r.u64().ok_or_else(damaged)?;
-    let n = r.u64().ok_or_else(damaged)?;
+    let damaged = || undecodable(path);
+    let (commit, now, n) = batch_head(bytes).ok_or_else(damaged)?;
+    let mut r = Bytes(&bytes[BATCH_HEAD..]);
     let mut writes = Vec::new();
     for _ in 0..n {
         let tag = r.take(1).ok_or_else(damaged)?[0];
@@ -1851,10 +1855,8 @@ impl DocRows {
         let committed = self.setting("commit").unwrap_or(0);
         let mut pending = (0, 0);
         for record in crate::log::read_records(dir)? {
-            let (commit, writes) = batch_head(&record).ok_or_else(|| StoreError::Damaged {
-                path: dir.join(crate::log::LOG_FILE),
-                detail: "a logged batch of writes that does not decode".into(),
-            })?;
+            let (commit, _, writes) =
+                batch_head(&record).ok_or_else(|| undecodable(&dir.join(crate::log::LOG_FILE)))?;
             if commit > committed {
                 pending.0 += 1;
                 pending.1 += writes;
