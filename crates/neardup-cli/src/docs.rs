@@ -425,10 +425,10 @@ fn line_doc(
         return Ok(None);
     }
     // The common shape by hand, anything else as `Value` parses it.
-    let simple = match args.ids_only {
-        true => scan::simple_id(&text, &args.text_field, &args.id_field)
-            .map(|id| (id, Cow::Borrowed(""))),
-        false => scan::simple_record(&text, &args.text_field, &args.id_field),
+    let simple = if args.ids_only {
+        scan::simple_id(&text, &args.text_field, &args.id_field).map(|id| (id, Cow::Borrowed("")))
+    } else {
+        scan::simple_record(&text, &args.text_field, &args.id_field)
     };
     let parsed = match simple.or_else(|| fast_record(&text, args)) {
         Some((id, body)) => Ok((id, body.into_owned())),

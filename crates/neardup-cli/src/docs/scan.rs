@@ -59,9 +59,10 @@ fn fields<'a>(
         i = skip_ws(b, i + 1);
         // The text wins a key that names both fields, as in `record`.
         if key == text_field.as_bytes() && text.is_none() && b.get(i) == Some(&b'"') {
-            let (s, end) = match keep_text {
-                true => string(line, i + 1)?,
-                false => (Cow::Borrowed(""), skip_string(line, i + 1)?),
+            let (s, end) = if keep_text {
+                string(line, i + 1)?
+            } else {
+                (Cow::Borrowed(""), skip_string(line, i + 1)?)
             };
             text = Some(s);
             i = end;
