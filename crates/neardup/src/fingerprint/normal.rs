@@ -17,6 +17,16 @@
 //! that looks across characters (WB6, WB7, WB11, WB12, regional indicators, ZWJ), while
 //! WB3d, which keeps white space together, never holds a word. So the normalised text is
 //! the normalised pieces end to end, and its words are the pieces' words end to end.
+//!
+//! A position before a unified ideograph (U+4E00..=U+9FFF) is a safe cut too, whatever
+//! comes before it, so that a hard character in Chinese text, where white space is rare,
+//! sends a few characters through the plain pipeline rather than its whole line. Such an
+//! ideograph is a starter that is its own NFKC form and composes with nothing before it;
+//! it is neither cased nor case-ignorable, so final sigma's look ahead stops at it as it
+//! stops at the end of a piece; and its word break property is Other, which no rule of
+//! UAX #29 joins to what comes before it (WB4 attaches only extenders, WB3c only
+//! pictographs, and every other rule that keeps characters together needs a letter, digit,
+//! katakana, connector or regional indicator on its right).
 
 use std::borrow::Cow;
 
@@ -251,7 +261,7 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         let (c, len) = decode(b, i);
         let e = if easy { easy::entry(c) } else { Entry::hard() };
         if e.kind() != HARD {
-            if i > 0 && is_space(b[i - 1]) && starts_piece(b, i, easy) {
+            if UNIFIED.contains(&c) || i > 0 && is_space(b[i - 1]) && starts_piece(b, i, easy) {
                 cut = (i, out.text.len());
             }
             if e.kind() == ASCII || e.out_char(c) != c {
@@ -278,6 +288,8 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                     if n > 0 {
                         let firsts = IDEO_FIRSTS & ((1 << (3 * n)) - 1);
                         mark(&mut out.ideo, at + (j - i), firsts, hint);
+                        let last = j + 3 * (n - 1);
+                        cut = (last, at + (last - i));
                         j += 3 * n;
                         continue;
                     }
@@ -286,6 +298,9 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                 let e = easy::entry(c);
                 if e.kind() == HARD || e.kind() == ASCII || e.out_char(c) != c {
                     break;
+                }
+                if UNIFIED.contains(&c) {
+                    cut = (j, at + (j - i));
                 }
                 let maps = (&mut out.letter, &mut out.ideo);
                 mark_kind(maps, e.kind(), at + (j - i), len, hint);
@@ -297,7 +312,10 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         }
         // A hard character: the piece from the last cut to the next goes the plain way.
         let mut end = i + len;
-        while end < b.len() && !(is_space(b[end - 1]) && starts_piece(b, end, easy)) {
+        while end < b.len()
+            && !(easy && starts_unified(&b[end..]))
+            && !(is_space(b[end - 1]) && starts_piece(b, end, easy))
+        {
             end += 1;
             while end < b.len() && (b[end] & 0xC0) == 0x80 {
                 end += 1;
@@ -323,6 +341,17 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
 /// The unified ideographs U+4E00..=U+9FFF, all easy ideographs that are their own output
 /// (easy::tests): in UTF-8, a lead byte E4 with a second byte from B8, or E5..=E9.
 const UNIFIED: std::ops::RangeInclusive<u32> = 0x4E00..=0x9FFF;
+
+/// Whether valid UTF-8 `b` starts with a unified ideograph ([`UNIFIED`]): a safe cut
+/// falls before one (see the module's notes).
+#[inline]
+fn starts_unified(b: &[u8]) -> bool {
+    match b {
+        [0xE5..=0xE9, ..] => true,
+        [0xE4, second, ..] => *second >= 0xB8,
+        _ => false,
+    }
+}
 
 /// The first bytes of five three-byte characters in a row.
 const IDEO_FIRSTS: u64 = 0b1_001_001_001_001;
@@ -603,6 +632,18 @@ pub(crate) mod tests {
         prop::collection::vec(prop::sample::select(POOL), 0..80).prop_map(|v| v.concat())
     }
 
+    /// Text without white space, with ideographs every few characters: hard characters
+    /// right against the cuts before ideographs, with no other cut near.
+    pub(crate) fn among_ideographs() -> impl Strategy<Value = String> {
+        let others: Vec<&str> = POOL
+            .iter()
+            .copied()
+            .filter(|s| !s.chars().any(char::is_whitespace))
+            .collect();
+        let piece = prop_oneof![prop::sample::select(others), Just("漢"), Just("中文字")];
+        prop::collection::vec(piece, 0..60).prop_map(|v| v.concat())
+    }
+
     fn fast(text: &str, n: Normalize) -> Normalized {
         let mut out = Normalized::default();
         normalize_into(text, n, &mut out);
@@ -733,6 +774,11 @@ pub(crate) mod tests {
 
         #[test]
         fn same_bytes_as_the_plain_pipeline(text in mixed()) {
+            check(&text, Normalize::default())?;
+        }
+
+        #[test]
+        fn same_bytes_among_ideographs(text in among_ideographs()) {
             check(&text, Normalize::default())?;
         }
 

@@ -387,7 +387,8 @@ fn classify_scalar(block: &[u8]) -> Raw {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::normal::{normalize_into, plain, tests::mixed};
+    use crate::fingerprint::normal::tests::{among_ideographs, mixed};
+    use crate::fingerprint::normal::{normalize_into, plain};
     use crate::fingerprint::Normalize;
     use proptest::prelude::*;
 
@@ -547,6 +548,14 @@ mod tests {
 
         #[test]
         fn same_words_as_the_plain_pipeline(text in mixed()) {
+            prop_assert_eq!(
+                fast_words(&text, Normalize::default()),
+                plain_words(&text, Normalize::default())
+            );
+        }
+
+        #[test]
+        fn same_words_among_ideographs(text in among_ideographs()) {
             prop_assert_eq!(
                 fast_words(&text, Normalize::default()),
                 plain_words(&text, Normalize::default())
