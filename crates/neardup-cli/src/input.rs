@@ -227,16 +227,23 @@ const BLOCK: usize = 8 << 20;
 /// A line that is not a fingerprint: its number within its block, why, and its text.
 type BadLine = (u64, LineError, String);
 
-/// The fingerprints of a block of whole lines (the last may lack its newline) and the
-/// number of lines in it.
-fn parse_block(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
-    let mut out = Vec::with_capacity(block.len() / 20 + 1);
+/// How many lines a block of whole lines holds (the last may lack its newline): the most
+/// fingerprints it can give.
+fn line_count(block: &[u8]) -> usize {
+    let newlines = memchr::memchr_iter(b'\n', block).count();
+    newlines + usize::from(block.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// Parses a block of whole lines (the last may lack its newline), giving each value to
+/// `put` in order: at most one a line. Returns the number of lines.
+#[inline]
+fn parse_block(block: &[u8], mut put: impl FnMut(u64)) -> Result<u64, BadLine> {
     let mut lines = 0u64;
     let mut start = 0;
     while start < block.len() {
         lines += 1;
         if let Some((v, next)) = quick_line(block, start) {
-            out.push(v);
+            put(v);
             start = next;
             continue;
         }
@@ -244,13 +251,13 @@ fn parse_block(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
         let end = memchr::memchr(b'\n', &block[start..]).map_or(block.len(), |i| start + i);
         let line = &block[start..end];
         match parse_line(line) {
-            Ok(Some(v)) => out.push(v),
+            Ok(Some(v)) => put(v),
             Ok(None) => {}
             Err(e) => return Err(bad_line(lines, e, line)),
         }
         start = end + 1;
     }
-    Ok((out, lines))
+    Ok(lines)
 }
 
 /// A bad line as reported: its number in the block, why, and its first 60 characters.
@@ -263,8 +270,6 @@ fn bad_line(number: u64, why: LineError, line: &[u8]) -> BadLine {
 /// lines are parsed in parallel, a wave at a time, and joined in input order. A mapped
 /// file is parsed where it lies; other input is read into reused block buffers.
 pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>, Failure> {
-    use rayon::prelude::*;
-
     progress.phase("reading", source.len);
     let wave = rayon::current_num_threads().max(1) * 2;
     let mut joined = Joined {
@@ -282,7 +287,7 @@ pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>,
                 blocks.push(&map[at..end]);
                 at = end;
             }
-            joined.add(blocks.par_iter().map(|b| parse_block(b)).collect())?;
+            joined.add(&blocks)?;
             progress.set(at as u64);
             // The parsed pages leave this process's resident memory (they stay in the page
             // cache), so that reading a large file holds a wave of it, not all of it.
@@ -338,9 +343,8 @@ pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>,
             }
             blocks.push(block);
         }
-        let parsed = blocks.par_iter().map(|b| parse_block(b)).collect();
+        joined.add(&blocks)?;
         pool.append(&mut blocks);
-        joined.add(parsed)?;
     }
     Ok(joined.out)
 }
@@ -378,12 +382,46 @@ struct Joined<'a> {
 }
 
 impl Joined<'_> {
-    /// Appends a wave of parsed blocks, or reports the first bad line among them.
-    fn add(&mut self, parsed: Vec<Result<(Vec<u64>, u64), BadLine>>) -> Result<(), Failure> {
-        for result in parsed {
+    /// Appends the fingerprints of a wave of blocks, or reports the first bad line among
+    /// them. Each block is parsed in parallel straight into its own stretch of the output,
+    /// as long as its lines: no vector per block, and no copy to join them but to close
+    /// the gaps that blank lines leave.
+    fn add<B: AsRef<[u8]> + Sync>(&mut self, blocks: &[B]) -> Result<(), Failure> {
+        use rayon::prelude::*;
+
+        let room: Vec<usize> = blocks.par_iter().map(|b| line_count(b.as_ref())).collect();
+        let base = self.out.len();
+        self.out.reserve(room.iter().sum());
+        let mut slots = Vec::with_capacity(blocks.len());
+        let mut rest = self.out.spare_capacity_mut();
+        for &n in &room {
+            let (slot, after) = rest.split_at_mut(n);
+            slots.push(slot);
+            rest = after;
+        }
+        let parsed: Vec<Result<(usize, u64), BadLine>> = blocks
+            .par_iter()
+            .zip(slots)
+            .map(|(b, slot)| {
+                let mut written = 0;
+                // A line gives at most one value, and the slot has room for every line.
+                let lines = parse_block(b.as_ref(), |v| {
+                    slot[written].write(v);
+                    written += 1;
+                })?;
+                Ok((written, lines))
+            })
+            .collect();
+        let spare = self.out.spare_capacity_mut();
+        let (mut len, mut from) = (0, 0);
+        for (result, n) in parsed.into_iter().zip(room) {
             match result {
-                Ok((values, lines)) => {
-                    self.out.extend_from_slice(&values);
+                Ok((written, lines)) => {
+                    if from != len {
+                        spare.copy_within(from..from + written, len);
+                    }
+                    len += written;
+                    from += n;
                     self.lines_before += lines;
                 }
                 Err((line, e, shown)) => {
@@ -395,6 +433,10 @@ impl Joined<'_> {
                 }
             }
         }
+        // SAFETY: the first `len` values past `base` are the values the blocks wrote, moved
+        // together in order: each block wrote the first `written` of its slot, and each
+        // move reads only those and writes at or below them.
+        unsafe { self.out.set_len(base + len) };
         Ok(())
     }
 }
@@ -447,6 +489,15 @@ mod tests {
         assert_eq!(parse_line(b"0x1f"), Err(LineError::NotDigit(b'x')));
     }
 
+    /// [`parse_block`]'s values collected, with its line count, which is
+    /// [`line_count`]'s.
+    fn parse_block_vec(block: &[u8]) -> Result<(Vec<u64>, u64), BadLine> {
+        let mut out = Vec::new();
+        let lines = parse_block(block, |v| out.push(v))?;
+        assert_eq!(lines as usize, line_count(block));
+        Ok((out, lines))
+    }
+
     /// Eight bytes as their number when all are digits.
     fn eight(x: u64) -> Option<u64> {
         (non_digits(x) == 0).then(|| eight_value(x))
@@ -492,7 +543,7 @@ mod tests {
             if last_newline && !block.is_empty() {
                 block.push(b'\n');
             }
-            prop_assert_eq!(parse_block(&block), parse_block_by_lines(&block));
+            prop_assert_eq!(parse_block_vec(&block), parse_block_by_lines(&block));
         }
 
         #[test]
@@ -507,11 +558,11 @@ mod tests {
 
     #[test]
     fn blocks_count_lines() {
-        assert_eq!(parse_block(b"1\n\n2\n"), Ok((vec![1, 2], 3)));
-        assert_eq!(parse_block(b"1\n2"), Ok((vec![1, 2], 2)));
-        assert_eq!(parse_block(b""), Ok((vec![], 0)));
+        assert_eq!(parse_block_vec(b"1\n\n2\n"), Ok((vec![1, 2], 3)));
+        assert_eq!(parse_block_vec(b"1\n2"), Ok((vec![1, 2], 2)));
+        assert_eq!(parse_block_vec(b""), Ok((vec![], 0)));
         assert_eq!(
-            parse_block(b"1\n\nx9\n"),
+            parse_block_vec(b"1\n\nx9\n"),
             Err((3, LineError::NotDigit(b'x'), "x9".into()))
         );
     }
