@@ -405,8 +405,7 @@ impl Fingerprinter {
                 let hashes = if lane == 0 {
                     f
                 } else {
-                    rehashed.clear();
-                    rehashed.extend(f.iter().map(|&h| lane_hash(h, lane)));
+                    word_hash::lane_hashes(f, lane, rehashed);
                     &rehashed[..]
                 };
                 *out = match &plan {
@@ -646,8 +645,7 @@ impl Votes {
     /// The simhash of lane `lane`; `scratch` holds the lane's hashes between calls.
     fn tally(&self, lane: usize, scratch: &mut Vec<u64>) -> u64 {
         let rehash = |hashes: &[u64], scratch: &mut Vec<u64>| {
-            scratch.clear();
-            scratch.extend(hashes.iter().map(|&h| lane_hash(h, lane)));
+            word_hash::lane_hashes(hashes, lane, scratch);
         };
         match self {
             Votes::Plain(h) if lane == 0 => simhash(h),
