@@ -21,11 +21,30 @@ use super::normal::{decode, Normalized};
 
 /// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
 pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(cpu) = Avx512::detect() {
+        // SAFETY: `cpu` exists only where the CPU has AVX-512F and BW (`Avx512::detect`).
+        unsafe { words_avx512(cpu, norm, &mut word) };
+        return;
+    }
+    words_by(Baseline, norm, &mut word);
+}
+
+/// [`words`] compiled for AVX-512, each block classified by [`classify_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn words_avx512(cpu: Avx512, norm: &Normalized, word: &mut impl FnMut(usize, usize)) {
+    words_by(cpu, norm, word);
+}
+
+/// [`words`], with the ASCII classes of each block found by `ascii`.
+#[inline(always)]
+fn words_by(ascii: impl Ascii, norm: &Normalized, word: &mut impl FnMut(usize, usize)) {
     let b = &norm.text[..];
     let marks = Marks::of(norm);
     let mut at = 0;
     for &(start, end) in &norm.slow {
-        scan_with(&b[at..start], at, marks, &mut word);
+        scan_with(&b[at..start], at, ascii, marks, word);
         // The spans are whole characters of valid UTF-8; a span that were not would have
         // no words rather than panic.
         if let Ok(span) = std::str::from_utf8(&b[start..end]) {
@@ -35,7 +54,46 @@ pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
         }
         at = end;
     }
-    scan_with(&b[at..], at, marks, &mut word);
+    scan_with(&b[at..], at, ascii, marks, word);
+}
+
+/// How the ASCII classes of a block of 64 bytes are found.
+trait Ascii: Copy {
+    fn classify(self, block: &[u8]) -> Raw;
+}
+
+/// The build's own instructions: SSE2 on x86-64, bytes one at a time elsewhere.
+#[derive(Clone, Copy)]
+struct Baseline;
+
+impl Ascii for Baseline {
+    #[inline(always)]
+    fn classify(self, block: &[u8]) -> Raw {
+        classify(block)
+    }
+}
+
+/// Proof that the CPU has AVX-512F and BW: made only by [`Avx512::detect`].
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Avx512(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx512 {
+    fn detect() -> Option<Avx512> {
+        (std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw"))
+        .then_some(Avx512(()))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Ascii for Avx512 {
+    #[inline(always)]
+    fn classify(self, block: &[u8]) -> Raw {
+        // SAFETY: an `Avx512` exists only where the CPU has AVX-512F and BW.
+        unsafe { classify_avx512(block) }
+    }
 }
 
 /// Class masks of one 64-byte block: bit `i` for byte `i`.
@@ -166,25 +224,31 @@ impl Classes for Marks<'_> {
 /// The words of `b`, which holds ASCII and easy characters only; bounds are reported
 /// plus `base`.
 pub(crate) fn scan(b: &[u8], base: usize, word: &mut impl FnMut(usize, usize)) {
-    scan_with(b, base, Lookup, word);
+    scan_with(b, base, Baseline, Lookup, word);
 }
 
 /// [`scan`], with the classes of non-ASCII characters from `classes`.
-#[inline]
-fn scan_with(b: &[u8], base: usize, classes: impl Classes, word: &mut impl FnMut(usize, usize)) {
+#[inline(always)]
+fn scan_with(
+    b: &[u8],
+    base: usize,
+    ascii: impl Ascii,
+    classes: impl Classes,
+    word: &mut impl FnMut(usize, usize),
+) {
     if b.is_empty() {
         return;
     }
     let blocks = b.len().div_ceil(64);
     // Bits of characters that run on from one block into the next.
     let mut carry = Block::default();
-    let mut cur = load(b, base, 0, classes, &mut carry);
+    let mut cur = load(b, base, 0, ascii, classes, &mut carry);
     // Bit 63 of the previous block's masks, as bit 0.
     let (mut prev_letter, mut prev_digit, mut prev_run, mut prev_last) = (0u64, 0u64, 0u64, 0u64);
     let mut open: Option<usize> = None;
     for k in 0..blocks {
         let next = if k + 1 < blocks {
-            load(b, base, k + 1, classes, &mut carry)
+            load(b, base, k + 1, ascii, classes, &mut carry)
         } else {
             Block::default()
         };
@@ -245,15 +309,22 @@ fn scan_with(b: &[u8], base: usize, classes: impl Classes, word: &mut impl FnMut
 /// The masks of block `k` of `b` (the last one padded with bytes of no class), a slice of
 /// the text from byte `base`, with the bits `carry` brought from the block before; leaves
 /// in `carry` those of characters that run on into the next block.
-#[inline]
-fn load(b: &[u8], base: usize, k: usize, classes: impl Classes, carry: &mut Block) -> Block {
+#[inline(always)]
+fn load(
+    b: &[u8],
+    base: usize,
+    k: usize,
+    ascii: impl Ascii,
+    classes: impl Classes,
+    carry: &mut Block,
+) -> Block {
     let at = k * 64;
     let raw = match b.get(at..at + 64) {
-        Some(block) => classify(block),
+        Some(block) => ascii.classify(block),
         None => {
             let mut padded = [0u8; 64];
             padded[..b.len() - at].copy_from_slice(&b[at..]);
-            classify(&padded)
+            ascii.classify(&padded)
         }
     };
     let mut block = raw.block;
@@ -356,6 +427,36 @@ fn classify_sse2(block: &[u8]) -> Raw {
         }
     }
     raw
+}
+
+/// The ASCII class masks of exactly 64 bytes with AVX-512BW: each class one or two
+/// compares of all 64 bytes straight into a mask (ranges as one unsigned compare of the
+/// bytes minus the range's start; non-ASCII bytes fall in none).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn classify_avx512(block: &[u8]) -> Raw {
+    use std::arch::x86_64::*;
+
+    debug_assert_eq!(block.len(), 64);
+    // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
+    let x = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+    let splat = |c: u8| _mm512_set1_epi8(c as i8);
+    let within = |v: __m512i, lo: u8, hi: u8| {
+        _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, splat(lo)), splat(hi - lo))
+    };
+    let is = |c: u8| _mm512_cmpeq_epi8_mask(x, splat(c));
+    let both = is(b'.') | is(b'\'');
+    Raw {
+        block: Block {
+            letter: within(_mm512_or_si512(x, splat(0x20)), b'a', b'z'),
+            digit: within(x, b'0', b'9'),
+            under: is(b'_'),
+            mid_letter: both | is(b':'),
+            mid_num: both | is(b',') | is(b';'),
+            ..Block::default()
+        },
+        lead: _mm512_cmpge_epu8_mask(x, splat(0xC0)),
+    }
 }
 
 /// The ASCII class masks of exactly 64 bytes.
@@ -492,8 +593,8 @@ mod tests {
             let part = &b[start..end];
             let (mut c1, mut c2) = (Block::default(), Block::default());
             for k in 0..part.len().div_ceil(64) {
-                looked_up.push(load(part, start, k, Lookup, &mut c1));
-                marked.push(load(part, start, k, marks, &mut c2));
+                looked_up.push(load(part, start, k, Baseline, Lookup, &mut c1));
+                marked.push(load(part, start, k, Baseline, marks, &mut c2));
             }
             // Nothing runs on past a stretch.
             looked_up.push(c1);
@@ -554,6 +655,18 @@ mod tests {
             );
         }
 
+        /// The build's own classifier gives the words too, wherever `words` takes the
+        /// AVX-512 one.
+        #[test]
+        fn same_words_by_either_classifier(text in mixed()) {
+            let mut norm = Normalized::default();
+            normalize_into(&text, Normalize::default(), &mut norm);
+            let (mut by_baseline, mut by_words) = (Vec::new(), Vec::new());
+            words_by(Baseline, &norm, &mut |s, e| by_baseline.push((s, e)));
+            words(&norm, |s, e| by_words.push((s, e)));
+            prop_assert_eq!(by_baseline, by_words);
+        }
+
         #[test]
         fn same_words_among_ideographs(text in among_ideographs()) {
             prop_assert_eq!(
@@ -612,6 +725,27 @@ mod tests {
         fn block_classes_agree(block in proptest::collection::vec(any::<u8>(), 64)) {
             let (a, b) = (classify(&block), classify_scalar(&block));
             prop_assert_eq!((a.block, a.lead), (b.block, b.lead));
+            #[cfg(target_arch = "x86_64")]
+            if let Some(cpu) = Avx512::detect() {
+                let c = cpu.classify(&block);
+                prop_assert_eq!((c.block, c.lead), (b.block, b.lead));
+            }
+        }
+
+        /// Every byte value at every place, among ASCII of every class.
+        #[test]
+        fn block_classes_agree_on_ascii(block in proptest::collection::vec(
+            prop_oneof![any::<u8>(), 0u8..0x80, Just(b'.'), Just(b'\''), Just(b'_')],
+            64,
+        )) {
+            let want = classify_scalar(&block);
+            let base = Baseline.classify(&block);
+            prop_assert_eq!((base.block, base.lead), (want.block, want.lead));
+            #[cfg(target_arch = "x86_64")]
+            if let Some(cpu) = Avx512::detect() {
+                let c = cpu.classify(&block);
+                prop_assert_eq!((c.block, c.lead), (want.block, want.lead));
+            }
         }
     }
 }
