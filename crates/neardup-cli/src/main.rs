@@ -88,6 +88,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(status) => return status,
     };
+    if !matches!(cli.command, Command::Serve(_)) {
+        neardup_cli::memory::keep_freed_memory();
+    }
     failure::exit("neardup", || match cli.command {
         Command::FindAll {
             find,

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(status) => return status,
     };
+    neardup_cli::memory::keep_freed_memory();
     failure::exit("simhash-find-clusters", || {
         find::run(Job::Clusters, &args.find.options(), Voice::SimhashCpp)
     })
