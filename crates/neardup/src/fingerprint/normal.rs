@@ -773,12 +773,7 @@ pub(crate) mod tests {
         }
 
         #[test]
-        fn same_bytes_as_the_plain_pipeline(text in mixed()) {
-            check(&text, Normalize::default())?;
-        }
-
-        #[test]
-        fn same_bytes_among_ideographs(text in among_ideographs()) {
+        fn same_bytes_as_the_plain_pipeline(text in prop_oneof![mixed(), among_ideographs()]) {
             check(&text, Normalize::default())?;
         }
 

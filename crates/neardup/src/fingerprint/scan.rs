@@ -648,7 +648,7 @@ mod tests {
         }
 
         #[test]
-        fn same_words_as_the_plain_pipeline(text in mixed()) {
+        fn same_words_as_the_plain_pipeline(text in prop_oneof![mixed(), among_ideographs()]) {
             prop_assert_eq!(
                 fast_words(&text, Normalize::default()),
                 plain_words(&text, Normalize::default())
@@ -665,14 +665,6 @@ mod tests {
             words_by(Baseline, &norm, &mut |s, e| by_baseline.push((s, e)));
             words(&norm, |s, e| by_words.push((s, e)));
             prop_assert_eq!(by_baseline, by_words);
-        }
-
-        #[test]
-        fn same_words_among_ideographs(text in among_ideographs()) {
-            prop_assert_eq!(
-                fast_words(&text, Normalize::default()),
-                plain_words(&text, Normalize::default())
-            );
         }
 
         #[test]
