@@ -453,8 +453,11 @@ fn line_doc(
 /// thread in input order. Batches are not a barrier: while one thread is on a batch that
 /// holds a long document, the others go on with the next batches, whose results wait, in
 /// order, for it (they are small beside the texts: fingerprints, sketches). Memory stays
-/// bounded: a couple of batches are read ahead, and when `sink` falls behind, a bounded
-/// queue of results stops the workers and then the reader.
+/// bounded: two batches a thread and two more are read ahead (on two cores the reader
+/// shares them with the workers, and when it is descheduled they live on what it read
+/// ahead: two fingerprinting threads took 257 ms on the natural corpus with two batches
+/// ahead, 247 with six, medians of 11 alternating runs), and when `sink` falls behind, a
+/// bounded queue of results stops the workers and then the reader.
 pub fn read_mapped<R: Send>(
     args: &DocArgs,
     progress: &Progress,
@@ -468,7 +471,7 @@ pub fn read_mapped<R: Send>(
 
     let ahead = 2 * rayon::current_num_threads() + 2;
     std::thread::scope(|scope| {
-        let (batches, to_work) = sync_channel::<Vec<Doc>>(2);
+        let (batches, to_work) = sync_channel::<Vec<Doc>>(ahead);
         let (results, done) = sync_channel::<(usize, R)>(ahead);
         let reader = scope.spawn(move || {
             read_as(args, progress, phase, |batch| {
