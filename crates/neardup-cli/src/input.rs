@@ -585,6 +585,65 @@ mod tests {
         assert_eq!(block_end(&b, 0, BLOCK), b.len());
     }
 
+    proptest! {
+        /// Waves of blocks cut anywhere between lines, blank lines among them: the values
+        /// in order, wave after wave, as the lines give them, and a bad line numbered
+        /// from the input's start.
+        #[test]
+        fn waves_join_as_their_lines(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    any::<u64>().prop_map(|v| v.to_string()),
+                    Just(String::new()),
+                    Just(" ".to_string()),
+                    Just("x".to_string()),
+                ],
+                0..80,
+            ),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..8),
+            wave in 1usize..4,
+        ) {
+            let text: Vec<u8> = lines.iter().flat_map(|l| format!("{l}\n").into_bytes()).collect();
+            // Blocks end after a newline, at the cuts.
+            let ends: Vec<usize> = text.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1).collect();
+            let mut at: Vec<usize> = cuts.iter().filter(|_| !ends.is_empty()).map(|c| ends[c.index(ends.len())]).collect();
+            at.push(text.len());
+            at.sort_unstable();
+            at.dedup();
+            let mut blocks = Vec::new();
+            let mut start = 0;
+            for &end in &at {
+                blocks.push(&text[start..end]);
+                start = end;
+            }
+            let mut joined = Joined { out: vec![7], lines_before: 0, name: "t" };
+            let got = blocks.chunks(wave).try_for_each(|w| joined.add(w));
+            let mut want = vec![7];
+            let mut bad = None;
+            for (n, line) in lines.iter().enumerate() {
+                match parse_line(line.as_bytes()) {
+                    Ok(Some(v)) => want.push(v),
+                    Ok(None) => {}
+                    Err(_) => {
+                        bad = Some(n + 1);
+                        break;
+                    }
+                }
+            }
+            match (got, bad) {
+                (Ok(()), None) => {
+                    prop_assert_eq!(joined.out, want);
+                    prop_assert_eq!(joined.lines_before, lines.len() as u64);
+                }
+                (Err(e), Some(n)) => {
+                    let message = format!("{e:#}");
+                    prop_assert!(message.starts_with(&format!("t:{n}: ")), "{}", message);
+                }
+                (got, bad) => prop_assert!(false, "{:?} against bad line {:?}", got.err().map(|e| format!("{e:#}")), bad),
+            }
+        }
+    }
+
     #[test]
     fn reads_across_blocks_with_exact_line_numbers() {
         // More than a wave of blocks, then a bad line far in.
