@@ -71,10 +71,10 @@ impl Distinct {
         Ok((set, repeats))
     }
 
-    fn build(mut fps: Vec<u64>, sorted: impl FnOnce(&[u64])) -> Result<Distinct> {
-        let mut scratch = vec![0u64; fps.len()];
-        radix::sort(&mut fps, &mut scratch);
-        drop(scratch);
+    fn build(mut input: Vec<u64>, sorted: impl FnOnce(&[u64])) -> Result<Distinct> {
+        let mut fps = vec![0u64; input.len()];
+        radix::sort_into(&mut input, &mut fps);
+        drop(input);
         sorted(&fps);
         fps.dedup();
         if fps.len() < fps.capacity() / 2 {
@@ -154,9 +154,9 @@ impl Indexed {
             .zip(0u32..)
             .map(|(&value, position)| Item { value, position })
             .collect();
-        let mut scratch = items.clone();
-        radix::sort(&mut items, &mut scratch);
-        drop(scratch);
+        let mut sorted = items.clone();
+        radix::sort_into(&mut items, &mut sorted);
+        let items = sorted;
         let mut values = Vec::new();
         let mut starts = Vec::new();
         let mut positions = Vec::with_capacity(items.len());

@@ -293,6 +293,14 @@ fn insertion_sort<T: Keyed>(keys: &mut [T], lo: u32) {
 /// Sorts `keys` on their whole 64-bit key: partition into `scratch`, sort each bucket.
 /// Stable. On return the sorted keys are in `keys`.
 pub(crate) fn sort<T: Keyed>(keys: &mut [T], scratch: &mut [T]) {
+    sort_into(keys, scratch);
+    keys.copy_from_slice(scratch);
+}
+
+/// [`sort`] without its last copy: the sorted keys are left in `scratch` (as long as
+/// `keys`), and `keys` holds no particular order, for callers that can take `scratch` as
+/// the result (a million fingerprints are 8 MB not copied).
+pub(crate) fn sort_into<T: Keyed>(keys: &mut [T], scratch: &mut [T]) {
     let bits = partition_bits(keys.len(), 64);
     let bounds = partition(keys, scratch, None, bits, |x| x);
     let lo = 0;
@@ -303,7 +311,6 @@ pub(crate) fn sort<T: Keyed>(keys: &mut [T], scratch: &mut [T]) {
             sort_bucket(keys, scratch, lo, hi);
         }
     });
-    keys.copy_from_slice(scratch);
 }
 
 /// Consecutive buckets handed to one thread, with their scratch.
