@@ -7,7 +7,8 @@
 //! (WB11/12). An easy letter is a letter to every rule, an ideograph is a word of its own,
 //! anything else separates. A piece is a word when it holds a letter, digit or ideograph.
 //!
-//! Each block of 64 bytes is classified into bit masks (16 bytes at a time with SSE2; the
+//! Each block of 64 bytes is classified into bit masks (16 bytes at a time with SSE2, all
+//! 64 at once with AVX-512BW where the CPU has it, chosen once per text; the
 //! non-ASCII characters from the class bitmaps the normaliser wrote as it looked them up,
 //! or, for text that comes without them, one at a time by the table), joiners are kept
 //! where the masks of their neighbours say so, and words are the runs of set bits, cut
