@@ -37,8 +37,10 @@ pub fn band_candidates<'a, E: From<Error>>(
         );
         scratch.clear();
         scratch.resize(entries.len(), 0);
-        // Stable: a run lists its documents in increasing order.
-        radix::sort(&mut entries, &mut scratch);
+        // Stable: a run lists its documents in increasing order. The sorted entries are
+        // taken where the sort leaves them.
+        radix::sort_into(&mut entries, &mut scratch);
+        std::mem::swap(&mut entries, &mut scratch);
         let mut start = 0;
         while start < entries.len() {
             let key = entries[start] >> 32;
