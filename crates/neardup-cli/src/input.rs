@@ -523,22 +523,25 @@ mod tests {
         Ok((out, lines))
     }
 
+    /// Lines of a fingerprint list: mostly fingerprints, of every length, the largest
+    /// values included; blank lines, white space around digits, and bad lines.
+    fn lines(most: usize) -> impl Strategy<Value = Vec<String>> {
+        proptest::collection::vec(
+            prop_oneof![
+                any::<u64>().prop_map(|v| v.to_string()),
+                (0u32..20).prop_map(|d| (u64::MAX - u64::from(d)).to_string()),
+                Just(String::new()),
+                "[0-9]{0,25}",
+                "[ ]?[0-9]{1,21}[\r ]?",
+                "[0-9]{0,21}[/:a+\u{0}\u{80}-][0-9]{0,21}",
+            ],
+            0..most,
+        )
+    }
+
     proptest! {
         #[test]
-        fn blocks_read_as_their_lines(
-            lines in proptest::collection::vec(
-                prop_oneof![
-                    // Mostly fingerprints, of every length, the largest values included.
-                    any::<u64>().prop_map(|v| v.to_string()),
-                    (0u32..20).prop_map(|d| (u64::MAX - u64::from(d)).to_string()),
-                    "[0-9]{0,25}",
-                    "[ ]?[0-9]{1,21}[\r ]?",
-                    "[0-9]{0,21}[/:a+\u{0}\u{80}-][0-9]{0,21}",
-                ],
-                0..60,
-            ),
-            last_newline in any::<bool>(),
-        ) {
+        fn blocks_read_as_their_lines(lines in lines(60), last_newline in any::<bool>()) {
             let mut block = lines.join("\n").into_bytes();
             if last_newline && !block.is_empty() {
                 block.push(b'\n');
@@ -591,15 +594,7 @@ mod tests {
         /// from the input's start.
         #[test]
         fn waves_join_as_their_lines(
-            lines in proptest::collection::vec(
-                prop_oneof![
-                    any::<u64>().prop_map(|v| v.to_string()),
-                    Just(String::new()),
-                    Just(" ".to_string()),
-                    Just("x".to_string()),
-                ],
-                0..80,
-            ),
+            lines in lines(80),
             cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..8),
             wave in 1usize..4,
         ) {
@@ -618,28 +613,17 @@ mod tests {
             }
             let mut joined = Joined { out: vec![7], lines_before: 0, name: "t" };
             let got = blocks.chunks(wave).try_for_each(|w| joined.add(w));
-            let mut want = vec![7];
-            let mut bad = None;
-            for (n, line) in lines.iter().enumerate() {
-                match parse_line(line.as_bytes()) {
-                    Ok(Some(v)) => want.push(v),
-                    Ok(None) => {}
-                    Err(_) => {
-                        bad = Some(n + 1);
-                        break;
-                    }
+            match (got, parse_block_by_lines(&text)) {
+                (Ok(()), Ok((values, n))) => {
+                    prop_assert_eq!(&joined.out[..1], &[7]);
+                    prop_assert_eq!(&joined.out[1..], &values[..]);
+                    prop_assert_eq!(joined.lines_before, n);
                 }
-            }
-            match (got, bad) {
-                (Ok(()), None) => {
-                    prop_assert_eq!(joined.out, want);
-                    prop_assert_eq!(joined.lines_before, lines.len() as u64);
-                }
-                (Err(e), Some(n)) => {
+                (Err(e), Err((n, _, _))) => {
                     let message = format!("{e:#}");
                     prop_assert!(message.starts_with(&format!("t:{n}: ")), "{}", message);
                 }
-                (got, bad) => prop_assert!(false, "{:?} against bad line {:?}", got.err().map(|e| format!("{e:#}")), bad),
+                (got, want) => prop_assert!(false, "{:?} against {:?}", got.err().map(|e| format!("{e:#}")), want),
             }
         }
     }
