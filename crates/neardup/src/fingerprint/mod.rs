@@ -644,19 +644,16 @@ enum Votes {
 impl Votes {
     /// The simhash of lane `lane`; `scratch` holds the lane's hashes between calls.
     fn tally(&self, lane: usize, scratch: &mut Vec<u64>) -> u64 {
-        let rehash = |hashes: &[u64], scratch: &mut Vec<u64>| {
-            word_hash::lane_hashes(hashes, lane, scratch);
-        };
         match self {
             Votes::Plain(h) if lane == 0 => simhash(h),
             Votes::Tf(h) if lane == 0 => weight::tf_vote(h, &mut weight::TfScratch::default()),
             Votes::Weighted(v) if lane == 0 => weight::vote(v),
             Votes::Plain(h) => {
-                rehash(h, scratch);
+                word_hash::lane_hashes(h, lane, scratch);
                 simhash(scratch)
             }
             Votes::Tf(h) => {
-                rehash(h, scratch);
+                word_hash::lane_hashes(h, lane, scratch);
                 weight::tf_vote(scratch, &mut weight::TfScratch::default())
             }
             Votes::Weighted(v) => {
