@@ -90,7 +90,8 @@ impl TfPlan {
             return plain;
         }
         let tf = |c: u32| 1.0 + (c as f32).ln();
-        let max = tf(more.iter().map(|m| m.1).max().unwrap_or(1));
+        let most = more.iter().map(|m| m.1).max().unwrap_or(1);
+        let max = tf(most);
         let quantise = |c: u32| (tf(c) / max * VOTE_MAX).round() as u32;
         let q1 = quantise(1);
         // Every occurrence votes q1; a feature seen c times should vote quantise(c) once.
@@ -98,57 +99,41 @@ impl TfPlan {
         // 2³², which leaves room for the rounding of both.
         let correction = |c: u32| q1 * c - quantise(c);
         // The corrections in runs of equal value, increasing (they grow with the count):
-        // features grouped by count. Counts take few distinct values, so the groups are
-        // gathered by a pass per value rather than a sort, unless there are many.
-        let mut distinct: Vec<u32> = Vec::new();
+        // features grouped by count. The counts below `SMALL`, nearly all, are placed by a
+        // counting pass, one pass however many distinct counts there are, and only the few
+        // larger ones sorted. A correction is worked out only for a count that occurs: its
+        // logarithm costs more than the whole grouping of a short text.
+        const SMALL: usize = 64;
+        let mut starts = [0usize; SMALL + 1];
         for &(_, c) in more.iter() {
-            if distinct.len() > 16 {
-                break;
-            }
-            if !distinct.contains(&c) {
-                distinct.push(c);
+            if (c as usize) < SMALL {
+                starts[c as usize + 1] += 1;
             }
         }
-        let mut less: Vec<(u64, u32)> = Vec::with_capacity(more.len());
-        if distinct.len() > 16 {
-            // A long text: the counts below `SMALL`, nearly all, placed by a counting pass,
-            // and only the few larger ones sorted.
-            const SMALL: usize = 64;
-            let mut starts = [0usize; SMALL + 1];
-            for &(_, c) in more.iter() {
-                if (c as usize) < SMALL {
-                    starts[c as usize + 1] += 1;
+        let mut corrections = [0u32; SMALL];
+        for c in 2..SMALL.min(most as usize + 1) {
+            if starts[c + 1] != 0 {
+                corrections[c] = correction(c as u32);
+            }
+        }
+        for c in 1..=SMALL {
+            starts[c] += starts[c - 1];
+        }
+        let mut less: Vec<(u64, u32)> = vec![(0, 0); starts[SMALL]];
+        let mut large: Vec<(u64, u32)> = Vec::new();
+        for &(h, c) in more.iter() {
+            match corrections.get(c as usize) {
+                Some(&d) => {
+                    less[starts[c as usize]] = (h, d);
+                    starts[c as usize] += 1;
                 }
+                None => large.push((h, c)),
             }
-            for c in 1..=SMALL {
-                starts[c] += starts[c - 1];
-            }
-            let mut corrections = [0u32; SMALL];
-            for (c, d) in corrections.iter_mut().enumerate().skip(2) {
-                *d = correction(c as u32);
-            }
-            less.resize(starts[SMALL], (0, 0));
-            let mut large: Vec<(u64, u32)> = Vec::new();
-            for &(h, c) in more.iter() {
-                match corrections.get(c as usize) {
-                    Some(&d) => {
-                        less[starts[c as usize]] = (h, d);
-                        starts[c as usize] += 1;
-                    }
-                    None => large.push((h, c)),
-                }
-            }
-            large.sort_unstable_by_key(|&(_, c)| c);
-            for run in large.chunk_by(|a, b| a.1 == b.1) {
-                let d = correction(run[0].1);
-                less.extend(run.iter().map(|&(h, _)| (h, d)));
-            }
-        } else {
-            distinct.sort_unstable();
-            for c in distinct {
-                let d = correction(c);
-                less.extend(more.iter().filter(|m| m.1 == c).map(|&(h, _)| (h, d)));
-            }
+        }
+        large.sort_unstable_by_key(|&(_, c)| c);
+        for run in large.chunk_by(|a, b| a.1 == b.1) {
+            let d = correction(run[0].1);
+            less.extend(run.iter().map(|&(h, _)| (h, d)));
         }
         TfPlan { q1, less }
     }
