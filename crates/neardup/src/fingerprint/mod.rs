@@ -247,8 +247,8 @@ fn shingle_into(tokens: &[u64], window: usize, out: &mut Vec<u64>) {
     }
     if window == 2 && tokens.len() >= 2 {
         // The default window: a branch-free hash of two words, each shingle independent of
-        // the last, so the multiplies of neighbouring shingles overlap.
-        out.extend(tokens.windows(2).map(|p| word_hash::pair_hash(p[0], p[1])));
+        // the last, eight at a time where the CPU has AVX-512.
+        word_hash::pair_hashes(tokens, out);
         return;
     }
     let mut bytes = [0u8; 8 * MAX_WINDOW];
