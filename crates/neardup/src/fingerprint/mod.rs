@@ -486,12 +486,7 @@ impl Fingerprinter {
             let bounds = &mut s.bounds;
             bounds.clear();
             scan::words(&s.norm, |start, end| bounds.push((start, end)));
-            let b = &s.norm.text[..];
-            tokens.extend(
-                bounds
-                    .iter()
-                    .map(|&(start, end)| word_hash::word_hash(b, start, end)),
-            );
+            word_hash::word_hashes(&s.norm.text, bounds, tokens);
         } else {
             let mut text = s.norm.as_str();
             if cfg.normalize.fold_whitespace && matches!(cfg.tokenizer, Tokenizer::CharNgrams(_)) {

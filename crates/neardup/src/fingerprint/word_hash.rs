@@ -7,6 +7,11 @@
 //! of multiplies serves both, its constants loaded from a table indexed by the length
 //! class. The result is exactly `xxh3_64_with_seed(word, SEED)`, which the tests hold it
 //! to.
+//!
+//! Where the CPU has AVX-512, the same formulas run eight words at a time
+//! ([`word_hashes`]), and so do the hashes of two-word shingles ([`pair_hashes`]) and the
+//! lane rehash of wide fingerprints ([`lane_hashes`]); the scalar functions stay the
+//! reference the tests hold each vector path to, and the path taken where AVX-512 is not.
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -95,6 +100,144 @@ pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     let h = h ^ (h >> f.shift1).wrapping_add(n & m);
     let h = h.wrapping_mul(f.mul2);
     h ^ (h >> f.shift2)
+}
+
+/// Appends to `out` the [`word_hash`] of each word `bounds` gives in `text` (non-empty
+/// words, `start < end <= text.len()`). Where the CPU has AVX-512 (F and DQ), eight words at
+/// a time: each word's first and last four bytes gathered, both short formulas worked out
+/// in every lane and one kept by the lane's length; words over 8 bytes are hashed one by
+/// one afterwards. Elsewhere it is the scalar loop, with the same hashes.
+pub(super) fn word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512dq") {
+        // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
+        unsafe { word_hashes_avx512(text, bounds, out) };
+        return;
+    }
+    out.extend(
+        bounds
+            .iter()
+            .map(|&(start, end)| word_hash(text, start, end)),
+    );
+}
+
+/// [`word_hashes`] eight words at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn word_hashes_avx512(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
+    use std::arch::x86_64::*;
+
+    let from = out.len();
+    // The gathers read four bytes at offsets clamped to `text.len() - 4`, whatever the
+    // bounds, and hold offsets in 64-bit lanes.
+    if text.len() < 4 || i64::try_from(text.len()).is_err() {
+        out.extend(
+            bounds
+                .iter()
+                .map(|&(start, end)| word_hash(text, start, end)),
+        );
+        return;
+    }
+    out.reserve(bounds.len());
+    let splat = |x: u64| _mm512_set1_epi64(x as i64);
+    let last4 = splat(text.len() as u64 - 4);
+    let byte = splat(0xFF);
+    let evens = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    let odds = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    let spare = &mut out.spare_capacity_mut()[..bounds.len()];
+    let mut long = Vec::new();
+    let mut chunks = spare.chunks_exact_mut(8);
+    for (k, chunk) in (&mut chunks).enumerate() {
+        let pairs = &bounds[8 * k..8 * k + 8];
+        // SAFETY: eight `(usize, usize)` are 128 readable bytes; usize is 64 bits here.
+        let (p0, p1) = unsafe {
+            let at = pairs.as_ptr().cast::<__m512i>();
+            (_mm512_loadu_si512(at), _mm512_loadu_si512(at.add(1)))
+        };
+        let start = _mm512_permutex2var_epi64(p0, evens, p1);
+        let end = _mm512_permutex2var_epi64(p0, odds, p1);
+        let n = _mm512_sub_epi64(end, start);
+        let first_at = _mm512_min_epu64(start, last4);
+        // For valid bounds, `end - 4` never passes `text.len() - 4`: the clamp is for
+        // the memory's sake only.
+        let last_at = _mm512_min_epu64(
+            _mm512_sub_epi64(_mm512_max_epu64(end, splat(4)), splat(4)),
+            last4,
+        );
+        // SAFETY: every offset is at most `text.len() - 4` (the clamps above), so each
+        // gather reads four bytes of `text`.
+        let (first, last) = unsafe {
+            (
+                _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<1>(first_at, text.as_ptr().cast())),
+                _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<1>(last_at, text.as_ptr().cast())),
+            )
+        };
+        // 1–3 bytes: the first, middle and last byte, found in the first four.
+        let off = _mm512_slli_epi64::<3>(_mm512_sub_epi64(start, first_at));
+        let at = |i: __m512i| _mm512_and_si512(_mm512_srlv_epi64(first, i), byte);
+        let b_first = at(off);
+        let b_mid = at(_mm512_add_epi64(
+            off,
+            _mm512_slli_epi64::<3>(_mm512_srli_epi64::<1>(n)),
+        ));
+        let b_last = at(_mm512_add_epi64(
+            off,
+            _mm512_slli_epi64::<3>(_mm512_sub_epi64(n, splat(1))),
+        ));
+        let small = _mm512_or_si512(
+            _mm512_or_si512(
+                _mm512_slli_epi64::<16>(b_first),
+                _mm512_slli_epi64::<24>(b_mid),
+            ),
+            _mm512_or_si512(b_last, _mm512_slli_epi64::<8>(n)),
+        );
+        let small = _mm512_xor_si512(small, splat(FLIP_1_3));
+        let small = _mm512_xor_si512(small, _mm512_srli_epi64::<33>(small));
+        // 4–8 bytes.
+        let mid = _mm512_xor_si512(
+            _mm512_add_epi64(last, _mm512_slli_epi64::<32>(first)),
+            splat(FLIP_4_8),
+        );
+        let mid = _mm512_xor_si512(
+            mid,
+            _mm512_xor_si512(_mm512_rol_epi64::<49>(mid), _mm512_rol_epi64::<24>(mid)),
+        );
+        let mid4 = _mm512_cmpge_epu64_mask(n, splat(4));
+        let pick = |a: &Finish, b: &Finish, f: fn(&Finish) -> u64| {
+            _mm512_mask_blend_epi64(mid4, splat(f(a)), splat(f(b)))
+        };
+        let [short, four] = &FINISH;
+        let h = _mm512_mask_blend_epi64(mid4, small, mid);
+        let h = _mm512_mullo_epi64(h, pick(short, four, |f| f.mul1));
+        let shifted = _mm512_srlv_epi64(h, pick(short, four, |f| u64::from(f.shift1)));
+        let h = _mm512_xor_si512(h, _mm512_mask_add_epi64(shifted, mid4, shifted, n));
+        let h = _mm512_mullo_epi64(h, pick(short, four, |f| f.mul2));
+        let h = _mm512_xor_si512(
+            h,
+            _mm512_srlv_epi64(h, pick(short, four, |f| u64::from(f.shift2))),
+        );
+        // SAFETY: the store writes the eight words of `chunk`, unaligned.
+        unsafe { _mm512_storeu_si512(chunk.as_mut_ptr().cast(), h) };
+        let over = _mm512_cmpgt_epu64_mask(n, splat(8));
+        if over != 0 {
+            long.push((k, over));
+        }
+    }
+    let done = bounds.len() - chunks.into_remainder().len();
+    for (slot, &(start, end)) in spare.iter_mut().zip(bounds).skip(done) {
+        slot.write(word_hash(text, start, end));
+    }
+    for (k, mut over) in long {
+        while over != 0 {
+            let i = 8 * k + over.trailing_zeros() as usize;
+            over &= over - 1;
+            let (start, end) = bounds[i];
+            spare[i].write(long_word_hash(text, start, end));
+        }
+    }
+    // SAFETY: the `bounds.len()` words after `from` are written just above: the chunks of
+    // eight by the vector store (words over 8 bytes written again), the rest one by one.
+    unsafe { out.set_len(from + bounds.len()) };
 }
 
 /// [`word_hash`] of a word over 8 bytes: xxh3's 9–16 byte formula inline (most long words
@@ -315,6 +458,29 @@ mod tests {
             bytes[..8].copy_from_slice(&a.to_le_bytes());
             bytes[8..].copy_from_slice(&b.to_le_bytes());
             prop_assert_eq!(pair_hash(a, b), xxh3_64_with_seed(&bytes, SEED));
+        }
+
+        #[test]
+        fn word_hashes_are_each_word_hash(
+            text in proptest::collection::vec(any::<u8>(), 0..80),
+            cuts in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..20), 0..40),
+        ) {
+            // Words of every length anywhere, those near the end of the text among them.
+            let bounds: Vec<(usize, usize)> = if text.is_empty() {
+                Vec::new()
+            } else {
+                cuts.iter()
+                    .map(|(at, len)| {
+                        let start = at.index(text.len());
+                        (start, (start + len).min(text.len()))
+                    })
+                    .collect()
+            };
+            let mut out = vec![7];
+            word_hashes(&text, &bounds, &mut out);
+            let mut want = vec![7];
+            want.extend(bounds.iter().map(|&(start, end)| xxh3_64_with_seed(&text[start..end], SEED)));
+            prop_assert_eq!(out, want);
         }
 
         #[test]
