@@ -111,7 +111,7 @@ pub(super) fn word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512dq") {
         // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
-        unsafe { word_hashes_avx512(text, bounds, out) };
+        unsafe { word_hashes_avx512::<false>(text, bounds, out) };
         return;
     }
     out.extend(
@@ -121,21 +121,62 @@ pub(super) fn word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<
     );
 }
 
-/// [`word_hashes`] eight words at a time.
+/// [`word_hashes`] of the words lowercased: for each word of ASCII bytes `bounds` gives in
+/// `text`, `xxh3_64_with_seed` of the word with `A`–`Z` made `a`–`z` (the words of the
+/// Jaccard shingles, which are lowercased and come from text that is not normalised).
+pub(crate) fn lowered_word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+    {
+        // SAFETY: the CPU has AVX-512F, DQ and BW (checked just above; DQ implies F).
+        unsafe { word_hashes_avx512::<true>(text, bounds, out) };
+        return;
+    }
+    out.extend(
+        bounds
+            .iter()
+            .map(|&(start, end)| lowered_word_hash(text, start, end)),
+    );
+}
+
+/// `xxh3_64_with_seed` of `text[start..end]` lowercased (ASCII letters only).
+fn lowered_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+    let word = &text[start..end];
+    if !word.iter().any(u8::is_ascii_uppercase) {
+        return word_hash(text, start, end);
+    }
+    const SHORT: usize = 16;
+    if word.len() <= SHORT {
+        let mut lower = [0u8; SHORT];
+        for (l, &b) in lower.iter_mut().zip(word) {
+            *l = b.to_ascii_lowercase();
+        }
+        return word_hash(&lower, 0, word.len());
+    }
+    xxh3_64_with_seed(&word.to_ascii_lowercase(), SEED)
+}
+
+/// [`word_hashes`] eight words at a time; with `LOWER`, [`lowered_word_hashes`] (the
+/// caller has checked for AVX-512BW too).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn word_hashes_avx512(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
+fn word_hashes_avx512<const LOWER: bool>(
+    text: &[u8],
+    bounds: &[(usize, usize)],
+    out: &mut Vec<u64>,
+) {
     use std::arch::x86_64::*;
 
+    let one = |start: usize, end: usize| match LOWER {
+        true => lowered_word_hash(text, start, end),
+        false => word_hash(text, start, end),
+    };
     let from = out.len();
     // The gathers read four bytes at offsets clamped to `text.len() - 4`, whatever the
     // bounds, and hold offsets in 64-bit lanes.
     if text.len() < 4 || i64::try_from(text.len()).is_err() {
-        out.extend(
-            bounds
-                .iter()
-                .map(|&(start, end)| word_hash(text, start, end)),
-        );
+        out.extend(bounds.iter().map(|&(start, end)| one(start, end)));
         return;
     }
     out.reserve(bounds.len());
@@ -171,6 +212,12 @@ fn word_hashes_avx512(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>
                 _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<1>(first_at, text.as_ptr().cast())),
                 _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<1>(last_at, text.as_ptr().cast())),
             )
+        };
+        let (first, last) = if LOWER {
+            // SAFETY: with `LOWER` the caller has checked that the CPU has AVX-512BW.
+            unsafe { (lowered(first), lowered(last)) }
+        } else {
+            (first, last)
         };
         // 1–3 bytes: the first, middle and last byte, found in the first four.
         let off = _mm512_slli_epi64::<3>(_mm512_sub_epi64(start, first_at));
@@ -225,19 +272,32 @@ fn word_hashes_avx512(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>
     }
     let done = bounds.len() - chunks.into_remainder().len();
     for (slot, &(start, end)) in spare.iter_mut().zip(bounds).skip(done) {
-        slot.write(word_hash(text, start, end));
+        slot.write(one(start, end));
     }
     for (k, mut over) in long {
         while over != 0 {
             let i = 8 * k + over.trailing_zeros() as usize;
             over &= over - 1;
             let (start, end) = bounds[i];
-            spare[i].write(long_word_hash(text, start, end));
+            spare[i].write(one(start, end));
         }
     }
     // SAFETY: the `bounds.len()` words after `from` are written just above: the chunks of
     // eight by the vector store (words over 8 bytes written again), the rest one by one.
     unsafe { out.set_len(from + bounds.len()) };
+}
+
+/// The bytes `A`–`Z` of `v` made `a`–`z`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn lowered(v: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+
+    let upper = _mm512_cmple_epu8_mask(
+        _mm512_sub_epi8(v, _mm512_set1_epi8(b'A' as i8)),
+        _mm512_set1_epi8(25),
+    );
+    _mm512_or_si512(v, _mm512_maskz_set1_epi8(upper, 0x20))
 }
 
 /// [`word_hash`] of a word over 8 bytes: xxh3's 9–16 byte formula inline (most long words
@@ -481,6 +541,33 @@ mod tests {
             let mut want = vec![7];
             want.extend(bounds.iter().map(|&(start, end)| xxh3_64_with_seed(&text[start..end], SEED)));
             prop_assert_eq!(out, want);
+        }
+
+        #[test]
+        fn lowered_word_hashes_are_xxh3_of_the_lowered_words(
+            text in proptest::collection::vec(proptest::sample::select(b"aAzZ@[`{09_Qq".to_vec()), 0..80),
+            cuts in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..24), 0..40),
+        ) {
+            let bounds: Vec<(usize, usize)> = if text.is_empty() {
+                Vec::new()
+            } else {
+                cuts.iter()
+                    .map(|(at, len)| {
+                        let start = at.index(text.len());
+                        (start, (start + len).min(text.len()))
+                    })
+                    .collect()
+            };
+            let mut out = vec![7];
+            lowered_word_hashes(&text, &bounds, &mut out);
+            let mut want = vec![7];
+            want.extend(bounds.iter().map(|&(start, end)| {
+                xxh3_64_with_seed(&text[start..end].to_ascii_lowercase(), SEED)
+            }));
+            prop_assert_eq!(&out, &want);
+            let mut scalar = vec![7];
+            scalar.extend(bounds.iter().map(|&(start, end)| lowered_word_hash(&text, start, end)));
+            prop_assert_eq!(scalar, want);
         }
 
         #[test]

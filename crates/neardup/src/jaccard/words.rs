@@ -5,7 +5,7 @@
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use crate::fingerprint::compat::is_word_char;
-use crate::fingerprint::word_hash::word_hash as fingerprint_word_hash;
+use crate::fingerprint::word_hash::lowered_word_hashes;
 use crate::fingerprint::SEED;
 
 /// Words per shingle.
@@ -38,9 +38,18 @@ fn word_hash(word: &[u8]) -> u64 {
 /// An ASCII byte that is not a word byte stays one when lowercased and ends any word, so
 /// the text is cut at those bytes into runs of ASCII word bytes and non-ASCII characters,
 /// found 64 bytes at a time. A run of ASCII alone is one word, hashed straight from the
-/// text when it holds no capital; a run with non-ASCII characters is lowercased and split
-/// a character at a time.
-pub fn word_hashes(text: &str, mut word: impl FnMut(u64)) {
+/// text with its capitals lowered as its bytes are read; a run with non-ASCII characters
+/// is lowercased and split a character at a time.
+pub fn word_hashes(text: &str, word: impl FnMut(u64)) {
+    let mut words = Vec::new();
+    word_hashes_into(text, &mut words);
+    words.into_iter().for_each(word);
+}
+
+/// [`word_hashes`] into `out`. The runs of ASCII alone are hashed together afterwards,
+/// eight at a time where the CPU allows ([`lowered_word_hashes`]); a run with non-ASCII
+/// characters is hashed where it stands.
+fn word_hashes_into(text: &str, out: &mut Vec<u64>) {
     // A capital sigma lowercases by its context (final or not), which may reach across
     // the cuts (`ΑΣ'Α`): the standard library's `to_lowercase` applies the rule to the
     // whole text first.
@@ -53,37 +62,40 @@ pub fn word_hashes(text: &str, mut word: impl FnMut(u64)) {
     };
     let bytes = text.as_bytes();
     let mut buf: Vec<u8> = Vec::new();
-    for (start, end, high, upper) in Runs::new(bytes) {
+    let from = out.len();
+    // The ASCII runs; once a run with non-ASCII characters has come, their places in
+    // `out` are kept for their hashes.
+    let mut ascii: Vec<(usize, usize)> = Vec::with_capacity(bytes.len() / 8);
+    let mut places: Vec<usize> = Vec::new();
+    let mut mixed = false;
+    for (start, end, high, _) in Runs::new(bytes) {
         if high {
+            if !mixed {
+                mixed = true;
+                places.extend(from..from + ascii.len());
+                out.resize(from + ascii.len(), 0);
+            }
             // Cut at ASCII bytes, so on character boundaries.
             if let Some(run) = text.get(start..end) {
-                mixed_run(run, &mut buf, &mut word);
+                mixed_run(run, &mut buf, &mut |w| out.push(w));
             }
-        } else if upper {
-            word(capitalised_hash(&bytes[start..end], &mut buf));
         } else {
-            word(fingerprint_word_hash(bytes, start, end));
+            if mixed {
+                places.push(out.len());
+                out.push(0);
+            }
+            ascii.push((start, end));
         }
     }
-}
-
-/// The hash of an ASCII word with capitals, lowercased. A word of up to 16 bytes (a
-/// capitalised word is nearly always one) is lowercased into a small array and hashed by
-/// the fingerprint's word hash, xxh3's short formulas inline, like a word without
-/// capitals; a longer one goes through `buf` and the library.
-#[inline]
-fn capitalised_hash(w: &[u8], buf: &mut Vec<u8>) -> u64 {
-    const SHORT: usize = 16;
-    if w.len() <= SHORT {
-        let mut lower = [0u8; SHORT];
-        for (l, &b) in lower.iter_mut().zip(w) {
-            *l = b.to_ascii_lowercase();
-        }
-        return fingerprint_word_hash(&lower, 0, w.len());
+    if !mixed {
+        lowered_word_hashes(bytes, &ascii, out);
+        return;
     }
-    buf.clear();
-    buf.extend(w.iter().map(u8::to_ascii_lowercase));
-    word_hash(buf)
+    let mut hashes = Vec::with_capacity(ascii.len());
+    lowered_word_hashes(bytes, &ascii, &mut hashes);
+    for (&place, h) in places.iter().zip(hashes) {
+        out[place] = h;
+    }
 }
 
 /// The words of `run`, a run of word characters of a text with some non-ASCII ones: each
@@ -296,8 +308,6 @@ fn classify_scalar(block: &[u8; 64]) -> Classes {
 
 /// Multiplier of the polynomial that combines a shingle's word hashes.
 const P: u64 = 0x9E37_79B9_7F4A_7C15;
-/// `P^(SHINGLE - 1)`: the weight of the word leaving the window.
-const P_LAST: u64 = P.wrapping_mul(P).wrapping_mul(P).wrapping_mul(P);
 /// Seeds of the final mix of full shingles and of the one shingle of a short text.
 const SHINGLE_SEED: u64 = 0x6A61_6363_6172_6435; // "jaccard5"
 const SHORT_SEED: u64 = 0x6A61_6363_6172_6473; // "jaccards"
@@ -316,27 +326,72 @@ pub(crate) fn fmix64(mut h: u64) -> u64 {
 /// Calls `shingle` with the hash of every word 5-shingle of `text` (repeats included), in
 /// order; a text of one to four words has one shingle, of all its words; a text without
 /// words has none. A shingle's hash is `fmix64(seed ^ Σ wᵢ·P^(4-i))` over its words'
-/// hashes: a rolling polynomial, so each word costs two multiplies.
+/// hashes. Each shingle's polynomial is worked out whole, from the text's word hashes
+/// gathered first: shingles are then independent, eight at a time where the CPU has
+/// AVX-512, where a rolling polynomial would chain them.
 pub fn shingle_hashes(text: &str, mut shingle: impl FnMut(u64)) {
-    // The last five words' hashes; zero before there are five, so that taking the word
-    // leaving the window out needs no branch.
-    let mut ring = [0u64; SHINGLE];
-    let mut slot = 0;
-    let mut seen = 0usize;
-    let mut poly = 0u64;
-    word_hashes(text, |w| {
-        poly = poly.wrapping_sub(ring[slot].wrapping_mul(P_LAST));
-        poly = poly.wrapping_mul(P).wrapping_add(w);
-        ring[slot] = w;
-        slot = if slot + 1 == SHINGLE { 0 } else { slot + 1 };
-        seen += 1;
-        if seen >= SHINGLE {
-            shingle(fmix64(poly ^ SHINGLE_SEED));
-        }
-    });
-    if (1..SHINGLE).contains(&seen) {
-        shingle(fmix64(poly ^ SHORT_SEED ^ seen as u64));
+    let mut words = Vec::new();
+    word_hashes_into(text, &mut words);
+    let n = words.len();
+    if (1..SHINGLE).contains(&n) {
+        let poly = words
+            .iter()
+            .fold(0u64, |p, &w| p.wrapping_mul(P).wrapping_add(w));
+        shingle(fmix64(poly ^ SHORT_SEED ^ n as u64));
+        return;
     }
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512dq") {
+        // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
+        done = unsafe { shingles_avx512(&words, &mut shingle) };
+    }
+    for run in words.windows(SHINGLE).skip(done) {
+        shingle(shingle_hash(run));
+    }
+}
+
+/// The hash of the shingle of the five word hashes `run`.
+#[inline(always)]
+fn shingle_hash(run: &[u64]) -> u64 {
+    let poly = run
+        .iter()
+        .fold(0u64, |p, &w| p.wrapping_mul(P).wrapping_add(w));
+    fmix64(poly ^ SHINGLE_SEED)
+}
+
+/// The shingles of `words` eight at a time, each of the eight polynomials from five
+/// loads of eight neighbouring words; returns how many shingles it gave (the rest, fewer
+/// than eight, are left to the caller).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn shingles_avx512(words: &[u64], shingle: &mut impl FnMut(u64)) -> usize {
+    use std::arch::x86_64::*;
+
+    let splat = |x: u64| _mm512_set1_epi64(x as i64);
+    let shingles = (words.len() + 1).saturating_sub(SHINGLE);
+    let mut out = [0u64; 8];
+    for k in 0..shingles / 8 {
+        let at = |j: usize| {
+            let eight = &words[8 * k + j..8 * k + j + 8];
+            // SAFETY: the load reads the eight words of `eight`, unaligned.
+            unsafe { _mm512_loadu_si512(eight.as_ptr().cast()) }
+        };
+        let mut poly = at(0);
+        for j in 1..SHINGLE {
+            poly = _mm512_add_epi64(_mm512_mullo_epi64(poly, splat(P)), at(j));
+        }
+        let mut h = _mm512_xor_si512(poly, splat(SHINGLE_SEED));
+        h = _mm512_xor_si512(h, _mm512_srli_epi64::<33>(h));
+        h = _mm512_mullo_epi64(h, splat(0xff51_afd7_ed55_8ccd));
+        h = _mm512_xor_si512(h, _mm512_srli_epi64::<33>(h));
+        h = _mm512_mullo_epi64(h, splat(0xc4ce_b9fe_1a85_ec53));
+        h = _mm512_xor_si512(h, _mm512_srli_epi64::<33>(h));
+        // SAFETY: the store writes the eight words of `out`, unaligned.
+        unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), h) };
+        out.iter().for_each(|&h| shingle(h));
+    }
+    shingles / 8 * 8
 }
 
 /// The distinct shingle hashes of `text`, sorted: the set a Jaccard similarity compares.
