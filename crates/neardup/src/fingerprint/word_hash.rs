@@ -104,7 +104,7 @@ pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
 
 /// Appends to `out` the [`word_hash`] of each word `bounds` gives in `text` (non-empty
 /// words, `start < end <= text.len()`). Where the CPU has AVX-512 (F and DQ), eight words at
-/// a time: each word's first and last four bytes gathered, both short formulas worked out
+/// a time: the eight bytes that hold each word gathered, both short formulas worked out
 /// in every lane and one kept by the lane's length; words over 8 bytes are hashed one by
 /// one afterwards. Elsewhere it is the scalar loop, with the same hashes.
 pub(super) fn word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
@@ -173,16 +173,17 @@ fn word_hashes_avx512<const LOWER: bool>(
         false => word_hash(text, start, end),
     };
     let from = out.len();
-    // The gathers read four bytes at offsets clamped to `text.len() - 4`, whatever the
-    // bounds, and hold offsets in 64-bit lanes.
-    if text.len() < 4 || i64::try_from(text.len()).is_err() {
+    // The gather reads eight bytes at offsets clamped to `text.len() - 8`, whatever the
+    // bounds, and holds offsets in 64-bit lanes.
+    if text.len() < 8 || i64::try_from(text.len()).is_err() {
         out.extend(bounds.iter().map(|&(start, end)| one(start, end)));
         return;
     }
     out.reserve(bounds.len());
     let splat = |x: u64| _mm512_set1_epi64(x as i64);
-    let last4 = splat(text.len() as u64 - 4);
+    let last8 = splat(text.len() as u64 - 8);
     let byte = splat(0xFF);
+    let low32 = splat(0xFFFF_FFFF);
     let evens = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
     let odds = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
     let spare = &mut out.spare_capacity_mut()[..bounds.len()];
@@ -198,39 +199,33 @@ fn word_hashes_avx512<const LOWER: bool>(
         let start = _mm512_permutex2var_epi64(p0, evens, p1);
         let end = _mm512_permutex2var_epi64(p0, odds, p1);
         let n = _mm512_sub_epi64(end, start);
-        let first_at = _mm512_min_epu64(start, last4);
-        // For valid bounds, `end - 4` never passes `text.len() - 4`: the clamp is for
-        // the memory's sake only.
-        let last_at = _mm512_min_epu64(
-            _mm512_sub_epi64(_mm512_max_epu64(end, splat(4)), splat(4)),
-            last4,
-        );
-        // SAFETY: every offset is at most `text.len() - 4` (the clamps above), so each
-        // gather reads four bytes of `text`.
-        let (first, last) = unsafe {
-            (
-                _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<1>(first_at, text.as_ptr().cast())),
-                _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<1>(last_at, text.as_ptr().cast())),
-            )
-        };
-        let (first, last) = if LOWER {
+        // A word of up to 8 bytes lies within the eight from `start`, or, near the text's
+        // end, within its last eight: one read holds it.
+        let base = _mm512_min_epu64(start, last8);
+        // SAFETY: every offset is at most `text.len() - 8` (the clamp above), so the
+        // gather reads eight bytes of `text`.
+        let word = unsafe { _mm512_i64gather_epi64::<1>(base, text.as_ptr().cast()) };
+        let word = if LOWER {
             // SAFETY: with `LOWER` the caller has checked that the CPU has AVX-512BW.
-            unsafe { (lowered(first), lowered(last)) }
+            unsafe { lowered(word) }
         } else {
-            (first, last)
+            word
         };
-        // 1–3 bytes: the first, middle and last byte, found in the first four.
-        let off = _mm512_slli_epi64::<3>(_mm512_sub_epi64(start, first_at));
-        let at = |i: __m512i| _mm512_and_si512(_mm512_srlv_epi64(first, i), byte);
+        // Bit offsets of the word's bytes in `word` (shifts of 64 or more give 0, in lanes
+        // whose result is not kept).
+        let off = _mm512_slli_epi64::<3>(_mm512_sub_epi64(start, base));
+        let bits = |bytes: __m512i| _mm512_add_epi64(off, _mm512_slli_epi64::<3>(bytes));
+        let at = |i: __m512i| _mm512_and_si512(_mm512_srlv_epi64(word, i), byte);
+        // 4–8 bytes: the first and last four.
+        let first = _mm512_and_si512(_mm512_srlv_epi64(word, off), low32);
+        let last = _mm512_and_si512(
+            _mm512_srlv_epi64(word, bits(_mm512_sub_epi64(n, splat(4)))),
+            low32,
+        );
+        // 1–3 bytes: the first, middle and last byte.
         let b_first = at(off);
-        let b_mid = at(_mm512_add_epi64(
-            off,
-            _mm512_slli_epi64::<3>(_mm512_srli_epi64::<1>(n)),
-        ));
-        let b_last = at(_mm512_add_epi64(
-            off,
-            _mm512_slli_epi64::<3>(_mm512_sub_epi64(n, splat(1))),
-        ));
+        let b_mid = at(bits(_mm512_srli_epi64::<1>(n)));
+        let b_last = at(bits(_mm512_sub_epi64(n, splat(1))));
         let small = _mm512_or_si512(
             _mm512_or_si512(
                 _mm512_slli_epi64::<16>(b_first),
