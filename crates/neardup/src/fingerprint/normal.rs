@@ -412,6 +412,51 @@ fn leading_ideographs(block: &[u8]) -> usize {
 
 /// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
 fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if src.len() >= 64
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+    {
+        // SAFETY: the CPU has AVX-512F and BW (checked just above).
+        return unsafe { copy_ascii_avx512(src, lower, out) };
+    }
+    copy_ascii_by_16(src, lower, out)
+}
+
+/// [`copy_ascii`] 64 bytes at a time: the block's high bits say where its ASCII prefix
+/// ends, and the prefix of the lowered block is copied; the last bytes go by
+/// [`copy_ascii_by_16`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn copy_ascii_avx512(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
+    use std::arch::x86_64::*;
+
+    let mut n = 0;
+    let mut lowered = [0u8; 64];
+    while let Some(block) = src.get(n..n + 64) {
+        // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
+        let x = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+        let high = _mm512_movepi8_mask(x);
+        let x = if lower {
+            super::word_hash::lowered(x)
+        } else {
+            x
+        };
+        // SAFETY: `lowered` is 64 writable bytes; the store has no alignment requirement.
+        unsafe { _mm512_storeu_si512(lowered.as_mut_ptr().cast(), x) };
+        if high != 0 {
+            let ascii = high.trailing_zeros() as usize;
+            out.extend_from_slice(&lowered[..ascii]);
+            return n + ascii;
+        }
+        out.extend_from_slice(&lowered);
+        n += 64;
+    }
+    n + copy_ascii_by_16(&src[n..], lower, out)
+}
+
+/// [`copy_ascii`] sixteen bytes at a time, then a byte at a time.
+fn copy_ascii_by_16(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
     let mut n = 0;
     // Sixteen bytes at a time while they are all ASCII.
     let mut chunk = [0u8; 16];
@@ -758,6 +803,23 @@ pub(crate) mod tests {
                     assert_eq!(leading_ideographs(block), want, "{s:?}");
                 }
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn ascii_copied_as_by_sixteen(
+            text in proptest::collection::vec(
+                prop_oneof![8 => proptest::sample::select(b"aZ@[`{ 09".to_vec()), 1 => Just(0xC3u8)],
+                0..300,
+            ),
+            lower in any::<bool>(),
+        ) {
+            // Long ASCII runs, and runs cut anywhere by a high byte.
+            let (mut by_16, mut out) = (vec![1], vec![1]);
+            let n = copy_ascii_by_16(&text, lower, &mut by_16);
+            prop_assert_eq!(copy_ascii(&text, lower, &mut out), n);
+            prop_assert_eq!(out, by_16);
         }
     }
 

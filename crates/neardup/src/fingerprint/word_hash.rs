@@ -285,7 +285,7 @@ fn word_hashes_avx512<const LOWER: bool>(
 /// The bytes `A`–`Z` of `v` made `a`–`z`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn lowered(v: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
+pub(super) fn lowered(v: std::arch::x86_64::__m512i) -> std::arch::x86_64::__m512i {
     use std::arch::x86_64::*;
 
     let upper = _mm512_cmple_epu8_mask(
