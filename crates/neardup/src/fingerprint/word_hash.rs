@@ -506,6 +506,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Non-empty words of a text of `len` bytes, one per cut: from its place, of its
+    /// length or to the text's end.
+    fn words_in(len: usize, cuts: &[(prop::sample::Index, usize)]) -> Vec<(usize, usize)> {
+        if len == 0 {
+            return Vec::new();
+        }
+        cuts.iter()
+            .map(|(at, n)| {
+                let start = at.index(len);
+                (start, (start + n).min(len))
+            })
+            .collect()
+    }
+
     proptest! {
         #[test]
         fn pair_hash_is_xxh3(a in any::<u64>(), b in any::<u64>()) {
@@ -521,16 +535,7 @@ mod tests {
             cuts in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..20), 0..40),
         ) {
             // Words of every length anywhere, those near the end of the text among them.
-            let bounds: Vec<(usize, usize)> = if text.is_empty() {
-                Vec::new()
-            } else {
-                cuts.iter()
-                    .map(|(at, len)| {
-                        let start = at.index(text.len());
-                        (start, (start + len).min(text.len()))
-                    })
-                    .collect()
-            };
+            let bounds = words_in(text.len(), &cuts);
             let mut out = vec![7];
             word_hashes(&text, &bounds, &mut out);
             let mut want = vec![7];
@@ -543,16 +548,7 @@ mod tests {
             text in proptest::collection::vec(proptest::sample::select(b"aAzZ@[`{09_Qq".to_vec()), 0..80),
             cuts in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..24), 0..40),
         ) {
-            let bounds: Vec<(usize, usize)> = if text.is_empty() {
-                Vec::new()
-            } else {
-                cuts.iter()
-                    .map(|(at, len)| {
-                        let start = at.index(text.len());
-                        (start, (start + len).min(text.len()))
-                    })
-                    .collect()
-            };
+            let bounds = words_in(text.len(), &cuts);
             let mut out = vec![7];
             lowered_word_hashes(&text, &bounds, &mut out);
             let mut want = vec![7];
