@@ -2,6 +2,8 @@
 //! of Python's `re.findall(r"\w+", text.lower())`, as datasketch and text-dedup users
 //! compute them, in word 5-shingles.
 
+use std::cell::Cell;
+
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use crate::fingerprint::compat::is_word_char;
@@ -41,60 +43,93 @@ fn word_hash(word: &[u8]) -> u64 {
 /// text with its capitals lowered as its bytes are read; a run with non-ASCII characters
 /// is lowercased and split a character at a time.
 pub fn word_hashes(text: &str, word: impl FnMut(u64)) {
-    let mut words = Vec::new();
-    word_hashes_into(text, &mut words);
-    words.into_iter().for_each(word);
+    with_words(text, |words| words.iter().copied().for_each(word));
 }
 
-/// [`word_hashes`] into `out`. The runs of ASCII alone are hashed together afterwards,
-/// eight at a time where the CPU allows ([`lowered_word_hashes`]); a run with non-ASCII
-/// characters is hashed where it stands.
-fn word_hashes_into(text: &str, out: &mut Vec<u64>) {
-    // A capital sigma lowercases by its context (final or not), which may reach across
-    // the cuts (`ΑΣ'Α`): the standard library's `to_lowercase` applies the rule to the
-    // whole text first.
-    let lowered;
-    let text = if !text.is_ascii() && text.contains('\u{03A3}') {
-        lowered = text.to_lowercase();
-        lowered.as_str()
-    } else {
-        text
-    };
-    let bytes = text.as_bytes();
-    let mut buf: Vec<u8> = Vec::new();
-    let from = out.len();
-    // The ASCII runs; once a run with non-ASCII characters has come, their places in
-    // `out` are kept for their hashes.
-    let mut ascii: Vec<(usize, usize)> = Vec::with_capacity(bytes.len() / 8);
-    let mut places: Vec<usize> = Vec::new();
-    let mut mixed = false;
-    for (start, end, high, _) in Runs::new(bytes) {
-        if high {
-            if !mixed {
-                mixed = true;
-                places.extend(from..from + ascii.len());
-                out.resize(from + ascii.len(), 0);
-            }
-            // Cut at ASCII bytes, so on character boundaries.
-            if let Some(run) = text.get(start..end) {
-                mixed_run(run, &mut buf, &mut |w| out.push(w));
-            }
+/// One thread's buffers for the words of a text, kept from text to text: sketching a
+/// document or a query allocates nothing once they have grown to its size.
+#[derive(Debug, Default)]
+struct Words {
+    /// The text's word hashes, in order.
+    hashes: Vec<u64>,
+    /// Its runs of ASCII alone, and, once a run with non-ASCII characters has come, their
+    /// places in `hashes`.
+    ascii: Vec<(usize, usize)>,
+    places: Vec<usize>,
+    /// The hashes of the ASCII runs, when they go to their places.
+    ascii_hashes: Vec<u64>,
+    /// A run with non-ASCII characters, lowercased a word at a time.
+    buf: Vec<u8>,
+}
+
+/// Runs `f` with the hashes of `text`'s words ([`word_hashes`]), in this thread's buffers.
+fn with_words<R>(text: &str, f: impl FnOnce(&[u64]) -> R) -> R {
+    thread_local! {
+        static WORDS: Cell<Words> = Cell::new(Words::default());
+    }
+    // Taken out while in use: an `f` that sketches another text gets fresh buffers.
+    let mut words = WORDS.take();
+    words.fill(text);
+    let result = f(&words.hashes);
+    WORDS.set(words);
+    result
+}
+
+impl Words {
+    /// The hashes of `text`'s words. The runs of ASCII alone are hashed together
+    /// afterwards, eight at a time where the CPU allows ([`lowered_word_hashes`]); a run
+    /// with non-ASCII characters is hashed where it stands.
+    fn fill(&mut self, text: &str) {
+        // A capital sigma lowercases by its context (final or not), which may reach across
+        // the cuts (`ΑΣ'Α`): the standard library's `to_lowercase` applies the rule to the
+        // whole text first.
+        let lowered;
+        let text = if !text.is_ascii() && text.contains('\u{03A3}') {
+            lowered = text.to_lowercase();
+            lowered.as_str()
         } else {
-            if mixed {
-                places.push(out.len());
-                out.push(0);
+            text
+        };
+        let bytes = text.as_bytes();
+        let Words {
+            hashes,
+            ascii,
+            places,
+            ascii_hashes,
+            buf,
+        } = self;
+        hashes.clear();
+        ascii.clear();
+        places.clear();
+        let mut mixed = false;
+        for (start, end, high) in Runs::new(bytes) {
+            if high {
+                if !mixed {
+                    mixed = true;
+                    places.extend(0..ascii.len());
+                    hashes.resize(ascii.len(), 0);
+                }
+                // Cut at ASCII bytes, so on character boundaries.
+                if let Some(run) = text.get(start..end) {
+                    mixed_run(run, buf, &mut |w| hashes.push(w));
+                }
+            } else {
+                if mixed {
+                    places.push(hashes.len());
+                    hashes.push(0);
+                }
+                ascii.push((start, end));
             }
-            ascii.push((start, end));
         }
-    }
-    if !mixed {
-        lowered_word_hashes(bytes, &ascii, out);
-        return;
-    }
-    let mut hashes = Vec::with_capacity(ascii.len());
-    lowered_word_hashes(bytes, &ascii, &mut hashes);
-    for (&place, h) in places.iter().zip(hashes) {
-        out[place] = h;
+        if !mixed {
+            lowered_word_hashes(bytes, ascii, hashes);
+            return;
+        }
+        ascii_hashes.clear();
+        lowered_word_hashes(bytes, ascii, ascii_hashes);
+        for (&place, &h) in places.iter().zip(ascii_hashes.iter()) {
+            hashes[place] = h;
+        }
     }
 }
 
@@ -128,15 +163,12 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
 struct Classes {
     /// ASCII letters, digits and `_`.
     word: u64,
-    /// ASCII capitals.
-    upper: u64,
     /// Bytes of non-ASCII characters.
     high: u64,
 }
 
 /// The maximal runs of bytes of a text that are ASCII word bytes or non-ASCII, as
-/// `(start, end, high, upper)`: with whether the run holds non-ASCII bytes and ASCII
-/// capitals. An iterator, so that what is done with each run is inlined in the caller's
+/// `(start, end, high)`: with whether the run holds non-ASCII bytes. An iterator, so that what is done with each run is inlined in the caller's
 /// loop.
 struct Runs<'a> {
     b: &'a [u8],
@@ -151,8 +183,9 @@ struct Runs<'a> {
     ends: u64,
     /// Whether the block's last byte is in a run.
     last: u64,
-    /// A run that reached the end of the block before: its start, non-ASCII, capitals.
-    open: Option<(usize, bool, bool)>,
+    /// A run that reached the end of the block before: its start, and whether it holds
+    /// non-ASCII bytes.
+    open: Option<(usize, bool)>,
 }
 
 impl<'a> Runs<'a> {
@@ -172,40 +205,31 @@ impl<'a> Runs<'a> {
     /// The next run that ends in the block being scanned; `None` when the rest of the
     /// block has none (a run left open goes on into the next).
     #[inline(always)]
-    fn in_block(&mut self) -> Option<(usize, usize, bool, bool)> {
-        let (s, local, high, upper) = match self.open {
-            Some((s, high, upper)) => (s, 0, high, upper),
+    fn in_block(&mut self) -> Option<(usize, usize, bool)> {
+        let (s, local, high) = match self.open {
+            Some((s, high)) => (s, 0, high),
             None if self.starts != 0 => {
                 let p = self.starts.trailing_zeros();
                 self.starts &= self.starts - 1;
-                (self.at + p as usize, p, false, false)
+                (self.at + p as usize, p, false)
             }
             None => return None,
         };
         let from = u64::MAX << local;
         if self.ends == 0 {
-            self.open = Some((
-                s,
-                high || self.m.high & from != 0,
-                upper || self.m.upper & from != 0,
-            ));
+            self.open = Some((s, high || self.m.high & from != 0));
             return None;
         }
         let e = self.ends.trailing_zeros();
         self.ends &= self.ends - 1;
         let span = from & (u64::MAX >> (63 - e));
         self.open = None;
-        Some((
-            s,
-            self.at + e as usize + 1,
-            high || self.m.high & span != 0,
-            upper || self.m.upper & span != 0,
-        ))
+        Some((s, self.at + e as usize + 1, high || self.m.high & span != 0))
     }
 }
 
 impl Iterator for Runs<'_> {
-    type Item = (usize, usize, bool, bool);
+    type Item = (usize, usize, bool);
 
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
@@ -216,10 +240,7 @@ impl Iterator for Runs<'_> {
             let next = self.next;
             let Some(chunk) = self.b.get(next..).filter(|c| !c.is_empty()) else {
                 let end = self.b.len();
-                return self
-                    .open
-                    .take()
-                    .map(|(s, high, upper)| (s, end, high, upper));
+                return self.open.take().map(|(s, high)| (s, end, high));
             };
             self.m = match chunk.first_chunk::<64>() {
                 Some(block) => classify(block),
@@ -237,8 +258,8 @@ impl Iterator for Runs<'_> {
             self.ends = r & !(r >> 1) & !(1 << 63);
             self.last = r >> 63;
             if r & 1 == 0 {
-                if let Some((s, high, upper)) = self.open.take() {
-                    return Some((s, next, high, upper));
+                if let Some((s, high)) = self.open.take() {
+                    return Some((s, next, high));
                 }
             }
         }
@@ -273,14 +294,13 @@ fn classify_sse2(block: &[u8; 64]) -> Classes {
     for (k, chunk) in block.chunks_exact(16).enumerate() {
         // SAFETY: `chunk` is 16 readable bytes; the load has no alignment requirement.
         let x = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
-        let upper = within(x, b'A', b'Z');
+        // Setting bit 5 makes capitals small letters, and no other byte one.
         let word = _mm_or_si128(
-            _mm_or_si128(upper, within(x, b'a', b'z')),
+            within(_mm_or_si128(x, splat(0x20)), b'a', b'z'),
             _mm_or_si128(within(x, b'0', b'9'), _mm_cmpeq_epi8(x, splat(b'_'))),
         );
         let shift = 16 * k;
         m.word |= mask(word) << shift;
-        m.upper |= mask(upper) << shift;
         m.high |= mask(x) << shift;
     }
     m
@@ -300,7 +320,6 @@ fn classify_scalar(block: &[u8; 64]) -> Classes {
     let mut m = Classes::default();
     for (i, &c) in block.iter().enumerate() {
         m.word |= u64::from(ASCII_WORD[usize::from(c)]) << i;
-        m.upper |= u64::from(c.is_ascii_uppercase()) << i;
         m.high |= u64::from(c >= 0x80) << i;
     }
     m
@@ -316,12 +335,16 @@ const SHORT_SEED: u64 = 0x6A61_6363_6172_6473; // "jaccards"
 #[inline]
 pub(crate) fn fmix64(mut h: u64) -> u64 {
     h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h = h.wrapping_mul(FMIX_1);
     h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h = h.wrapping_mul(FMIX_2);
     h ^= h >> 33;
     h
 }
+
+/// The multipliers of [`fmix64`].
+const FMIX_1: u64 = 0xff51_afd7_ed55_8ccd;
+const FMIX_2: u64 = 0xc4ce_b9fe_1a85_ec53;
 
 /// Calls `shingle` with the hash of every word 5-shingle of `text` (repeats included), in
 /// order; a text of one to four words has one shingle, of all its words; a text without
@@ -330,34 +353,30 @@ pub(crate) fn fmix64(mut h: u64) -> u64 {
 /// gathered first: shingles are then independent, eight at a time where the CPU has
 /// AVX-512, where a rolling polynomial would chain them.
 pub fn shingle_hashes(text: &str, mut shingle: impl FnMut(u64)) {
-    let mut words = Vec::new();
-    word_hashes_into(text, &mut words);
-    let n = words.len();
-    if (1..SHINGLE).contains(&n) {
-        let poly = words
-            .iter()
-            .fold(0u64, |p, &w| p.wrapping_mul(P).wrapping_add(w));
-        shingle(fmix64(poly ^ SHORT_SEED ^ n as u64));
-        return;
-    }
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512dq") {
-        // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
-        done = unsafe { shingles_avx512(&words, &mut shingle) };
-    }
-    for run in words.windows(SHINGLE).skip(done) {
-        shingle(shingle_hash(run));
-    }
+    with_words(text, |words| {
+        let n = words.len();
+        if (1..SHINGLE).contains(&n) {
+            shingle(fmix64(poly(words) ^ SHORT_SEED ^ n as u64));
+            return;
+        }
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512dq") {
+            // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
+            done = unsafe { shingles_avx512(words, &mut shingle) };
+        }
+        for run in words.windows(SHINGLE).skip(done) {
+            shingle(fmix64(poly(run) ^ SHINGLE_SEED));
+        }
+    })
 }
 
-/// The hash of the shingle of the five word hashes `run`.
+/// `Σ wᵢ·P^(n-1-i)` over the `n` word hashes `words`.
 #[inline(always)]
-fn shingle_hash(run: &[u64]) -> u64 {
-    let poly = run
+fn poly(words: &[u64]) -> u64 {
+    words
         .iter()
-        .fold(0u64, |p, &w| p.wrapping_mul(P).wrapping_add(w));
-    fmix64(poly ^ SHINGLE_SEED)
+        .fold(0u64, |p, &w| p.wrapping_mul(P).wrapping_add(w))
 }
 
 /// The shingles of `words` eight at a time, each of the eight polynomials from five
@@ -383,9 +402,9 @@ fn shingles_avx512(words: &[u64], shingle: &mut impl FnMut(u64)) -> usize {
         }
         let mut h = _mm512_xor_si512(poly, splat(SHINGLE_SEED));
         h = _mm512_xor_si512(h, _mm512_srli_epi64::<33>(h));
-        h = _mm512_mullo_epi64(h, splat(0xff51_afd7_ed55_8ccd));
+        h = _mm512_mullo_epi64(h, splat(FMIX_1));
         h = _mm512_xor_si512(h, _mm512_srli_epi64::<33>(h));
-        h = _mm512_mullo_epi64(h, splat(0xc4ce_b9fe_1a85_ec53));
+        h = _mm512_mullo_epi64(h, splat(FMIX_2));
         h = _mm512_xor_si512(h, _mm512_srli_epi64::<33>(h));
         // SAFETY: the store writes the eight words of `out`, unaligned.
         unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), h) };
