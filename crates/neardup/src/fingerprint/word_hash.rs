@@ -103,14 +103,16 @@ pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
 }
 
 /// Appends to `out` the [`word_hash`] of each word `bounds` gives in `text` (non-empty
-/// words, `start < end <= text.len()`). Where the CPU has AVX-512 (F and DQ), eight words at
+/// words, `start < end <= text.len()`). Where the CPU has AVX-512 (F, DQ and BW), eight words at
 /// a time: the eight bytes that hold each word gathered, both short formulas worked out
 /// in every lane and one kept by the lane's length; words over 8 bytes are hashed one by
 /// one afterwards. Elsewhere it is the scalar loop, with the same hashes.
 pub(super) fn word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512dq") {
-        // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
+    if std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+    {
+        // SAFETY: the CPU has AVX-512F, DQ and BW (checked just above; DQ implies F).
         unsafe { word_hashes_avx512::<false>(text, bounds, out) };
         return;
     }
@@ -146,21 +148,23 @@ fn lowered_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     if !word.iter().any(u8::is_ascii_uppercase) {
         return word_hash(text, start, end);
     }
-    const SHORT: usize = 16;
-    if word.len() <= SHORT {
-        let mut lower = [0u8; SHORT];
-        for (l, &b) in lower.iter_mut().zip(word) {
-            *l = b.to_ascii_lowercase();
+    // Long capitalised words are common in code (`ThreadPoolExecutor`): lowercased on the
+    // stack, and only the rare longer one into an allocation.
+    let mut lower = [0u8; 64];
+    match lower.get_mut(..word.len()) {
+        Some(l) => {
+            for (l, &b) in l.iter_mut().zip(word) {
+                *l = b.to_ascii_lowercase();
+            }
+            word_hash(&lower, 0, word.len())
         }
-        return word_hash(&lower, 0, word.len());
+        None => xxh3_64_with_seed(&word.to_ascii_lowercase(), SEED),
     }
-    xxh3_64_with_seed(&word.to_ascii_lowercase(), SEED)
 }
 
-/// [`word_hashes`] eight words at a time; with `LOWER`, [`lowered_word_hashes`] (the
-/// caller has checked for AVX-512BW too).
+/// [`word_hashes`] eight words at a time; with `LOWER`, [`lowered_word_hashes`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq")]
+#[target_feature(enable = "avx512f,avx512dq,avx512bw")]
 fn word_hashes_avx512<const LOWER: bool>(
     text: &[u8],
     bounds: &[(usize, usize)],
@@ -187,10 +191,8 @@ fn word_hashes_avx512<const LOWER: bool>(
     let evens = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
     let odds = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
     let spare = &mut out.spare_capacity_mut()[..bounds.len()];
-    let mut long = Vec::new();
     let mut chunks = spare.chunks_exact_mut(8);
-    for (k, chunk) in (&mut chunks).enumerate() {
-        let pairs = &bounds[8 * k..8 * k + 8];
+    for (pairs, chunk) in bounds.chunks_exact(8).zip(&mut chunks) {
         // SAFETY: eight `(usize, usize)` are 128 readable bytes; usize is 64 bits here.
         let (p0, p1) = unsafe {
             let at = pairs.as_ptr().cast::<__m512i>();
@@ -205,12 +207,7 @@ fn word_hashes_avx512<const LOWER: bool>(
         // SAFETY: every offset is at most `text.len() - 8` (the clamp above), so the
         // gather reads eight bytes of `text`.
         let word = unsafe { _mm512_i64gather_epi64::<1>(base, text.as_ptr().cast()) };
-        let word = if LOWER {
-            // SAFETY: with `LOWER` the caller has checked that the CPU has AVX-512BW.
-            unsafe { lowered(word) }
-        } else {
-            word
-        };
+        let word = if LOWER { lowered(word) } else { word };
         // Bit offsets of the word's bytes in `word` (shifts of 64 or more give 0, in lanes
         // whose result is not kept).
         let off = _mm512_slli_epi64::<3>(_mm512_sub_epi64(start, base));
@@ -260,22 +257,19 @@ fn word_hashes_avx512<const LOWER: bool>(
         );
         // SAFETY: the store writes the eight words of `chunk`, unaligned.
         unsafe { _mm512_storeu_si512(chunk.as_mut_ptr().cast(), h) };
-        let over = _mm512_cmpgt_epu64_mask(n, splat(8));
-        if over != 0 {
-            long.push((k, over));
-        }
-    }
-    let done = bounds.len() - chunks.into_remainder().len();
-    for (slot, &(start, end)) in spare.iter_mut().zip(bounds).skip(done) {
-        slot.write(one(start, end));
-    }
-    for (k, mut over) in long {
+        // Words over 8 bytes, written again.
+        let mut over = _mm512_cmpgt_epu64_mask(n, splat(8));
         while over != 0 {
-            let i = 8 * k + over.trailing_zeros() as usize;
+            let i = over.trailing_zeros() as usize;
             over &= over - 1;
-            let (start, end) = bounds[i];
-            spare[i].write(one(start, end));
+            let (start, end) = pairs[i];
+            chunk[i].write(one(start, end));
         }
+    }
+    let tail = chunks.into_remainder();
+    let done = bounds.len() - tail.len();
+    for (slot, &(start, end)) in tail.iter_mut().zip(&bounds[done..]) {
+        slot.write(one(start, end));
     }
     // SAFETY: the `bounds.len()` words after `from` are written just above: the chunks of
     // eight by the vector store (words over 8 bytes written again), the rest one by one.
@@ -545,9 +539,10 @@ mod tests {
 
         #[test]
         fn lowered_word_hashes_are_xxh3_of_the_lowered_words(
-            text in proptest::collection::vec(proptest::sample::select(b"aAzZ@[`{09_Qq".to_vec()), 0..80),
-            cuts in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..24), 0..40),
+            text in proptest::collection::vec(proptest::sample::select(b"aAzZ@[`{09_Qq".to_vec()), 0..160),
+            cuts in proptest::collection::vec((any::<prop::sample::Index>(), 1usize..80), 0..40),
         ) {
+            // Words of every length class: short, lowered on the stack, and past it.
             let bounds = words_in(text.len(), &cuts);
             let mut out = vec![7];
             lowered_word_hashes(&text, &bounds, &mut out);
