@@ -111,7 +111,7 @@ fn count(hashes: &[u64]) -> Counters {
 const VECTOR_FROM: usize = 128;
 
 /// [`count`] eight columns at a time: the hashes are read as eight interleaved lists, one
-/// per 64-bit lane of a vector, each counted by the carry-save adders of [`count_scalar`]
+/// per 64-bit lane of a vector, each counted by the carry-save adders of [`fold_sixteen`]
 /// (a full adder of three vectors is two `vpternlogq`), and the eight lanes' counts are
 /// added up at the end.
 #[cfg(target_arch = "x86_64")]
@@ -127,9 +127,10 @@ fn count_avx512(hashes: &[u64]) -> Counters {
         )
     };
     let zero = _mm512_setzero_si512();
-    let (mut ones, mut twos, mut fours, mut eights) = (zero, zero, zero, zero);
-    // Bit-sliced counts of the sixteens, per lane: plane `j` weighs 16·2^j.
-    let mut sixteens = [zero; 60];
+    // Per lane, bit-sliced counters: planes 0–3 are the carry-save accumulators, plane
+    // `4 + j` counts the sixteens in units of 16·2^j.
+    let mut planes = [zero; 64];
+    let mut acc = [zero; 4];
     let mut blocks = hashes.chunks_exact(128);
     for block in &mut blocks {
         let h = |i: usize| {
@@ -137,41 +138,22 @@ fn count_avx512(hashes: &[u64]) -> Counters {
             // SAFETY: the load reads the eight words of `eight`, unaligned.
             unsafe { _mm512_loadu_si512(eight.as_ptr().cast()) }
         };
-        let (twos_a, twos_b, twos_c, twos_d, twos_e, twos_f, twos_g, twos_h);
-        let (fours_a, fours_b, fours_c, fours_d, eights_a, eights_b, carry);
-        (ones, twos_a) = csa(ones, h(0), h(1));
-        (ones, twos_b) = csa(ones, h(2), h(3));
-        (twos, fours_a) = csa(twos, twos_a, twos_b);
-        (ones, twos_c) = csa(ones, h(4), h(5));
-        (ones, twos_d) = csa(ones, h(6), h(7));
-        (twos, fours_b) = csa(twos, twos_c, twos_d);
-        (fours, eights_a) = csa(fours, fours_a, fours_b);
-        (ones, twos_e) = csa(ones, h(8), h(9));
-        (ones, twos_f) = csa(ones, h(10), h(11));
-        (twos, fours_c) = csa(twos, twos_e, twos_f);
-        (ones, twos_g) = csa(ones, h(12), h(13));
-        (ones, twos_h) = csa(ones, h(14), h(15));
-        (twos, fours_d) = csa(twos, twos_g, twos_h);
-        (fours, eights_b) = csa(fours, fours_c, fours_d);
-        (eights, carry) = csa(eights, eights_a, eights_b);
         // Ripple the sixteens up the planes.
-        let mut x = carry;
-        let mut j = 0;
+        let mut x = fold_sixteen(&mut acc, h, csa);
+        let mut j = 4;
         while _mm512_test_epi64_mask(x, x) != 0 {
-            let plane = &mut sixteens[j];
+            let plane = &mut planes[j];
             let next = _mm512_and_si512(*plane, x);
             *plane = _mm512_xor_si512(*plane, x);
             x = next;
             j += 1;
         }
     }
-    // The lanes' counts are bit-sliced counters too, a plane per weight: added up a half,
-    // a quarter and an eighth of the vector at a time (a full adder per plane, the
-    // lanes swapped by a permutation), so lane 0 ends with the sum.
-    let mut planes = [zero; 64];
-    planes[..4].copy_from_slice(&[ones, twos, fours, eights]);
+    // The lanes' counts, added up a half, a quarter and an eighth of the vector at a time
+    // (a full adder per plane, the lanes swapped by a permutation), so lane 0 ends with
+    // the sum.
+    planes[..4].copy_from_slice(&acc);
     let mut used = 4 + (64 - (hashes.len() as u64 >> 7).leading_zeros() as usize);
-    planes[4..used].copy_from_slice(&sixteens[..used - 4]);
     for swap in [
         _mm512_set_epi64(3, 2, 1, 0, 7, 6, 5, 4),
         _mm512_set_epi64(5, 4, 7, 6, 1, 0, 3, 2),
@@ -196,41 +178,49 @@ fn count_avx512(hashes: &[u64]) -> Counters {
 /// [`count`] one word at a time.
 fn count_scalar(hashes: &[u64]) -> Counters {
     let mut c = Counters::new();
-    let (mut ones, mut twos, mut fours, mut eights) = (0u64, 0u64, 0u64, 0u64);
+    let mut acc = [0u64; 4];
     let mut chunks = hashes.chunks_exact(16);
     for h in &mut chunks {
-        let (twos_a, fours_a, eights_a);
-        let (twos_b, fours_b, eights_b);
-        let sixteens;
-        (ones, twos_a) = csa(ones, h[0], h[1]);
-        (ones, twos_b) = csa(ones, h[2], h[3]);
-        (twos, fours_a) = csa(twos, twos_a, twos_b);
-        let (twos_c, twos_d);
-        (ones, twos_c) = csa(ones, h[4], h[5]);
-        (ones, twos_d) = csa(ones, h[6], h[7]);
-        let fours_b0;
-        (twos, fours_b0) = csa(twos, twos_c, twos_d);
-        (fours, eights_a) = csa(fours, fours_a, fours_b0);
-        let (twos_e, twos_f, twos_g, twos_h);
-        (ones, twos_e) = csa(ones, h[8], h[9]);
-        (ones, twos_f) = csa(ones, h[10], h[11]);
-        (twos, fours_b) = csa(twos, twos_e, twos_f);
-        (ones, twos_g) = csa(ones, h[12], h[13]);
-        (ones, twos_h) = csa(ones, h[14], h[15]);
-        let fours_c;
-        (twos, fours_c) = csa(twos, twos_g, twos_h);
-        (fours, eights_b) = csa(fours, fours_b, fours_c);
-        (eights, sixteens) = csa(eights, eights_a, eights_b);
+        let sixteens = fold_sixteen(&mut acc, |i| h[i], csa);
         c.add(sixteens, 4);
     }
     for &h in chunks.remainder() {
         c.add(h, 0);
     }
-    c.add(ones, 0);
-    c.add(twos, 1);
-    c.add(fours, 2);
-    c.add(eights, 3);
+    for (weight, x) in acc.into_iter().enumerate() {
+        c.add(x, weight);
+    }
     c
+}
+
+/// Folds the sixteen words `h(0)`, …, `h(15)` into the carry-save accumulators `acc` (of
+/// weights 1, 2, 4 and 8) with the full adder `csa` (Harley–Seal); returns the carry out
+/// of the eights, which weighs 16. For words, and for vectors of words alike.
+#[inline(always)]
+fn fold_sixteen<T: Copy>(
+    acc: &mut [T; 4],
+    h: impl Fn(usize) -> T,
+    csa: impl Fn(T, T, T) -> (T, T),
+) -> T {
+    let [ones, twos, fours, eights] = acc;
+    let (twos_a, twos_b, twos_c, twos_d, twos_e, twos_f, twos_g, twos_h);
+    let (fours_a, fours_b, fours_c, fours_d, eights_a, eights_b, sixteens);
+    (*ones, twos_a) = csa(*ones, h(0), h(1));
+    (*ones, twos_b) = csa(*ones, h(2), h(3));
+    (*twos, fours_a) = csa(*twos, twos_a, twos_b);
+    (*ones, twos_c) = csa(*ones, h(4), h(5));
+    (*ones, twos_d) = csa(*ones, h(6), h(7));
+    (*twos, fours_b) = csa(*twos, twos_c, twos_d);
+    (*fours, eights_a) = csa(*fours, fours_a, fours_b);
+    (*ones, twos_e) = csa(*ones, h(8), h(9));
+    (*ones, twos_f) = csa(*ones, h(10), h(11));
+    (*twos, fours_c) = csa(*twos, twos_e, twos_f);
+    (*ones, twos_g) = csa(*ones, h(12), h(13));
+    (*ones, twos_h) = csa(*ones, h(14), h(15));
+    (*twos, fours_d) = csa(*twos, twos_g, twos_h);
+    (*fours, eights_b) = csa(*fours, fours_c, fours_d);
+    (*eights, sixteens) = csa(*eights, eights_a, eights_b);
+    sixteens
 }
 
 /// The simhash of `hashes`: bit `i` is 1 when more than half of the hashes have bit `i`
