@@ -108,38 +108,40 @@ pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
 /// in every lane and one kept by the lane's length; words over 8 bytes are hashed one by
 /// one afterwards. Elsewhere it is the scalar loop, with the same hashes.
 pub(super) fn word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-    {
-        // SAFETY: the CPU has AVX-512F, DQ and BW (checked just above; DQ implies F).
-        unsafe { word_hashes_avx512::<false>(text, bounds, out) };
-        return;
-    }
-    out.extend(
-        bounds
-            .iter()
-            .map(|&(start, end)| word_hash(text, start, end)),
-    );
+    hash_words::<false>(text, bounds, out);
 }
 
 /// [`word_hashes`] of the words lowercased: for each word of ASCII bytes `bounds` gives in
 /// `text`, `xxh3_64_with_seed` of the word with `A`–`Z` made `a`–`z` (the words of the
 /// Jaccard shingles, which are lowercased and come from text that is not normalised).
 pub(crate) fn lowered_word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
+    hash_words::<true>(text, bounds, out);
+}
+
+/// [`word_hashes`], or with `LOWER` [`lowered_word_hashes`].
+fn hash_words<const LOWER: bool>(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512dq")
         && std::arch::is_x86_feature_detected!("avx512bw")
     {
         // SAFETY: the CPU has AVX-512F, DQ and BW (checked just above; DQ implies F).
-        unsafe { word_hashes_avx512::<true>(text, bounds, out) };
+        unsafe { word_hashes_avx512::<LOWER>(text, bounds, out) };
         return;
     }
     out.extend(
         bounds
             .iter()
-            .map(|&(start, end)| lowered_word_hash(text, start, end)),
+            .map(|&(start, end)| one_word_hash::<LOWER>(text, start, end)),
     );
+}
+
+/// One word's [`word_hash`], or with `LOWER` its [`lowered_word_hash`].
+#[inline(always)]
+fn one_word_hash<const LOWER: bool>(text: &[u8], start: usize, end: usize) -> u64 {
+    match LOWER {
+        true => lowered_word_hash(text, start, end),
+        false => word_hash(text, start, end),
+    }
 }
 
 /// `xxh3_64_with_seed` of `text[start..end]` lowercased (ASCII letters only).
@@ -172,10 +174,7 @@ fn word_hashes_avx512<const LOWER: bool>(
 ) {
     use std::arch::x86_64::*;
 
-    let one = |start: usize, end: usize| match LOWER {
-        true => lowered_word_hash(text, start, end),
-        false => word_hash(text, start, end),
-    };
+    let one = |start: usize, end: usize| one_word_hash::<LOWER>(text, start, end);
     let from = out.len();
     // The gather reads eight bytes at offsets clamped to `text.len() - 8`, whatever the
     // bounds, and holds offsets in 64-bit lanes.
