@@ -131,88 +131,92 @@ fn string(line: &str, start: usize) -> Option<(Cow<'_, str>, usize)> {
     }
     // Escapes only shorten the text.
     let mut out = String::with_capacity(b.len().saturating_sub(start));
-    let end = decode(line, start, at, &mut out)?;
+    out.push_str(line.get(start..at)?);
+    let end = decode::<true>(line, at, &mut out)?;
     Some((Cow::Owned(out), end))
 }
 
 /// The index after the closing quote of the string whose opening quote is just before
 /// `start`, checked as [`string`] checks it; `None` where it gives `None`.
 fn skip_string(line: &str, start: usize) -> Option<usize> {
-    let at = special(line.as_bytes(), start)?;
-    decode(line, start, at, &mut Check)
+    decode::<false>(line, special(line.as_bytes(), start)?, &mut String::new())
 }
 
-/// Where a string's decoded pieces go.
-trait Decoded {
-    fn piece(&mut self, s: &str);
-    fn char(&mut self, c: char);
-}
-
-impl Decoded for String {
-    fn piece(&mut self, s: &str) {
-        self.push_str(s);
-    }
-    fn char(&mut self, c: char) {
-        self.push(c);
-    }
-}
-
-/// Nowhere: the string is only checked.
-struct Check;
-
-impl Decoded for Check {
-    fn piece(&mut self, _: &str) {}
-    fn char(&mut self, _: char) {}
-}
-
-/// Decodes the rest of a string into `out`, from `from`, where `at` is its next special
-/// byte (see [`special`]); the index after the closing quote, or `None` for what is not
-/// JSON.
-fn decode(line: &str, mut from: usize, mut at: usize, out: &mut impl Decoded) -> Option<usize> {
+/// Decodes the rest of a string, from its special byte `at` (see [`special`]), onto `out`
+/// when `KEEP` (else only checks it); the index after the closing quote, or `None` for
+/// what is not JSON.
+#[inline(always)]
+fn decode<const KEEP: bool>(line: &str, mut at: usize, out: &mut String) -> Option<usize> {
     let b = line.as_bytes();
     loop {
-        // `at` is an ASCII byte, so a character boundary.
-        out.piece(line.get(from..at)?);
         match b[at] {
             b'"' => return Some(at + 1),
             b'\\' => {}
             _ => return None,
         }
-        let c = match *b.get(at + 1)? {
-            b'n' => '\n',
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b't' => '\t',
-            b'r' => '\r',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'u' => {
-                let u = hex4(b, at + 2)?;
-                at += 4;
-                if (0xD800..0xDC00).contains(&u) {
-                    // A surrogate pair, or nothing.
-                    if b.get(at + 2..at + 4)? != b"\\u" {
-                        return None;
-                    }
-                    let low = hex4(b, at + 4)?;
-                    if !(0xDC00..0xE000).contains(&low) {
-                        return None;
-                    }
-                    at += 6;
-                    char::from_u32(0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00))?
-                } else {
-                    // `from_u32` refuses a lone trailing surrogate.
-                    char::from_u32(u)?
-                }
+        let e = *b.get(at + 1)?;
+        // The common escapes by table: which one comes next follows no pattern, and a
+        // branch on it mispredicts.
+        let byte = ESCAPES[usize::from(e)];
+        if byte != 0 {
+            if KEEP {
+                out.push(char::from(byte));
             }
-            _ => return None,
+            at = copy_to_special::<KEEP>(line, at + 2, out)?;
+            continue;
+        }
+        if e != b'u' {
+            return None;
+        }
+        let u = hex4(b, at + 2)?;
+        at += 4;
+        let c = if (0xD800..0xDC00).contains(&u) {
+            // A surrogate pair, or nothing.
+            if b.get(at + 2..at + 4)? != b"\\u" {
+                return None;
+            }
+            let low = hex4(b, at + 4)?;
+            if !(0xDC00..0xE000).contains(&low) {
+                return None;
+            }
+            at += 6;
+            char::from_u32(0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00))?
+        } else {
+            // `from_u32` refuses a lone trailing surrogate.
+            char::from_u32(u)?
         };
-        out.char(c);
-        from = at + 2;
-        at = special(b, from)?;
+        if KEEP {
+            out.push(c);
+        }
+        at = copy_to_special::<KEEP>(line, at + 2, out)?;
     }
 }
+
+/// [`special`] from `i`, with the text passed over appended to `out` when `KEEP`.
+#[inline(always)]
+fn copy_to_special<const KEEP: bool>(line: &str, i: usize, out: &mut String) -> Option<usize> {
+    let at = special(line.as_bytes(), i)?;
+    if KEEP {
+        // `at` is an ASCII byte, so a character boundary.
+        out.push_str(line.get(i..at)?);
+    }
+    Some(at)
+}
+
+/// The byte each one-character escape stands for, by the character after the backslash; 0
+/// for `u` and for what is no escape.
+const ESCAPES: [u8; 256] = {
+    let mut t = [0; 256];
+    t[b'n' as usize] = b'\n';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t[b'/' as usize] = b'/';
+    t[b't' as usize] = b'\t';
+    t[b'r' as usize] = b'\r';
+    t[b'b' as usize] = 0x08;
+    t[b'f' as usize] = 0x0c;
+    t
+};
 
 /// Four hex digits at `i`, as a number.
 fn hex4(b: &[u8], i: usize) -> Option<u32> {
