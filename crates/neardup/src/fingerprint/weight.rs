@@ -157,11 +157,15 @@ impl TfPlan {
 /// count; returns how many hashes are 0 (a feature hash of 0 is counted apart, since key 0
 /// marks an empty slot).
 fn repeats(hashes: &[u64], scratch: &mut TfScratch) -> u32 {
-    // At most half full, so nearly every feature finds its slot at the first probe.
-    // Whether a feature was seen before decides no branch: repeats are common in real text
-    // (a fifth of word pairs), and a branch on them mispredicts. The slots of repeats are
-    // listed instead, and counted afterwards.
-    let cap = (2 * hashes.len()).next_power_of_two();
+    // At most a quarter full, so nearly every feature finds its slot at the first probe.
+    // At half full, a quarter to a half of first probes collided, and the branch on them
+    // mispredicted (one thread, in process, against half full: 422 → 458 MB/s on the
+    // peers' corpus, 621 → 631 on natural text; an eighth full gained nothing more, and
+    // lost 4% on natural text to clearing the table). Whether a feature was seen before
+    // decides no branch: repeats are common in real text (a fifth of word pairs), and a
+    // branch on them mispredicts. The slots of repeats are listed instead, and counted
+    // afterwards.
+    let cap = (4 * hashes.len()).next_power_of_two();
     let mask = cap - 1;
     let TfScratch {
         keys,
@@ -214,10 +218,11 @@ fn repeats(hashes: &[u64], scratch: &mut TfScratch) -> u32 {
 /// A long text's table would outgrow the second-level cache, and each probe, and each
 /// count of a repeat, would wait for memory (19 ns a feature above 65,536 features against
 /// 5 ns below 4,096, in a microbenchmark of the natural corpus's text lengths with a fifth
-/// of the features repeated). Split first by their
-/// top bits, which the table's slots do not use, the features come in parts of about
-/// [`PART`], each counted in a table that stays in the first-level cache; a feature's
-/// copies all land in the same part.
+/// of the features repeated). Split first by their top bits, which the table's slots do
+/// not use, the features come in parts of about [`PART`], each counted in a table of at
+/// most 32 KB, the size of the first-level cache here (parts of half as many measured the
+/// same on the natural corpus's eleven longest texts); a feature's copies all land in the
+/// same part.
 const SPLIT_FROM: usize = 1 << 15;
 
 /// Features per part of a split text, about.
@@ -255,7 +260,7 @@ fn split<'a>(hashes: &[u64], parts: &'a mut Vec<u64>) -> impl Iterator<Item = &'
 }
 
 /// Tables of this many slots (256 KB) or more are probed with prefetches: texts of more
-/// than 8,192 features, some 75 KB of English and up. Smaller tables stay in the
+/// than 4,096 features, some 37 KB of English and up. Smaller tables stay in the
 /// second-level cache, where prefetching only costs instructions.
 const PREFETCH_FROM: usize = 1 << 15;
 
