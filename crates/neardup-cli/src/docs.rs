@@ -244,7 +244,9 @@ pub struct Lines {
 
 impl Lines {
     /// The documents of these lines, and what reading them counted; the failure of the
-    /// first bad line instead, as [`line_doc`] gives it.
+    /// first bad line instead, as [`line_doc`] gives it. The lines' pages then leave the
+    /// process's resident memory (all but the two at the ends, which the lines before and
+    /// after may share): the documents are copies.
     fn read(&self, args: &DocArgs) -> Result<(Vec<Doc>, ReadStats), Failure> {
         let mut stats = ReadStats::default();
         let mut docs = Vec::new();
@@ -258,6 +260,7 @@ impl Lines {
             line_no += 1;
             Ok(())
         })?;
+        crate::input::release(&self.map, self.start, self.end);
         Ok((docs, stats))
     }
 }

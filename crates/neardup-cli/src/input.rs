@@ -291,20 +291,8 @@ pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>,
             progress.set(at as u64);
             // The parsed pages leave this process's resident memory (they stay in the page
             // cache), so that reading a large file holds a wave of it, not all of it.
-            let done = at / PAGE * PAGE;
-            if done > released {
-                // SAFETY: the mapping is private and read-only: a page dropped from it reads
-                // back from the file, unchanged, if it is touched again (the last page of a
-                // wave is, by the next wave). A failure only keeps the pages.
-                let _ = unsafe {
-                    map.unchecked_advise_range(
-                        memmap2::UncheckedAdvice::DontNeed,
-                        released,
-                        done - released,
-                    )
-                };
-                released = done;
-            }
+            release(&map, released, at);
+            released = at / PAGE * PAGE;
         }
         return Ok(joined.out);
     }
@@ -351,6 +339,20 @@ pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>,
 
 /// Bytes of a page, for giving back the pages of a mapped file already parsed.
 const PAGE: usize = 4096;
+
+/// Drops the whole pages of bytes `from..to` of `map` from this process's resident memory
+/// (they stay in the page cache): a large file read through holds what is being read, not
+/// all of it.
+pub(crate) fn release(map: &memmap2::Mmap, from: usize, to: usize) {
+    let (start, end) = (from.next_multiple_of(PAGE), to.min(map.len()) / PAGE * PAGE);
+    if end > start {
+        // SAFETY: the mapping is private and read-only: a page dropped from it reads back
+        // from the file, unchanged, if it is touched again. A failure only keeps the pages.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+    }
+}
 
 /// Bytes of a mapped file parsed by one task: a block costs no buffer there, so blocks
 /// are smaller than [`BLOCK`], and the threads' shares of a wave come out even (three
