@@ -117,6 +117,12 @@ pub struct ReadStats {
 }
 
 impl ReadStats {
+    /// Counts the documents `docs` and their text.
+    fn count(&mut self, docs: &[Doc]) {
+        self.docs += docs.len() as u64;
+        self.bytes += docs.iter().map(|d| d.text.len() as u64).sum::<u64>();
+    }
+
     /// Adds what `other` counted.
     fn add(&mut self, other: &ReadStats) {
         self.docs += other.docs;
@@ -243,8 +249,8 @@ pub struct Lines {
 }
 
 impl Lines {
-    /// The documents of these lines, and what reading them counted; the failure of the
-    /// first bad line instead, as [`line_doc`] gives it. The lines' pages then leave the
+    /// The documents of these lines, and what reading them counted besides the documents
+    /// (see [`line_doc`]); the failure of the first bad line instead. The lines' pages then leave the
     /// process's resident memory (all but the two at the ends, which the lines before and
     /// after may share): the documents are copies.
     fn read(&self, args: &DocArgs) -> Result<(Vec<Doc>, ReadStats), Failure> {
@@ -252,11 +258,14 @@ impl Lines {
         let mut docs = Vec::new();
         let mut line_no = self.first_line;
         each_line(&self.map[self.start..self.end], |line| {
-            if let Some(doc) = line_doc(line, line_no, &self.name, self.format, args, &mut stats)? {
-                stats.docs += 1;
-                stats.bytes += doc.text.len() as u64;
-                docs.push(doc);
-            }
+            docs.extend(line_doc(
+                line,
+                line_no,
+                &self.name,
+                self.format,
+                args,
+                &mut stats,
+            )?);
             line_no += 1;
             Ok(())
         })?;
@@ -310,12 +319,11 @@ fn read_with(
     let mut stats = ReadStats::default();
     let mut pending: Vec<Doc> = Vec::new();
     let mut pending_bytes = 0usize;
-    // A document to the pending batch, which goes when full; `None` sends it now.
+    // A document to the pending batch, which goes (and is counted) when full; `None`
+    // sends it now.
     let mut send = |doc: Option<Doc>, stats: &mut ReadStats| -> Result<(), Failure> {
         let full = match doc {
             Some(doc) => {
-                stats.docs += 1;
-                stats.bytes += doc.text.len() as u64;
                 pending_bytes += doc.text.len();
                 pending.push(doc);
                 pending.len() >= BATCH_DOCS || pending_bytes >= BATCH_BYTES
@@ -324,6 +332,7 @@ fn read_with(
         };
         if full {
             progress.set(read_bytes.load(Ordering::Relaxed));
+            stats.count(&pending);
             pending_bytes = 0;
             batch(std::mem::take(&mut pending))?;
         }
@@ -392,8 +401,7 @@ fn read_with(
             let shown: Arc<str> = name.as_str().into();
             let (mut at, mut first_line) = (0, 1u64);
             while at < map.len() {
-                let from = (at + BATCH_BYTES).min(map.len());
-                let end = memchr::memchr(b'\n', &map[from..]).map_or(map.len(), |i| from + i + 1);
+                let end = crate::input::block_end(&map, at, BATCH_BYTES);
                 let lines = Lines {
                     map: map.clone(),
                     start: at,
@@ -414,9 +422,7 @@ fn read_with(
                     }
                     None => {
                         let (docs, read) = lines.read(args)?;
-                        // `send` counts the documents.
-                        stats.invalid_utf8 += read.invalid_utf8;
-                        stats.skipped += read.skipped;
+                        stats.add(&read);
                         for doc in docs {
                             send(Some(doc), &mut stats)?;
                         }
@@ -617,9 +623,10 @@ fn read_mapped_with<R: Send>(
                 .try_for_each(|(k, batch)| {
                     let done = match batch {
                         Batch::Docs(docs) => Ok((work(docs), ReadStats::default())),
-                        Batch::Lines(lines) => {
-                            lines.read(args).map(|(docs, read)| (work(docs), read))
-                        }
+                        Batch::Lines(lines) => lines.read(args).map(|(docs, mut read)| {
+                            read.count(&docs);
+                            (work(docs), read)
+                        }),
                     };
                     results.send((k, done))
                 })

@@ -364,7 +364,7 @@ const MAPPED_WAVE: usize = 8;
 
 /// Where the block of `b` that starts at `at` ends: after the last newline within `size`
 /// bytes, or after the first one past them when a line is longer, or at the end.
-fn block_end(b: &[u8], at: usize, size: usize) -> usize {
+pub(crate) fn block_end(b: &[u8], at: usize, size: usize) -> usize {
     if b.len() - at <= size {
         return b.len();
     }
