@@ -380,7 +380,7 @@ pub(crate) fn fingerprint_all(
         Some((&first, rest)) => (first, rest),
         None => (Banding::for_threshold(Threshold::default()), &[][..]),
     };
-    let rows_of = |batch: Vec<Doc>| -> Vec<(Signature, u32, Vec<BandKeys>)> {
+    let rows_of = |batch: &[Doc]| -> Vec<(Signature, u32, Vec<BandKeys>)> {
         batch
             .par_iter()
             .map(|d| {

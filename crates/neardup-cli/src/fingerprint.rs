@@ -129,7 +129,7 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
     let mut empty = 0u64;
     // Each chunk of a batch renders into one buffer: (bytes, line ends); and the batch's
     // count of empty documents.
-    let render_batch = |batch: Vec<Doc>| {
+    let render_batch = |batch: &[Doc]| {
         let empty = batch.iter().filter(|d| d.text.trim().is_empty()).count() as u64;
         let chunks: Vec<(Vec<u8>, Vec<usize>)> = batch
             .par_chunks(4)
