@@ -310,12 +310,23 @@ fn taken_off(
     group: &mut Vec<u64>,
 ) -> Counters {
     #[cfg(target_arch = "x86_64")]
-    if taken <= u64::from(u32::MAX) && std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512F (checked just above).
+    if !takes_off_by_runs(taken) {
+        // SAFETY: not by runs only where the CPU has AVX-512F (`takes_off_by_runs`).
         return unsafe { taken_off_avx512(less, rehash) };
     }
-    let _ = taken;
     taken_off_by_runs(less, rehash, group)
+}
+
+/// Whether [`taken_off`] goes by runs of equal weights, on weights summing to `taken`:
+/// where the CPU lacks AVX-512F, or the sum passes 2^32 − 1. Only then does the order of
+/// the weights matter, for speed: sorted, they make the fewest runs.
+pub(crate) fn takes_off_by_runs(taken: u64) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if taken <= u64::from(u32::MAX) && std::arch::is_x86_feature_detected!("avx512f") {
+        return false;
+    }
+    let _ = taken;
+    true
 }
 
 /// [`taken_off`] a run of equal weights at a time: each run's hashes counted, and the

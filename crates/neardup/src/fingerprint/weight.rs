@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::kernel::{simhash_adjusted_runs, simhash_weighted};
+use super::kernel::{simhash_adjusted_runs, simhash_weighted, takes_off_by_runs};
 use crate::error::{Error, Result};
 use crate::hint::prefetch;
 
@@ -98,42 +98,30 @@ impl TfPlan {
         // q1·c ≥ quantise(c): 1 + ln c ≤ c, and q1 = 1023 / max ≥ 44 even for counts near
         // 2³², which leaves room for the rounding of both.
         let correction = |c: u32| q1 * c - quantise(c);
-        // The corrections in runs of equal value, increasing (they grow with the count):
-        // features grouped by count. The counts below `SMALL`, nearly all, are placed by a
-        // counting pass, one pass however many distinct counts there are, and only the few
-        // larger ones sorted. A correction is worked out only for a count that occurs: its
-        // logarithm costs more than the whole grouping of a short text.
+        // A correction is worked out once per count that occurs (counts below `SMALL`,
+        // nearly all, are kept; 0 marks one not worked out yet, every count from 2 has a
+        // positive correction): its logarithm costs more than the rest of a short text's
+        // plan. The corrections are sorted into runs of equal value only where the vote
+        // goes by runs; one feature at a time, their order does not matter (sorting
+        // them was a thirtieth of fingerprinting the peers' corpus).
         const SMALL: usize = 64;
-        let mut starts = [0usize; SMALL + 1];
-        for &(_, c) in more.iter() {
-            if (c as usize) < SMALL {
-                starts[c as usize + 1] += 1;
-            }
-        }
         let mut corrections = [0u32; SMALL];
-        for c in 2..SMALL.min(most as usize + 1) {
-            if starts[c + 1] != 0 {
-                corrections[c] = correction(c as u32);
-            }
-        }
-        for c in 1..=SMALL {
-            starts[c] += starts[c - 1];
-        }
-        let mut less: Vec<(u64, u32)> = vec![(0, 0); starts[SMALL]];
-        let mut large: Vec<(u64, u32)> = Vec::new();
+        let mut taken = 0u64;
+        let mut less: Vec<(u64, u32)> = Vec::with_capacity(more.len());
         for &(h, c) in more.iter() {
-            match corrections.get(c as usize) {
-                Some(&d) => {
-                    less[starts[c as usize]] = (h, d);
-                    starts[c as usize] += 1;
+            let d = match corrections.get_mut(c as usize) {
+                Some(known) if *known != 0 => *known,
+                Some(known) => {
+                    *known = correction(c);
+                    *known
                 }
-                None => large.push((h, c)),
-            }
+                None => correction(c),
+            };
+            taken += u64::from(d);
+            less.push((h, d));
         }
-        large.sort_unstable_by_key(|&(_, c)| c);
-        for run in large.chunk_by(|a, b| a.1 == b.1) {
-            let d = correction(run[0].1);
-            less.extend(run.iter().map(|&(h, _)| (h, d)));
+        if takes_off_by_runs(taken) {
+            less.sort_unstable_by_key(|&(_, d)| d);
         }
         TfPlan { q1, less }
     }
