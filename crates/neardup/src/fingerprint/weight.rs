@@ -101,10 +101,9 @@ impl TfPlan {
         // A correction is worked out once per count that occurs (counts below `SMALL`,
         // nearly all, are kept; 0 marks one not worked out yet, every count from 2 has a
         // positive correction): its logarithm costs more than the rest of a short text's
-        // plan. The corrections are sorted into runs of equal value only where the vote
-        // goes by runs; one feature at a time, their order does not matter (sorting
-        // them was a thirtieth of fingerprinting the peers' corpus).
-        const SMALL: usize = 64;
+        // plan. The corrections are put in runs of equal value only where the vote goes
+        // by runs; one feature at a time, their order does not matter (grouping them was
+        // a thirtieth of fingerprinting the peers' corpus).
         let mut corrections = [0u32; SMALL];
         let mut taken = 0u64;
         let mut less: Vec<(u64, u32)> = Vec::with_capacity(more.len());
@@ -121,7 +120,7 @@ impl TfPlan {
             less.push((h, d));
         }
         if takes_off_by_runs(taken) {
-            less.sort_unstable_by_key(|&(_, d)| d);
+            less = in_runs(more, &less);
         }
         TfPlan { q1, less }
     }
@@ -139,6 +138,41 @@ impl TfPlan {
         }
         simhash_adjusted_runs(hashes, self.q1, &self.less, rehash, &mut scratch.group)
     }
+}
+
+/// Counts below this, nearly all, are grouped by a counting pass in [`in_runs`], and
+/// their corrections kept once worked out in [`TfPlan::new`].
+const SMALL: usize = 64;
+
+/// `less`, the corrections of the features of `more` (item by item), grouped by count,
+/// which makes equal corrections one run (they grow with the count): the counts below
+/// [`SMALL`] placed by one counting pass, however many distinct counts there are, and
+/// only the few larger ones sorted (sorting them all made fingerprinting the peers'
+/// corpus 5–9% slower where the vote goes by runs).
+fn in_runs(more: &[(u64, u32)], less: &[(u64, u32)]) -> Vec<(u64, u32)> {
+    let mut starts = [0usize; SMALL + 1];
+    for &(_, c) in more {
+        if (c as usize) < SMALL {
+            starts[c as usize + 1] += 1;
+        }
+    }
+    for c in 1..=SMALL {
+        starts[c] += starts[c - 1];
+    }
+    let mut runs = vec![(0, 0); starts[SMALL]];
+    let mut large = Vec::new();
+    for (&(_, c), &item) in more.iter().zip(less) {
+        match starts.get_mut(c as usize) {
+            Some(at) if (c as usize) < SMALL => {
+                runs[*at] = item;
+                *at += 1;
+            }
+            _ => large.push((c, item)),
+        }
+    }
+    large.sort_unstable_by_key(|&(c, _)| c);
+    runs.extend(large.into_iter().map(|(_, item)| item));
+    runs
 }
 
 /// Appends to `scratch.more` each non-zero feature `hashes` holds more than once, with its
@@ -500,6 +534,21 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn corrections_in_runs_are_grouped_by_count(
+            counts in proptest::collection::vec(2u32..200, 0..300),
+        ) {
+            // A correction growing with the count, as the tf vote's do.
+            let more: Vec<(u64, u32)> = counts.iter().enumerate().map(|(i, &c)| (i as u64, c)).collect();
+            let less: Vec<(u64, u32)> = more.iter().map(|&(h, c)| (h, 7 * c + 1)).collect();
+            let runs = in_runs(&more, &less);
+            proptest::prop_assert!(runs.windows(2).all(|w| w[0].1 <= w[1].1), "not grouped");
+            let (mut got, mut want) = (runs.clone(), less.clone());
+            got.sort_unstable();
+            want.sort_unstable();
+            proptest::prop_assert_eq!(got, want);
+        }
+
         #[test]
         fn tf_vote_matches_definition(
             picks in proptest::collection::vec(0usize..64, 0..400),
