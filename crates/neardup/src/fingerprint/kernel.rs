@@ -314,6 +314,9 @@ fn taken_off(
         // SAFETY: not by runs only where the CPU has AVX-512F (`takes_off_by_runs`).
         return unsafe { taken_off_avx512(less, rehash) };
     }
+    // Elsewhere there is no other way, whatever the sum.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = taken;
     taken_off_by_runs(less, rehash, group)
 }
 

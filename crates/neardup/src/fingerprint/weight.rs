@@ -162,12 +162,11 @@ fn in_runs(more: &[(u64, u32)], less: &[(u64, u32)]) -> Vec<(u64, u32)> {
     let mut runs = vec![(0, 0); starts[SMALL]];
     let mut large = Vec::new();
     for (&(_, c), &item) in more.iter().zip(less) {
-        match starts.get_mut(c as usize) {
-            Some(at) if (c as usize) < SMALL => {
-                runs[*at] = item;
-                *at += 1;
-            }
-            _ => large.push((c, item)),
+        if (c as usize) < SMALL {
+            runs[starts[c as usize]] = item;
+            starts[c as usize] += 1;
+        } else {
+            large.push((c, item));
         }
     }
     large.sort_unstable_by_key(|&(c, _)| c);
