@@ -55,9 +55,11 @@ pub fn plan(n: usize, distance: u32) -> Result<Plan> {
     let mut best: Option<Plan> = None;
     for blocks in distance as usize + 1..=64 {
         // Every table costs at least a pass over the fingerprints, and tables only grow
-        // with blocks: once that bound passes the best, no more blocks can win. Pricing
-        // every block count took 7 ms at distance 3, a start-up cost of every `find-all`.
-        if best.is_some_and(|b| num_tables(blocks, distance) as f64 * n as f64 * PASS > b.cost) {
+        // with blocks: once that bound reaches the best, no more blocks can win (a win
+        // must cost strictly less). Pricing every block count took 7 ms at distance 3, a
+        // start-up cost of every `find-all`; with no fingerprints every cost is 0, and
+        // only reaching the best, not passing it, stops there.
+        if best.is_some_and(|b| num_tables(blocks, distance) as f64 * n as f64 * PASS >= b.cost) {
             break;
         }
         let Some(plan) = cost(n, blocks, distance) else {
