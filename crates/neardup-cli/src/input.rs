@@ -351,7 +351,7 @@ fn eight_lines_avx512(b: &[u8], start: usize, values: &mut [u64; 8]) -> Option<u
     // The 24 bytes before each newline, as three words: every offset is at least
     // `start - 23` (a line is at least one byte) and ends at most 192 bytes from `start`.
     let at = _mm512_sub_epi64(end, splat(24));
-    let base = b.as_ptr().cast::<u8>();
+    let base = b.as_ptr();
     // SAFETY: each gather reads eight bytes within `window` (above).
     let words = unsafe {
         [
