@@ -253,11 +253,9 @@ fn parse_block(block: &[u8], mut put: impl FnMut(u64)) -> Result<u64, BadLine> {
                 start = next;
             }
             single = 8;
+            continue;
         }
         single -= 1;
-        if start >= block.len() {
-            break;
-        }
         lines += 1;
         if let Some((v, next)) = quick_line(block, start) {
             put(v);
