@@ -146,10 +146,12 @@ const PAGE: usize = 4096;
 /// --repeats 9` slower).
 ///
 /// # Safety
-/// `block..block + size` is a block of this allocator's, page-aligned, nobody else's yet.
+/// `block` is a block of this allocator's, page-aligned, nobody else's yet, holding `size`
+/// bytes rounded up to a whole page.
 unsafe fn zero(block: *mut u8, size: usize) {
     #[cfg(target_os = "linux")]
     {
+        let size = size.next_multiple_of(PAGE);
         // Residency of up to 16 MB of pages per call; a page swapped out reads as absent,
         // and dropping it is as right as for one never touched.
         let mut resident = [0u8; 4096];
@@ -211,12 +213,13 @@ unsafe impl GlobalAlloc for Allocator {
         match huge(layout) {
             // SAFETY: the caller's contract, passed on.
             None => unsafe { System.alloc_zeroed(layout) },
-            // Not `System.alloc_zeroed` (see `zero`).
-            // SAFETY: as in `alloc`; `zero` stays within the block.
+            // Not `System.alloc_zeroed` (see `zero`). Only the bytes asked for: the rest of
+            // the last huge page is never read as zero.
+            // SAFETY: as in `alloc`; the block holds `h.size` bytes, whole huge pages.
             Some(h) => unsafe {
                 let block = h.place(System.alloc(h.outer));
                 if !block.is_null() {
-                    zero(block, h.size);
+                    zero(block, layout.size());
                 }
                 block
             },
