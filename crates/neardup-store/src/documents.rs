@@ -1135,11 +1135,10 @@ impl DocStore {
         // commit before an unclean stop was not a quick-repair one.
         let repaired = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let seen = Arc::clone(&repaired);
-        let db = options
-            .builder()
-            .set_repair_callback(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed))
-            .open(&path)
-            .map_err(|e| open_error(dir, &path, e))?;
+        let mut builder = options.builder();
+        builder
+            .set_repair_callback(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed));
+        let db = file::open_db(&builder, &path).map_err(|e| open_error(dir, &path, e))?;
         let repaired = repaired.load(std::sync::atomic::Ordering::Relaxed);
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {

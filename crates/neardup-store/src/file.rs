@@ -230,6 +230,74 @@ pub(crate) fn guard<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> 
     })
 }
 
+/// Opens the existing redb file at `path` with `builder`'s settings, through [`Bounded`].
+/// The caller has checked it with [`inspect`] (a redb header, so not empty: redb only
+/// initialises a database in an empty file).
+pub(crate) fn open_db(
+    builder: &redb::Builder,
+    path: &Path,
+) -> std::result::Result<redb::Database, redb::DatabaseError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    builder.create_with_backend(Bounded::new(file)?)
+}
+
+/// redb's file backend, refusing a read past the file's end before allocating for it.
+/// redb sizes a page read from the page's header; a damaged one can ask for terabytes, and
+/// an allocation failure aborts the process where a refused read is an error. The length
+/// is cached and looked up again only when a read passes it, so reads cost no system call.
+#[derive(Debug)]
+pub(crate) struct Bounded {
+    file: redb::backends::FileBackend,
+    len: AtomicU64,
+}
+
+impl Bounded {
+    fn new(file: File) -> std::result::Result<Bounded, redb::DatabaseError> {
+        let len = file.metadata()?.len();
+        Ok(Bounded {
+            file: redb::backends::FileBackend::new(file)?,
+            len: AtomicU64::new(len),
+        })
+    }
+}
+
+impl redb::StorageBackend for Bounded {
+    fn len(&self) -> std::io::Result<u64> {
+        let len = self.file.len()?;
+        self.len.store(len, Ordering::Relaxed);
+        Ok(len)
+    }
+
+    fn read(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let end = offset.checked_add(len as u64);
+        let within = |size: u64| end.is_some_and(|end| end <= size);
+        if !within(self.len.load(Ordering::Relaxed)) && !within(self.len()?) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("a read of {len} bytes at offset {offset} passes the end of the file"),
+            ));
+        }
+        self.file.read(offset, len)
+    }
+
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        self.len.store(len, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync_data(&self, eventual: bool) -> std::io::Result<()> {
+        self.file.sync_data(eventual)
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file.write(offset, data)
+    }
+}
+
 /// A fresh name beside the database, for a file made aside: `neardup.redb.PID.N.what`.
 pub(crate) fn aside(dir: &Path, what: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -408,7 +408,8 @@ impl Store {
 
     fn open_file(dir: &Path, path: &Path, expect: Option<StoreConfig>) -> Result<Store> {
         let path = path.to_path_buf();
-        let db = Database::open(&path).map_err(|e| open_error(dir, &path, e))?;
+        let db =
+            file::open_db(&Database::builder(), &path).map_err(|e| open_error(dir, &path, e))?;
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
             path: path.clone(),

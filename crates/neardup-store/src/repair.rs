@@ -181,10 +181,11 @@ fn examine(dir: &Path) -> Result<Examined> {
     let copy = found.copy.0.clone();
     // redb's check, on a database of its own: its repair may leave it unusable.
     let integrity = guard(&copy, || {
-        let mut db = Database::open(&copy).map_err(|e| StoreError::Damaged {
-            path: copy.clone(),
-            detail: format!("redb cannot open it: {e}"),
-        })?;
+        let mut db =
+            file::open_db(&Database::builder(), &copy).map_err(|e| StoreError::Damaged {
+                path: copy.clone(),
+                detail: format!("redb cannot open it: {e}"),
+            })?;
         db.check_integrity().map_err(|e| StoreError::Damaged {
             path: copy.clone(),
             detail: format!("redb's integrity check failed: {e}"),
@@ -215,7 +216,7 @@ fn examine(dir: &Path) -> Result<Examined> {
 /// Reads the store's tables from the (repaired) copy into `found`, noting every
 /// inconsistency.
 fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
-    let db = db!(copy, Database::open(copy))?;
+    let db = db!(copy, file::open_db(&Database::builder(), copy))?;
     let txn = db!(copy, db.begin_read())?;
     // A document store has tables of its own.
     let format = match txn.open_table(META) {
