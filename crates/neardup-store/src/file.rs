@@ -256,11 +256,9 @@ pub(crate) struct Bounded {
 
 impl Bounded {
     fn new(file: File) -> std::result::Result<Bounded, redb::DatabaseError> {
-        let len = file.metadata()?.len();
-        Ok(Bounded {
-            file: redb::backends::FileBackend::new(file)?,
-            len: AtomicU64::new(len),
-        })
+        let file = redb::backends::FileBackend::new(file)?;
+        let len = AtomicU64::new(redb::StorageBackend::len(&file)?);
+        Ok(Bounded { file, len })
     }
 }
 
