@@ -2,11 +2,14 @@
 //!
 //! Two documents are near-duplicates at threshold `T` when the Jaccard similarity of
 //! their word 5-shingle sets is at least `T`: of all the runs of five consecutive words
-//! (lowercased `\w+` words, as datasketch and text-dedup users compute them) found in
-//! either document, the share found in both. [`shingle_set`] gives a text's set, and
-//! [`exact`] the similarity of two sets; a [`Sketch`] of 128 bytes per document estimates
-//! it (root mean square error about 0.02 near the usual thresholds), which is what batch
-//! deduplication, the online corpus and the service compare, so they decide alike.
+//! found in either document, the share found in both. A word is a lowercased `\w+` run,
+//! as datasketch and text-dedup users compute them, except in the scripts written without
+//! spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan), where each character is a word:
+//! Chinese is compared by character 5-grams, English by word 5-grams ([`word_hashes`]).
+//! [`shingle_set`] gives a text's set, and [`exact`] the similarity of two sets; a
+//! [`Sketch`] of 128 bytes per document estimates it (root mean square error about 0.02
+//! near the usual thresholds), which is what batch deduplication, the online corpus and
+//! the service compare, so they decide alike.
 //!
 //! ```
 //! use neardup::jaccard::{self, Sketch, Threshold};
@@ -22,10 +25,11 @@
 //! ```
 
 mod sketch;
+mod spaceless;
 mod words;
 
 pub use sketch::{BandKeys, Banding, Sketch, BANDS, BINS, BITS, BYTES};
-pub use words::{is_word_char, shingle_hashes, shingle_set, word_hashes, SHINGLE};
+pub use words::{is_spaceless, is_word_char, shingle_hashes, shingle_set, word_hashes, SHINGLE};
 
 use crate::error::{Error, Result};
 
@@ -34,7 +38,9 @@ pub const DEFAULT_THRESHOLD: f64 = 0.8;
 
 /// Version of the sketch format (words, shingle hashes, bins, codes): bumped whenever the
 /// sketch of any text changes, so stored sketches are never compared across versions.
-pub const SKETCH_VERSION: u32 = 1;
+/// Version 2 made each character of the spaceless scripts a word ([`is_spaceless`]);
+/// version 1's words were `\w+` runs in every script.
+pub const SKETCH_VERSION: u32 = 2;
 
 /// A Jaccard similarity threshold in (0, 1]: pairs at or above it are near-duplicates.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]

@@ -1,11 +1,15 @@
-//! The words and shingles a Jaccard similarity is taken over: the lowercased `\w+` words
-//! of Python's `re.findall(r"\w+", text.lower())`, as datasketch and text-dedup users
-//! compute them, in word 5-shingles.
+//! The words and shingles a Jaccard similarity is taken over, in every script: each
+//! character of a script written without spaces between words ([`is_spaceless`]: Han,
+//! kana, Thai, Lao, Khmer, Myanmar, Tibetan) is a word on its own, and everything else is
+//! a lowercased `\w+` run as Python's `re.findall(r"\w+", text.lower())` makes it (what
+//! datasketch and text-dedup users compute), in word 5-shingles. Text without spaceless
+//! characters gets exactly the `\w+` words.
 
 use std::cell::Cell;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+pub use super::spaceless::is_spaceless;
 pub use crate::fingerprint::compat::is_word_char;
 use crate::fingerprint::word_hash::lowered_word_hashes;
 use crate::fingerprint::SEED;
@@ -33,9 +37,10 @@ fn word_hash(word: &[u8]) -> u64 {
     xxh3_64_with_seed(word, SEED)
 }
 
-/// Calls `word` with the hash of every word of `text`, in order: the maximal runs of
-/// [`is_word_char`] characters of the text lowercased as Python's `str.lower()` does
-/// (Unicode full lowercase, final sigma included).
+/// Calls `word` with the hash of every word of `text`, in order: each [`is_spaceless`]
+/// character alone, and the maximal runs of other [`is_word_char`] characters of the text
+/// lowercased as Python's `str.lower()` does (Unicode full lowercase, final sigma
+/// included).
 ///
 /// An ASCII byte that is not a word byte stays one when lowercased and ends any word, so
 /// the text is cut at those bytes into runs of ASCII word bytes and non-ASCII characters,
@@ -134,7 +139,9 @@ impl Words {
 }
 
 /// The words of `run`, a run of word characters of a text with some non-ASCII ones: each
-/// character lowercased, ASCII ones as they are.
+/// character lowercased, ASCII ones as they are; a spaceless character is a word of its
+/// own, whether or not it is a word character (a Thai vowel sign is one). Out of line, so
+/// that the loop over runs stays the ASCII text's.
 #[cold]
 fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     let mut utf8 = [0u8; 4];
@@ -142,6 +149,15 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     for c in run.chars() {
         if c.is_ascii() {
             buf.push(c.to_ascii_lowercase() as u8);
+            continue;
+        }
+        // Before lowercasing: no spaceless character changes, and none other becomes one.
+        if is_spaceless(c) {
+            if !buf.is_empty() {
+                word(word_hash(buf));
+                buf.clear();
+            }
+            word(word_hash(c.encode_utf8(&mut utf8).as_bytes()));
             continue;
         }
         for l in c.to_lowercase() {
@@ -427,13 +443,27 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The plain definition: lowercase the whole text, split on non-word characters.
+    /// The plain definition: lowercase the whole text; each spaceless character is a
+    /// word, and the runs of other word characters are words.
     fn plain_words(text: &str) -> Vec<String> {
-        text.to_lowercase()
-            .split(|c: char| !is_word_char(c))
-            .filter(|w| !w.is_empty())
-            .map(str::to_string)
-            .collect()
+        let mut out = Vec::new();
+        let mut run = String::new();
+        for c in text.to_lowercase().chars() {
+            if is_spaceless(c) || !is_word_char(c) {
+                if !run.is_empty() {
+                    out.push(std::mem::take(&mut run));
+                }
+                if is_spaceless(c) {
+                    out.push(c.to_string());
+                }
+            } else {
+                run.push(c);
+            }
+        }
+        if !run.is_empty() {
+            out.push(run);
+        }
+        out
     }
 
     /// The hashes of [`plain_words`].
@@ -478,7 +508,7 @@ mod tests {
             ),
             (
                 "naïve café — 漢字 テスト",
-                &["naïve", "café", "漢字", "テスト"],
+                &["naïve", "café", "漢", "字", "テ", "ス", "ト"],
             ),
             ("İstanbul", &["i", "stanbul"]),
             ("ΟΔΟΣ ΟΔΟΣ.", &["οδος", "οδος"]),
@@ -487,7 +517,34 @@ mod tests {
             ("", &[]),
             ("-- ...", &[]),
         ];
-        for (text, want) in cases {
+        // The spaceless scripts: `cjkwords.uwords(text)` of the natural CJK corpus.
+        let spaceless: &[(&str, &[&str])] = &[
+            (
+                "中文文档ABC，カタカナー สวัสดี",
+                &[
+                    "中", "文", "文", "档", "abc", "カ", "タ", "カ", "ナ", "ー", "ส", "ว", "ั", "ส",
+                    "ด", "ี",
+                ],
+            ),
+            (
+                "全角ＡＢＣと１２３、ｶﾀｶﾅｰﾞ 한국어",
+                &[
+                    "全",
+                    "角",
+                    "ａｂｃ",
+                    "と",
+                    "１２３",
+                    "ｶ",
+                    "ﾀ",
+                    "ｶ",
+                    "ﾅ",
+                    "ｰ",
+                    "ﾞ",
+                    "한국어",
+                ],
+            ),
+        ];
+        for (text, want) in cases.iter().chain(spaceless) {
             let want: Vec<u64> = want.iter().map(|w| word_hash(w.as_bytes())).collect();
             assert_eq!(words(text), want, "{text:?}");
         }
@@ -512,6 +569,16 @@ mod tests {
         fn words_match_the_plain_definition(
             text in "[aZq09_ .,'\u{e9}\u{301}\u{130}\u{3a3}\u{3c3}\u{3c2}\u{2019}\u{4e00}\u{ff21}\u{bd}\u{b2}\u{1f600}-]{0,40}"
         ) {
+            prop_assert_eq!(words(&text), plain_hashes(&text));
+        }
+
+        #[test]
+        fn spaceless_words_match_the_plain_definition(
+            text in "([a-zA-Z0-9_]{0,4}[ .,\u{e9}\u{3002}\u{4e00}\u{4e8c}\u{9fff}\u{3400}\u{30a2}\u{30fc}\u{3099}\u{ff76}\u{ff70}\u{e01}\u{e31}\u{17b6}\u{f0b}\u{1000}\u{20000}\u{2fa1d}\u{3029}\u{3006}\u{ac00}\u{ff21}\u{3a3}\u{130}]{0,3}){0,20}"
+        ) {
+            // Spaceless characters of every plane and script among ASCII runs, Latin,
+            // Hangul, fullwidth letters and punctuation; word characters and not (a Thai
+            // vowel sign, the Tibetan tsheg), next to each other and to runs.
             prop_assert_eq!(words(&text), plain_hashes(&text));
         }
 

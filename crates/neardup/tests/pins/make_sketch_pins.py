@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Computes sketch_pins.json: the Jaccard sketches and band keys of fixed texts, by an
 independent implementation of the documented format (jaccard/words.rs and
-jaccard/sketch.rs, SKETCH_VERSION 1), with Python's `re` and the `xxhash` package
+jaccard/sketch.rs, SKETCH_VERSION 2), with Python's `re` and the `xxhash` package
 (pip install xxhash). The Rust test tests/sketch_pins.rs checks neardup gives exactly
 these values: a change to any of them is a change of the stored format (the document
 store keeps sketches), and must bump jaccard::SKETCH_VERSION.
 
-The words are literally Python's `re.findall(r"\\w+", text.lower())`, which is how the
-format defines them.
+The words are those of the natural CJK corpus's `cjkwords.uwords`, which is how the format
+defines them: in text.lower(), each character of the table ../words/spaceless.json (the
+scripts written without spaces) alone, and the other runs of `\\w` characters, literally
+as Python's `re` matches them. Version 1 was `re.findall(r"\\w+", text.lower())`.
 """
 import json
 import os
@@ -38,8 +40,19 @@ def fmix64(h):
     return h
 
 
+def _spaceless_class():
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "words", "spaceless.json")) as f:
+        ranges = json.load(f)
+    return "".join(f"\\U{a:08X}" if a == b else f"\\U{a:08X}-\\U{b:08X}" for a, b in ranges)
+
+
+_CLASS = _spaceless_class()
+WORD = re.compile(f"[{_CLASS}]|[^\\W{_CLASS}]+")
+
+
 def shingle_hashes(text):
-    words = [xxhash.xxh3_64_intdigest(w.encode(), seed=SEED) for w in re.findall(r"\w+", text.lower())]
+    words = [xxhash.xxh3_64_intdigest(w.encode(), seed=SEED) for w in WORD.findall(text.lower())]
     out = []
     if len(words) >= SHINGLE:
         for i in range(len(words) - SHINGLE + 1):
@@ -163,6 +176,18 @@ def texts():
             w += rng.choice(["—", "’s", ",", ".", "”", "…"])
         para.append(w.capitalize() if i % 23 == 0 else w)
     out.append(("two kilobytes", " ".join(para)))
+    # Scripts written without spaces (SKETCH_VERSION 2): each character a word.
+    han = "这是一个关于近似重复文档检测的测试文本我们希望它能够正确地识别出那些几乎相同的文档"
+    out += [
+        ("chinese", "中文文本没有空格，但是有标点。每个汉字都是一个词：一二三四五六七八九十。"),
+        ("chinese two kilobytes", "".join(rng.choice(han) + ("，" if i % 29 == 28 else "")
+                                          for i in range(700))),
+        ("japanese", "日本語のテキストです。カタカナとひらがな、そしてﾊﾝｶｸｶﾀｶﾅｰﾞﾟも単語です。"),
+        ("thai", "ภาษาไทยไม่มีช่องว่างระหว่างคำ แต่มีช่องว่างระหว่างประโยค"),
+        ("khmer lao myanmar tibetan", "ភាសាខ្មែរ ພາສາລາວ မြန်မာစာ བོད་ཡིག"),
+        ("supplementary han", "𠀀𠀁𪜀𫝀𫠠𬺰𰀀丽 and 々〇〆 marks"),
+        ("han among english", "The GNU 工具链 (toolchain) の使い方 is version 2.0 版本 of it"),
+    ]
     return out
 
 
