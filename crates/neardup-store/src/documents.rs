@@ -57,6 +57,23 @@ const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
 /// ([`crate::snapshot`]). Pruned up to a snapshot once it is durable.
 const REMOVED: TableDefinition<(u64, u64), u64> = TableDefinition::new("removed");
 
+/// Why a store of another version of the format is refused: what changed, and what to do.
+/// Sketches do not keep their texts, so no store is migrated: they would be compared with
+/// sketches of other words.
+pub(crate) fn other_version(key: &str, have: u64, want: u64) -> String {
+    let why = if key == "sketch_version" && have == 1 {
+        " (its sketches take `\\w+` runs as words in every script; since version 2 each \
+         character of Chinese, Japanese, Thai and the other scripts written without spaces \
+         is a word)"
+    } else {
+        ""
+    };
+    format!(
+        "{key} {have}; this neardup makes {want}{why}: make a new store and put the \
+         documents again"
+    )
+}
+
 /// Checkpoints at least this often while writes come ([`DocStore::with_checkpoint_every`]).
 pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
@@ -1174,7 +1191,7 @@ impl DocStore {
             if have != want {
                 return Err(StoreError::Foreign {
                     path: path.clone(),
-                    detail: format!("{key} {have}; this neardup makes {want}"),
+                    detail: other_version(key, have, want),
                 });
             }
         }
@@ -1893,7 +1910,7 @@ impl DocRows {
         for (key, want) in versions {
             let have = self.setting(key).unwrap_or(0);
             if have != want {
-                return Err(format!("{key} {have}; this neardup makes {want}"));
+                return Err(other_version(key, have, want));
             }
         }
         let bits = self.setting("threshold").unwrap_or(0);

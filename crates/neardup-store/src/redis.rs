@@ -64,7 +64,7 @@ use futures_util::future::try_join_all;
 use neardup::decide::{Match, Signature};
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
 
-use crate::documents::{paragraph_hits, StoredParagraphs, Write, MAX_PARAGRAPHS};
+use crate::documents::{other_version, paragraph_hits, StoredParagraphs, Write, MAX_PARAGRAPHS};
 use crate::documents::{DocConfig, Hit, Outcome, ParagraphHit, Prepared, StoredDoc};
 use crate::{Clock, Result, StoreError, SystemClock};
 
@@ -999,7 +999,7 @@ impl RedisStore {
         ] {
             let have = get(k)?;
             if have != want {
-                return Err(foreign(format!("{k} {have}; this neardup makes {want}")));
+                return Err(foreign(other_version(k, have, want)));
             }
         }
         let threshold = Threshold::new(f64::from_bits(get("threshold")?))

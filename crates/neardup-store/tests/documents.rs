@@ -611,3 +611,47 @@ fn stores_of_the_other_kind_and_other_settings_are_refused() {
     assert!(matches!(e, StoreError::InUse { .. }), "{e}");
     drop(held);
 }
+
+#[test]
+fn a_store_of_the_old_words_is_refused_by_name() {
+    // Sketch format 1 took `\w+` runs as words in every script: its sketches cannot be
+    // compared with today's, so the store is refused, saying why and what to do.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = DocStore::create(dir.path(), at_08(false)).unwrap();
+    let p = store.preparer();
+    store
+        .apply(vec![Write::Put {
+            id: "a".into(),
+            doc: Box::new(p.prepare("一二三四五六七八九十", false)),
+            ttl: None,
+            only_if_unique: false,
+        }])
+        .unwrap();
+    drop(store);
+    let file = dir.path().join(neardup_store::FILE);
+    {
+        let db = redb::Database::open(&file).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn
+                .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+                .unwrap();
+            assert_eq!(
+                meta.insert("sketch_version", 1).unwrap().map(|v| v.value()),
+                Some(u64::from(neardup::jaccard::SKETCH_VERSION))
+            );
+        }
+        txn.commit().unwrap();
+    }
+    let err = DocStore::open(dir.path(), None).unwrap_err();
+    assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
+    let msg = err.to_string();
+    for part in [
+        "sketch_version 1",
+        "makes 2",
+        "scripts written without spaces",
+        "put the documents again",
+    ] {
+        assert!(msg.contains(part), "{msg}");
+    }
+}
