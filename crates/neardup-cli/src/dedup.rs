@@ -61,7 +61,9 @@ impl From<KeepArg> for Keep {
 pub struct DedupCmd {
     #[command(flatten)]
     docs: DocArgs,
-    #[command(flatten)]
+    /// The 256-bit fingerprints, which decide with --distance only (with --threshold,
+    /// these flags are refused: the words of the Jaccard decision are fixed).
+    #[command(flatten, next_help_heading = "Fingerprints (with --distance only)")]
     fingerprint: FingerprintArgs,
     /// Write every kept document with the documents removed for it, one JSON line each:
     /// {"cluster", "size", "representative", "members": [{"id", "similarity", "distance"},
@@ -84,8 +86,10 @@ pub struct DedupCmd {
     /// Also write the summary as JSON.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<String>,
-    /// Near-duplicates: documents whose word 5-shingle sets (lowercased \w+ words) have a
-    /// Jaccard similarity of at least this, estimated from 128-byte sketches. Candidates
+    /// Near-duplicates: documents whose word 5-shingle sets have a Jaccard similarity of at
+    /// least this, estimated from 128-byte sketches. Words are lowercased \w+ runs, and
+    /// each character of the scripts written without spaces (Chinese, Japanese, Thai,
+    /// Lao, Khmer, Myanmar, Tibetan) is a word of its own. Candidates
     /// are the documents whose sketches' band keys agree in some band: at least 99.95% of
     /// the pairs at the threshold.
     #[arg(short, long, default_value_t = Threshold::default(), value_parser = parse_threshold)]
@@ -192,6 +196,16 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
         Some(d) => Rule::Distance(d),
         None => Rule::Jaccard(cmd.threshold),
     };
+    if let (Rule::Jaccard(_), Some(flag)) = (rule, cmd.fingerprint.first_given()) {
+        // It would change only the `distance` column: a user would think it changed
+        // which documents are removed.
+        return Err(Failure::input(anyhow!(
+            "{flag} sets the 256-bit fingerprints, which decide only with --distance; with \
+             --threshold (the default) near-duplicates are decided by the Jaccard similarity \
+             of word 5-shingles, with the same words for every script (docs/dedup.md, \
+             \"Words\"): drop {flag}, or add --distance N"
+        )));
+    }
     let options = Options {
         rule,
         keep: cmd.keep.into(),

@@ -69,9 +69,9 @@ pub struct FingerprintArgs {
     /// Token weights for --weighting custom: a JSON object {"token": weight, ...}.
     #[arg(long, value_name = "FILE")]
     pub weights: Option<String>,
-    /// λ for --weighting lenpos.
-    #[arg(long, default_value_t = 0.5)]
-    pub lambda: f32,
+    /// λ for --weighting lenpos. Default: 0.5.
+    #[arg(long)]
+    pub lambda: Option<f32>,
     /// Do not apply Unicode NFKC.
     #[arg(long)]
     pub no_nfkc: bool,
@@ -114,6 +114,9 @@ impl Pipeline {
     }
 }
 
+/// λ of --weighting lenpos when --lambda is left out.
+const DEFAULT_LAMBDA: f32 = 0.5;
+
 fn read_file(path: &str, what: &str) -> Result<Vec<u8>, Failure> {
     std::fs::read(path).map_err(|e| Failure::input(anyhow!("cannot read {what} '{path}': {e}")))
 }
@@ -149,7 +152,7 @@ impl FingerprintArgs {
             Some(WeightingArg::None) => Weighting::None,
             Some(WeightingArg::Tf) => Weighting::Tf,
             Some(WeightingArg::Lenpos) => Weighting::LenPos {
-                lambda: self.lambda,
+                lambda: self.lambda.unwrap_or(DEFAULT_LAMBDA),
             },
             Some(WeightingArg::Tfidf) => {
                 let path = self
@@ -179,6 +182,27 @@ impl FingerprintArgs {
             }
             _ => Failure::input(anyhow!("{e}")),
         })
+    }
+
+    /// The first of these flags given on the command line, by name: a command whose
+    /// decision does not use the fingerprints refuses it rather than accept it silently.
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.tokenizer.is_some(), "--tokenizer"),
+            (self.window.is_some(), "--window"),
+            (self.weighting.is_some(), "--weighting"),
+            (self.idf.is_some(), "--idf"),
+            (self.weights.is_some(), "--weights"),
+            (self.lambda.is_some(), "--lambda"),
+            (self.no_nfkc, "--no-nfkc"),
+            (self.no_lowercase, "--no-lowercase"),
+            (self.no_fold_whitespace, "--no-fold-whitespace"),
+            (self.no_ascii_quotes, "--no-ascii-quotes"),
+            (self.min_paragraph.is_some(), "--min-paragraph"),
+            (self.compat.is_some(), "--compat"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
     }
 
     /// The pipeline these flags select.

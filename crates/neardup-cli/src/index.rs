@@ -575,6 +575,12 @@ fn refuse_fingerprints(source: &Inputs) -> Result<(), Failure> {
              so it needs their texts"
         )));
     }
+    if let Some(flag) = source.fingerprint.first_given() {
+        return Err(Failure::input(anyhow!(
+            "{flag} sets simhash fingerprints; a corpus in Redis decides by the Jaccard \
+             similarity of word 5-shingles, with the same words for every script"
+        )));
+    }
     Ok(())
 }
 

@@ -509,6 +509,82 @@ fn empty_input_is_an_empty_result() {
     ok(&neardup(&["dedup", "--clusters", "-"], b""));
 }
 
+/// A Chinese and a Japanese text of about 150 characters without spaces, and a Thai one.
+const SPACELESS_TEXTS: [&str; 3] = [
+    "近似重复文档检测是搜索引擎和语料清洗中的基本问题。网页爬虫每天都会抓取大量内容几乎相同的页面，\
+     例如转载的新闻、镜像站点以及只改动了广告和日期的页面。如果不加以去重，索引会变得臃肿，\
+     训练语料中也会出现大量重复，模型因此记住了不该记住的内容。中文没有空格，所以词的边界并不明显。",
+    "日本語の文章には単語の間に空白がないため、近似重複の検出では文字ごとに区切る方法がよく使われる。\
+     ウェブから集めた文書には、同じ記事の転載や日付だけが異なるページが数多く含まれている。\
+     これらを取り除かないと、検索の索引は大きくなり、学習用のデータにも偏りが生じてしまう。",
+    "ภาษาไทยเขียนติดกันโดยไม่มีช่องว่างระหว่างคำ การตรวจหาเอกสารที่เกือบซ้ำกันจึงต้องแบ่งข้อความเป็นตัวอักษร \
+     หน้าเว็บจำนวนมากมีเนื้อหาเกือบเหมือนกัน เช่น ข่าวที่ถูกนำไปเผยแพร่ซ้ำ หรือหน้าที่เปลี่ยนเพียงวันที่",
+];
+
+#[test]
+fn scripts_without_spaces_are_compared_a_character_at_a_time() {
+    // A copy with one character changed in each text is a near-duplicate (its character
+    // 5-gram Jaccard is about 0.95), where whole `\w+` runs made it a stranger; the three
+    // texts are not near-duplicates of each other.
+    let mut docs = Vec::new();
+    for (i, text) in SPACELESS_TEXTS.iter().enumerate() {
+        let mut chars: Vec<char> = text.chars().collect();
+        let middle = chars.len() / 2;
+        chars[middle] = if chars[middle] == '的' { '地' } else { '的' };
+        docs.push((format!("doc{i}"), text.to_string()));
+        docs.push((format!("copy{i}"), chars.into_iter().collect::<String>()));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    let pairs = dir.path().join("pairs.jsonl");
+    ok(&neardup(
+        &[
+            "dedup",
+            input.to_str().unwrap(),
+            "--pairs",
+            pairs.to_str().unwrap(),
+            "-q",
+        ],
+        b"",
+    ));
+    let want: BTreeSet<(String, String)> = (0..3)
+        .map(|i| (format!("copy{i}"), format!("doc{i}")))
+        .collect();
+    assert_eq!(pair_set(&pairs), want);
+}
+
+#[test]
+fn fingerprint_flags_are_refused_where_they_would_not_decide() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, jsonl(&corpus())).unwrap();
+    let path = input.to_str().unwrap();
+    for flags in [
+        &["--tokenizer", "jieba"][..],
+        &["--window", "3"],
+        &["--weighting", "none"],
+        &["--lambda", "0.3"],
+        &["--no-nfkc"],
+        &["--min-paragraph", "100"],
+    ] {
+        let mut args = vec!["dedup", path, "--pairs", "-", "-q"];
+        args.extend_from_slice(flags);
+        let o = neardup(&args, b"");
+        fails(
+            &o,
+            2,
+            &format!("{} sets the 256-bit fingerprints", flags[0]),
+        );
+        fails(&o, 2, "--distance");
+        // With --distance the fingerprints decide, and the flag is taken.
+        if flags[0] != "--tokenizer" {
+            args.extend_from_slice(&["--distance", "20"]);
+            ok(&neardup(&args, b""));
+        }
+    }
+}
+
 #[test]
 fn unwritable_output_fails_before_reading_anything() {
     // Standard input stays open: a run that started reading would never end.

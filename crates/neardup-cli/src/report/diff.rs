@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use neardup::jaccard::is_spaceless;
 use serde::Serialize;
 use similar::{Algorithm, ChangeTag, TextDiff};
 
@@ -121,12 +122,47 @@ enum Run<'a> {
     Change(Vec<&'a str>, Vec<&'a str>),
 }
 
-/// The word diff of `kept` and `removed` (words being runs of non-white space).
+/// `text` cut into words and the white space between them: runs of white space, each
+/// character of a script written without spaces ([`is_spaceless`], as the Jaccard
+/// decision's words), and runs of anything else. A Chinese sentence is then compared a
+/// character at a time, not as one word.
+fn tokens(text: &str) -> Vec<&str> {
+    #[derive(PartialEq)]
+    enum Class {
+        Space,
+        Spaceless,
+        Other,
+    }
+    let mut out = Vec::with_capacity(text.len() / 4 + 1);
+    let mut start = 0;
+    let mut current = Class::Other;
+    for (i, c) in text.char_indices() {
+        let class = if c.is_whitespace() {
+            Class::Space
+        } else if is_spaceless(c) {
+            Class::Spaceless
+        } else {
+            Class::Other
+        };
+        if i > start && (class != current || class == Class::Spaceless) {
+            out.push(&text[start..i]);
+            start = i;
+        }
+        current = class;
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// The word diff of `kept` and `removed` (words as [`tokens`] cuts them).
 pub fn words(kept: &str, removed: &str) -> Diff {
+    let (old, new) = (tokens(kept), tokens(removed));
     let diff = TextDiff::configure()
         .algorithm(Algorithm::Patience)
         .timeout(TIMEOUT)
-        .diff_words(kept, removed);
+        .diff_slices(&old, &new);
     let mut runs: Vec<Run> = Vec::new();
     for change in diff.iter_all_changes() {
         let token = change.value();
@@ -215,6 +251,31 @@ mod tests {
         assert_eq!(whole(&d.kept), "the quick brown fox jumps");
         assert_eq!(whole(&d.removed), "the quick red fox jumps");
         assert_eq!((d.deleted, d.inserted, d.cut), (1, 1, false));
+    }
+
+    #[test]
+    fn a_changed_chinese_character_is_marked_alone() {
+        let d = words("我们希望它能够正确地识别", "我们希望它可够正确地识别");
+        assert_eq!(text(&d.kept, Kind::Del), ["能"]);
+        assert_eq!(text(&d.removed, Kind::Ins), ["可"]);
+        assert_eq!((d.deleted, d.inserted), (1, 1));
+        assert_eq!(whole(&d.removed), "我们希望它可够正确地识别");
+    }
+
+    #[test]
+    fn tokens_are_whitespace_runs_words_and_spaceless_characters() {
+        assert_eq!(
+            tokens("GNU 工具链,  the\tend。"),
+            ["GNU", " ", "工", "具", "链", ",", "  ", "the", "\t", "end。"]
+        );
+        // Without spaceless characters, the cuts of `similar`'s own word diff.
+        for text in ["", " a  b\n\nc ", "naïve café\u{a0}x", "x"] {
+            assert_eq!(
+                tokens(text),
+                similar::DiffableStr::tokenize_words(text),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
