@@ -548,10 +548,11 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// order; clusters ordered by their kept document.
 ///
 /// Two documents are near-duplicates when the Jaccard similarity of their word 5-shingle
-/// sets (lowercased `\w+` words) is at least `threshold` (default 0.8), as estimated from
-/// 128-byte sketches; or, with `distance`, when their 256-bit fingerprints
-/// (`Fingerprinter.fingerprint_wide`, with `fingerprinter`) are at most `distance` bits
-/// apart. Candidates of a threshold are the documents whose sketches' band keys agree in
+/// sets is at least `threshold` (default 0.8), as estimated from 128-byte sketches (words
+/// are lowercased `\w+` runs, and each character of Chinese, Japanese, Thai and the other
+/// scripts written without spaces is a word); or, with `distance`, when their 256-bit
+/// fingerprints (`Fingerprinter.fingerprint_wide`, with `fingerprinter`, which applies to
+/// `distance` only) are at most `distance` bits apart. Candidates of a threshold are the documents whose sketches' band keys agree in
 /// some band (at least 99.95% of the pairs at the threshold); those of a distance are
 /// pairs at most `lane_distance` bits apart in some 64-bit lane (default 8), found with
 /// `blocks` blocks per lane (`"auto"` or an int above `lane_distance`). A document is
@@ -595,6 +596,13 @@ pub fn dedup(
         closure,
         pairs: false,
     };
+    if matches!(rule, batch::Rule::Jaccard(_)) && fingerprinter.is_some() {
+        // It would change nothing the caller sees: the clusters of a threshold come from
+        // the words, the same in every script.
+        return Err(PyValueError::new_err(
+            "fingerprinter applies to distance=; a threshold decides by the Jaccard similarity of word 5-shingles, with the same words for every script",
+        ));
+    }
     if matches!(rule, batch::Rule::Jaccard(_)) && (lane_distance.is_some() || blocks.is_some()) {
         return Err(PyValueError::new_err(
             "lane_distance and blocks apply to distance=; a threshold's candidates come from band keys",

@@ -717,7 +717,16 @@ def test_dedup_planted_copies():
     ints = neardup.dedup([(i, t) for i, (_, t) in enumerate(records)], threshold=0.7)
     assert ints == [[0, 3, 5], [2, 7, 8], [4, 6]]
     chars = neardup.Fingerprinter(tokenizer="char:5")
-    assert neardup.dedup(records, threshold=0.7, fingerprinter=chars)[0][0] == "a"
+    assert neardup.dedup(records, distance=48, fingerprinter=chars)[0][0] == "a"
+    # A fingerprinter does not decide a threshold's clusters: refused, not ignored.
+    with pytest.raises(ValueError, match="fingerprinter applies to distance="):
+        neardup.dedup(records, threshold=0.7, fingerprinter=chars)
+    with pytest.raises(ValueError, match="fingerprinter applies to distance="):
+        neardup.dedup(records, fingerprinter=chars)
+    # Chinese is compared by characters: one changed character keeps a copy near.
+    zh = ("近似重复文档检测是搜索引擎和语料清洗中的基本问题网页爬虫每天都会抓取大量内容几乎相同的页面"
+          "例如转载的新闻镜像站点以及只改动了广告和日期的页面如果不加以去重索引会变得臃肿")
+    assert neardup.dedup([("zh", zh), ("zh2", zh.replace("基本", "根本"))]) == [["zh", "zh2"]]
 
 
 def test_dedup_errors():

@@ -149,6 +149,9 @@ def test_errors(tmp_path):
         nray.dedup(str(PLANTED), keep="best")
     with pytest.raises(ValueError, match="threshold"):
         nray.dedup(str(PLANTED), threshold=1.5)
+    # As `neardup dedup` refuses fingerprint flags with a threshold: they decide nothing.
+    with pytest.raises(ValueError, match="fingerprinter: a threshold decides"):
+        nray.dedup(str(PLANTED), fingerprinter=neardup.Fingerprinter(tokenizer="char:5"))
     with pytest.raises(FileNotFoundError, match="cannot read input"):
         nray.dedup(str(tmp_path / "missing.jsonl"))
     (tmp_path / "notes.txt").write_text("hello")

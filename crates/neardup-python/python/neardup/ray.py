@@ -835,8 +835,10 @@ def dedup(
 
     `threshold` (Jaccard similarity of word 5-shingle sets, estimated from sketches),
     `keep` (``"first"``, ``"longest"``, ``"shortest"``) and `closure` are those of
-    ``neardup dedup``; `fingerprinter` the ``neardup.Fingerprinter`` of its fingerprint
-    options (the default's otherwise).
+    ``neardup dedup``. Words are lowercased ``\\w+`` runs, and each character of Chinese,
+    Japanese, Thai and the other scripts written without spaces is a word. `fingerprinter`
+    is refused (``ValueError``), as ``neardup dedup`` refuses fingerprint flags with a
+    threshold: it would change only the clusters' ``distance`` column.
 
     `clusters`: a ``.jsonl`` file to write them to, as ``neardup dedup --clusters`` does
     (a ``.parquet`` file also works), ``None`` to return them in the result, ``False``
@@ -865,6 +867,12 @@ def dedup(
     _k.measure(b"", b"", b"", b"", float(threshold))
     if fingerprinter is not None and not isinstance(fingerprinter, _own.Fingerprinter):
         raise TypeError("fingerprinter must be a neardup.Fingerprinter")
+    if fingerprinter is not None:
+        # As `neardup dedup` refuses fingerprint flags with a threshold: they would change
+        # only the clusters' `distance` column, never which records are removed.
+        raise ValueError("fingerprinter: a threshold decides by the Jaccard similarity of "
+                         "word 5-shingles, with the same words for every script; the "
+                         "fingerprint options set only the 256-bit fingerprints, which do not decide here")
     if (unit_bytes is not None and int(unit_bytes) < 1) or int(cpus_per_task) < 1:
         raise ValueError("unit_bytes and cpus_per_task must be at least 1")
     if partitions is not None and int(partitions) < 1:
