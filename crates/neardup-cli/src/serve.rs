@@ -77,6 +77,108 @@ pub struct ServeCmd {
     /// them from the kernel, one system call a page.
     #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     cache_mb: Option<u64>,
+    /// Seconds a connection has to send a request's head, from its start or the end of
+    /// its previous answer (idle keep-alive connections close after it too).
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    header_timeout: Duration,
+    /// Seconds a request has to send its whole body (408 after it).
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    body_timeout: Duration,
+    /// Open connections at most; more wait in the listen backlog until one closes
+    /// [default: 1024, or fewer to stay 64 below the open-file limit].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
+    /// Matches listed per answer, most similar first; "more_matches" counts the rest.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    max_matches: usize,
+    /// Items per bulk request (413 beyond).
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_bulk_items: u64,
+    /// Bytes of a document id (422 beyond).
+    #[arg(long, value_name = "BYTES", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_id_bytes: u64,
+}
+
+/// Seconds, whole or not, as a duration of at least a millisecond.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let seconds: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(0.001..=86_400.0 * 365.0).contains(&seconds) {
+        return Err(format!("{s} s is not between 0.001 s and a year"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Tokens shorter than this start the service with a warning: guessable.
+const SHORT_TOKEN: usize = 16;
+
+/// The token of `path`: the file's one line, without its line ending. Refused, so that
+/// the service never starts with a token no client can send or anyone can change: an
+/// empty one, one with white space in it (two lines, a trailing space), one in a file
+/// every user may write.
+fn read_token(path: &str) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::input(anyhow!("cannot read the token file '{path}': {e}")))?;
+    let token = text
+        .strip_suffix('\n')
+        .map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
+    if token.is_empty() {
+        return Err(Failure::input(anyhow!("the token file '{path}' is empty")));
+    }
+    if let Some(c) = token.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Failure::input(anyhow!(
+            "the token file '{path}' holds {c:?}: a token is one line without spaces, which \
+             a client could never send as 'Authorization: Bearer <token>'"
+        )));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| Failure::input(anyhow!("cannot read the token file '{path}': {e}")))?
+            .permissions()
+            .mode();
+        if mode & 0o002 != 0 {
+            return Err(Failure::input(anyhow!(
+                "the token file '{path}' is writable by every user (mode {:o}): chmod o-w it",
+                mode & 0o777
+            )));
+        }
+    }
+    if token.chars().count() < SHORT_TOKEN {
+        crate::note!(
+            "neardup serve: warning: the token in '{path}' has fewer than {SHORT_TOKEN} characters"
+        );
+    }
+    Ok(token.to_string())
+}
+
+/// The connection cap: as asked, or 1024; and never within 64 of the open-file limit, so
+/// that `accept` keeps descriptors for the store's files and the connections it holds.
+fn max_connections(asked: Option<u64>) -> usize {
+    let mut cap = asked.unwrap_or(1024);
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the struct it is given, nothing else.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+            let room = limit.rlim_cur.saturating_sub(64).max(1);
+            if cap > room {
+                if asked.is_some() {
+                    crate::note!(
+                        "neardup serve: warning: --max-connections {cap} lowered to {room}, 64 below the open-file limit ({})",
+                        limit.rlim_cur
+                    );
+                }
+                cap = room;
+            }
+        }
+    }
+    usize::try_from(cap).unwrap_or(usize::MAX)
 }
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {
@@ -124,13 +226,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
                     &[("the token file", path)],
                 )?;
             }
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Failure::input(anyhow!("cannot read the token file '{path}': {e}")))?;
-            let token = text.trim_end_matches(['\n', '\r']).to_string();
-            if token.is_empty() {
-                return Err(Failure::input(anyhow!("the token file '{path}' is empty")));
-            }
-            Some(token)
+            Some(read_token(path)?)
         }
         None => None,
     };
@@ -144,6 +240,13 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
         body_limit: cmd.body_limit,
         sweep_every: Duration::from_secs(cmd.sweep_every),
         snapshot_every: (cmd.snapshot_every > 0).then(|| Duration::from_secs(cmd.snapshot_every)),
+        header_timeout: cmd.header_timeout,
+        body_timeout: cmd.body_timeout,
+        max_connections: max_connections(cmd.max_connections),
+        max_matches: cmd.max_matches,
+        max_bulk_items: usize::try_from(cmd.max_bulk_items).unwrap_or(usize::MAX),
+        max_id_bytes: usize::try_from(cmd.max_id_bytes).unwrap_or(usize::MAX),
+        ..ServerConfig::default()
     };
     let create = cmd.create.then(|| DocConfig {
         threshold: cmd.threshold.unwrap_or_default(),

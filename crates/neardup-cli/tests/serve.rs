@@ -310,3 +310,68 @@ fn a_damaged_store_or_a_token_in_the_store_is_refused_and_stderr_may_be_full() {
         "{err}"
     );
 }
+
+/// Token files that could never match, or that anyone may change, are refused at start
+/// (exit 2 naming the file), before the store is opened; a short token starts with a
+/// warning.
+#[test]
+fn token_files_are_checked_at_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    let data = data.to_str().unwrap();
+    let cases: [(&str, &[u8], u32, &str); 6] = [
+        ("empty", b"", 0o600, "is empty"),
+        ("blank", b"\n", 0o600, "is empty"),
+        ("spaces", b"   \n", 0o600, "holds ' '"),
+        ("trailing", b"s3cret-token-0123 \n", 0o600, "holds ' '"),
+        (
+            "lines",
+            b"s3cret-token-0123\nsecond\n",
+            0o600,
+            "holds '\\n'",
+        ),
+        (
+            "open",
+            b"s3cret-token-0123\n",
+            0o666,
+            "writable by every user",
+        ),
+    ];
+    for (name, content, mode, needle) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, content).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let file = file.to_str().unwrap();
+        let o = neardup(
+            &["serve", "--data", data, "--create", "--token-file", file],
+            b"",
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(file) && err.contains(needle), "{name}: {err}");
+        assert!(!std::path::Path::new(data).exists(), "{name}: store made");
+    }
+    // A short token serves, with a warning; the scheme's name in any case.
+    let file = dir.path().join("short");
+    std::fs::write(&file, "abc\r\n").unwrap();
+    let port = free_port();
+    let mut child = start_with(data, port, true, &["--token-file", file.to_str().unwrap()]);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /v1/documents/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: bEaReR  abc\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 404"), "{out}");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+    let err = stderr_of(&mut child);
+    assert!(
+        err.contains("warning: the token in") && err.contains("fewer than 16"),
+        "{err}"
+    );
+}

@@ -17,8 +17,9 @@ where
     T::deserialize(d).map(Some)
 }
 
-/// A number of seconds: a whole number from 0 to 2^63 − 1 (JSON Schema's int64), written
-/// as an integer or as a float without a fraction (`60.0`).
+/// A time to live: a whole number of seconds from 1 to 2^63 − 1 (JSON Schema's int64),
+/// written as an integer or as a float without a fraction (`60.0`). 0 is refused: the
+/// document would be expired when stored, and the answer could only mislead.
 fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     use serde::de::Error;
     let n = serde_json::Number::deserialize(d)?;
@@ -29,9 +30,9 @@ fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Err
         _ => None,
     };
     match value {
-        Some(v) if v <= max => Ok(Some(v)),
+        Some(v) if (1..=max).contains(&v) => Ok(Some(v)),
         _ => Err(D::Error::custom(format!(
-            "{n} is not a whole number of seconds from 0 to {max}"
+            "{n} is not a whole number of seconds from 1 to {max}"
         ))),
     }
 }
@@ -86,8 +87,18 @@ impl<'a> CheckText<'a> {
     /// bodies that are not JSON. A body it reads, [`CheckBody`] reads as the same text
     /// without paragraphs; the others go to that full parse, which names their errors.
     pub(crate) fn parse(bytes: &'a [u8]) -> Option<CheckText<'a>> {
+        // serde reads a struct from an array of its fields too; the API takes objects.
+        if !is_object(bytes) {
+            return None;
+        }
         serde_json::from_slice(bytes).ok()
     }
+}
+
+/// Whether `bytes` starts as a JSON object does (its first byte that is not white space
+/// is `{`): bodies the schema says are objects must be, not arrays of their fields.
+pub(crate) fn is_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// One document of a bulk put.
@@ -139,8 +150,23 @@ pub struct PutResponse {
     /// It replaced a document stored under its id.
     pub replaced: bool,
     /// Stored near-duplicates, most similar first: with `only_if_unique` and `inserted`
-    /// false, the ones that kept it out.
+    /// false, the ones that kept it out. At most the service's `--max-matches`.
     pub matches: Vec<MatchJson>,
+    /// Near-duplicates beyond those listed (left out when there are none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_matches: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// At most `max` of `hits` (most similar first) as the API writes them, and how many
+/// more there were.
+pub fn capped(mut hits: Vec<Hit>, max: usize) -> (Vec<MatchJson>, usize) {
+    let more = hits.len().saturating_sub(max);
+    hits.truncate(max);
+    (hits.into_iter().map(MatchJson::from).collect(), more)
 }
 
 /// What one document of a bulk put did.
@@ -196,8 +222,12 @@ impl From<ParagraphHit> for ParagraphJson {
 /// What a check found.
 #[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct CheckResponse {
-    /// Stored near-duplicates of the whole document, most similar first.
+    /// Stored near-duplicates of the whole document, most similar first; at most the
+    /// service's `--max-matches`.
     pub matches: Vec<MatchJson>,
+    /// Near-duplicates beyond those listed (left out when there are none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_matches: usize,
     /// With `paragraphs`: stored documents sharing near-duplicate paragraphs, by coverage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paragraphs: Option<Vec<ParagraphJson>>,
@@ -244,22 +274,27 @@ pub struct Health {
 }
 
 impl PutResponse {
-    /// The response of a put's outcome.
-    pub fn of(outcome: Outcome) -> PutResponse {
+    /// The response of a put's outcome, listing at most `max_matches` matches.
+    pub fn of(outcome: Outcome, max_matches: usize) -> PutResponse {
         match outcome {
             Outcome::Put {
                 inserted,
                 replaced,
                 matches,
-            } => PutResponse {
-                inserted,
-                replaced,
-                matches: matches.into_iter().map(MatchJson::from).collect(),
-            },
+            } => {
+                let (matches, more_matches) = capped(matches, max_matches);
+                PutResponse {
+                    inserted,
+                    replaced,
+                    matches,
+                    more_matches,
+                }
+            }
             Outcome::Delete { .. } => PutResponse {
                 inserted: false,
                 replaced: false,
                 matches: Vec::new(),
+                more_matches: 0,
             },
         }
     }
@@ -325,8 +360,8 @@ mod schemas {
         ObjectBuilder::new()
             .schema_type(Type::Integer)
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
-            .minimum(Some(0))
-            .description(Some("Seconds until the document expires"))
+            .minimum(Some(1))
+            .description(Some("Seconds until the document expires (at least 1)"))
             .into()
     }
 

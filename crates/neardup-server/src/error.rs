@@ -28,7 +28,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable code: `bad_json`, `invalid_request`, `not_found`, `unauthorized`,
-    /// `too_large`, `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `internal`.
+    /// `too_large`, `too_many_items`, `headers_too_large`, `uri_too_long`, `timeout`,
+    /// `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `internal`.
     pub code: String,
     /// What went wrong.
     pub message: String,
@@ -73,6 +74,42 @@ impl ApiError {
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
             format!("the body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// A bulk request with more items than the service takes in one.
+    pub fn too_many_items(items: usize, limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_items",
+            format!("{items} items is more than the limit of {limit} per request: split it"),
+        )
+    }
+
+    /// Header fields larger than the limit.
+    pub fn headers_too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            format!("the header fields are larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// A path longer than any route with the longest id.
+    pub fn uri_too_long(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the path is longer than the limit of {limit} bytes"),
+        )
+    }
+
+    /// A body not sent in time.
+    pub fn body_timeout(limit: std::time::Duration) -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            format!("the body did not arrive within {} s", limit.as_secs_f64()),
         )
     }
 

@@ -392,7 +392,7 @@ async fn every_error_is_a_4xx_with_a_code() {
             Some("[1, 2]".into()),
             422,
             "invalid_request",
-            "invalid type",
+            "expected a JSON object",
         ),
         (
             "POST",
@@ -503,7 +503,11 @@ async fn the_token_guards_v1_only() {
         Some("Bearer wrong"),
         Some("s3cret"),
         Some("Bearer s3cre"),
-        Some("bearer s3cret"),
+        Some("Bearer"),
+        Some("Bearer  "),
+        Some("Basic s3cret"),
+        Some("Bearers3cret"),
+        Some("Bearer s3cret s3cret"),
     ] {
         let mut req = svc.client.post(&url).body(body.clone());
         if let Some(a) = auth {
@@ -514,19 +518,44 @@ async fn the_token_guards_v1_only() {
         let v: Value = resp.json().await.unwrap();
         assert_eq!(error_code(&v), "unauthorized");
     }
-    let resp = svc
-        .client
-        .post(&url)
-        .header("authorization", "Bearer s3cret")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
+    // The scheme's name in any case, white space around the token (RFC 9110 § 11.1).
+    for auth in [
+        "Bearer s3cret",
+        "bearer s3cret",
+        "BEARER s3cret",
+        "Bearer   s3cret  ",
+    ] {
+        let resp = svc
+            .client
+            .post(&url)
+            .header("authorization", auth)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{auth:?}");
+    }
     let (s, _) = svc.send("GET", "/healthz", None).await;
     assert_eq!(s, 200);
-    let (s, _) = svc.send("GET", "/v1/openapi.json", None).await;
-    assert_eq!(s, 401);
+    // Everything under /v1 asks for the token first: unknown routes and methods too, so
+    // that nothing about the API answers without it.
+    for (method, path) in [
+        ("GET", "/v1/openapi.json"),
+        ("GET", "/v1/nothing"),
+        ("PATCH", "/v1/documents/a"),
+        ("GET", "/v1/check"),
+        ("GET", "/v1"),
+    ] {
+        let (s, v) = svc.send(method, path, None).await;
+        assert_eq!(
+            (s, error_code(&v)),
+            (401, "unauthorized"),
+            "{method} {path}"
+        );
+    }
+    // Outside /v1, an unknown route is a 404 as before.
+    let (s, _) = svc.send("GET", "/nothing", None).await;
+    assert_eq!(s, 404);
     svc.stop().await;
 }
 
@@ -808,4 +837,208 @@ async fn the_service_keeps_what_dedup_keeps_on_a_corpus_from_the_environment() {
     let path = std::env::var("NEARDUP_CORPUS").expect("NEARDUP_CORPUS");
     let removed = agrees_with_batch(&texts(&path)).await;
     eprintln!("{path}: {removed} refused by the service, removed by dedup");
+}
+
+/// Sends `raw` on a new connection and reads until the server closes it or `wait` passes;
+/// what came back.
+async fn raw_exchange(base: &str, raw: &[u8], wait: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(raw).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn bounds_answer_in_json_and_cap_the_work() {
+    let server = ServerConfig {
+        max_matches: 3,
+        max_bulk_items: 8,
+        max_id_bytes: 16,
+        ..ServerConfig::default()
+    };
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    // Ids beyond the bound, in a put, a bulk item, a read.
+    let long = "x".repeat(17);
+    let (s, v) = svc
+        .json(
+            "PUT",
+            &format!("/v1/documents/{long}"),
+            json!({"text": "a"}),
+        )
+        .await;
+    assert_eq!((s, error_code(&v)), (422, "invalid_request"), "{v}");
+    assert!(v.to_string().contains("more than the limit of 16"), "{v}");
+    let items = json!([{"id": "ok", "text": "a"}, {"id": long, "text": "b"}]);
+    let (s, v) = svc.json("POST", "/v1/bulk/documents", items).await;
+    assert_eq!(s, 422, "{v}");
+    assert!(
+        v.to_string().contains("items[1]: the id is 17 bytes"),
+        "{v}"
+    );
+    let (s, _) = svc
+        .send("GET", &format!("/v1/documents/{long}"), None)
+        .await;
+    assert_eq!(s, 422);
+    // More items than a bulk takes, as an array and as NDJSON: nothing is stored.
+    let many: Vec<Value> = (0..9)
+        .map(|i| json!({"id": format!("d{i}"), "text": text(i, None)}))
+        .collect();
+    let (s, v) = svc.json("POST", "/v1/bulk/documents", json!(many)).await;
+    assert_eq!((s, error_code(&v)), (413, "too_many_items"), "{v}");
+    let ndjson: String = many.iter().map(|v| format!("{v}\n")).collect();
+    let (s, v) = svc.send("POST", "/v1/bulk/check", Some(&ndjson)).await;
+    assert_eq!((s, error_code(&v)), (413, "too_many_items"), "{v}");
+    // Objects where the schema says object: an array of the fields is refused.
+    let (s, v) = svc
+        .send("PUT", "/v1/documents/a", Some(r#"["some text"]"#))
+        .await;
+    assert_eq!((s, error_code(&v)), (422, "invalid_request"), "{v}");
+    let (s, v) = svc
+        .send(
+            "POST",
+            "/v1/bulk/documents",
+            Some(r#"[["a", "some text"]]"#),
+        )
+        .await;
+    assert_eq!(s, 422, "{v}");
+    assert!(
+        v.to_string().contains("items[0]: expected a JSON object"),
+        "{v}"
+    );
+    // A time to live of 0 would store an expired document: refused; 1 is taken.
+    let (s, v) = svc
+        .json("PUT", "/v1/documents/a", json!({"text": "a", "ttl": 0}))
+        .await;
+    assert_eq!(s, 422, "{v}");
+    let (s, _) = svc
+        .json("PUT", "/v1/documents/a", json!({"text": "a", "ttl": 1}))
+        .await;
+    assert_eq!(s, 200);
+    let (_, v) = svc.send("GET", "/healthz", None).await;
+    assert_eq!(v["documents"], 1, "only the put with ttl 1 was stored");
+    // Seven copies of one text: an answer lists three matches and counts the others.
+    let copies: Vec<Value> = (0..7)
+        .map(|i| json!({"id": format!("copy{i}"), "text": text(7, None)}))
+        .collect();
+    let (s, v) = svc.json("POST", "/v1/bulk/documents", json!(copies)).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v[6]["matches"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v[6]["more_matches"], 3, "{v}");
+    assert!(v[0].get("more_matches").is_none(), "left out when 0: {v}");
+    let (s, v) = svc
+        .json("POST", "/v1/check", json!({"text": text(7, None)}))
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["matches"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["more_matches"], 4, "{v}");
+    let (_, v) = svc
+        .json("POST", "/v1/bulk/check", json!([{"text": text(7, None)}]))
+        .await;
+    assert_eq!(v[0]["more_matches"], 4, "{v}");
+    // Header fields over the bound: the API's 431, with a body.
+    let resp = svc
+        .client
+        .get(format!("{}/healthz", svc.base))
+        .header("x-big", "v".repeat(70 << 10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 431);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(error_code(&v), "headers_too_large");
+    // A path longer than the longest id allows: 414, with a body.
+    let (s, v) = svc
+        .send("GET", &format!("/v1/documents/{}", "y".repeat(200)), None)
+        .await;
+    assert_eq!((s, error_code(&v)), (414, "uri_too_long"), "{v}");
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn metric_labels_come_from_a_fixed_set() {
+    let svc = Running::start(DocConfig::default(), ServerConfig::default(), None).await;
+    // Made-up methods and paths, each on its own connection.
+    for i in 0..50 {
+        let raw = format!("M{i} /x{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        raw_exchange(&svc.base, raw.as_bytes(), Duration::from_secs(5)).await;
+    }
+    let (_, text) = svc.send("GET", "/metrics", None).await;
+    let text = text.as_str().unwrap_or("").to_string();
+    assert!(text.contains(r#"method="other""#), "{text}");
+    for i in 0..50 {
+        assert!(!text.contains(&format!("M{i}\"")), "M{i} made a series");
+        assert!(!text.contains(&format!("/x{i}\"")), "/x{i} made a series");
+    }
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn slow_and_idle_clients_are_timed_out() {
+    let server = ServerConfig {
+        header_timeout: Duration::from_millis(300),
+        body_timeout: Duration::from_millis(300),
+        ..ServerConfig::default()
+    };
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    let wait = Duration::from_secs(5);
+    // A head never finished: the connection is closed, without an answer to wait for.
+    let started = std::time::Instant::now();
+    let got = raw_exchange(&svc.base, b"POST /v1/check HTTP/1.1\r\nHost: x\r\n", wait).await;
+    assert!(
+        started.elapsed() < wait,
+        "still open after {wait:?}: {got:?}"
+    );
+    // A body that stops short: 408, in the API's form.
+    let raw = b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\": ";
+    let got = raw_exchange(&svc.base, raw, wait).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+    assert!(got.contains(r#""code":"timeout""#), "{got:?}");
+    // An idle keep-alive connection is closed after its answer.
+    let started = std::time::Instant::now();
+    let got = raw_exchange(&svc.base, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", wait).await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    assert!(
+        started.elapsed() < wait,
+        "idle connection still open after {wait:?}"
+    );
+    // The service answers others meanwhile.
+    let (s, _) = svc.send("GET", "/healthz", None).await;
+    assert_eq!(s, 200);
+    svc.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait_for_one_to_close() {
+    let server = ServerConfig {
+        max_connections: 2,
+        header_timeout: Duration::from_millis(400),
+        ..ServerConfig::default()
+    };
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    let addr = svc.base.trim_start_matches("http://").to_string();
+    // Two connections that say nothing hold both places ...
+    let idle = [
+        tokio::net::TcpStream::connect(&addr).await.unwrap(),
+        tokio::net::TcpStream::connect(&addr).await.unwrap(),
+    ];
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // ... so a third is served only once the head timeout has closed one of them.
+    let started = std::time::Instant::now();
+    let got = raw_exchange(
+        &svc.base,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "served at once: the cap did not hold ({:?})",
+        started.elapsed()
+    );
+    drop(idle);
+    svc.stop().await;
 }
