@@ -34,6 +34,18 @@ pub enum Error {
         /// [`crate::tables::MAX_TABLES`].
         limit: usize,
     },
+    /// A memory budget that cannot hold the fingerprints and the least of a table.
+    #[error(
+        "a memory budget of {} MB cannot hold the fingerprints and a pass of a table: at least {} MB",
+        budget / 1_000_000,
+        needed.div_ceil(1_000_000)
+    )]
+    MemoryBudget {
+        /// The budget, in bytes.
+        budget: u64,
+        /// The least that would do, in bytes.
+        needed: u64,
+    },
     /// Shingles need a window of at least one token.
     #[error("Window size must be positive")]
     InvalidWindow,

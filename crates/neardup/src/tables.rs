@@ -129,16 +129,32 @@ pub struct Table {
 
 impl Table {
     fn new(blocks: usize, chosen: &[usize]) -> Table {
+        let ranges: Vec<Range<u32>> = (0..blocks).map(|b| block_bits(blocks, b)).collect();
+        Table::within(&ranges, chosen, 64)
+    }
+
+    /// The table of the blocks `ranges` (increasing, covering bits `[0, width)`) whose
+    /// `chosen` blocks lead: they move to the top of `[0, width)`, the others follow in
+    /// increasing order, and the bits at and above `width` stay where they are (a second
+    /// level's table, under its first level's leading bits).
+    fn within(ranges: &[Range<u32>], chosen: &[usize], width: u32) -> Table {
+        let blocks = ranges.len();
         let mut leading = 0u64;
         for &b in chosen {
             leading |= 1 << b;
         }
         let others = (0..blocks).filter(|b| leading & (1 << b) == 0);
         let mut forward: Vec<Move> = Vec::new();
+        if width < 64 {
+            forward.push(Move {
+                mask: top_mask(64 - width),
+                rotate: 0,
+            });
+        }
         let mut dest = vec![0u64; blocks];
-        let mut top = 64u32;
+        let mut top = width;
         for b in chosen.iter().copied().chain(others) {
-            let bits = block_bits(blocks, b);
+            let bits = ranges[b].clone();
             let lo = top - (bits.end - bits.start);
             let rotate = (lo + 64 - bits.start) % 64;
             let mask = bit_mask(bits);
@@ -161,10 +177,7 @@ impl Table {
             .filter(|b| leading & (1 << b) == 0)
             .map(|b| dest[b])
             .collect();
-        let leading_bits = chosen
-            .iter()
-            .map(|&b| block_bits(blocks, b).len() as u32)
-            .sum();
+        let leading_bits = chosen.iter().map(|&b| ranges[b].len() as u32).sum();
         Table {
             leading,
             leading_bits,
@@ -236,12 +249,31 @@ impl Table {
     }
 }
 
-/// A block layout for one distance: `blocks` blocks and their C(blocks, distance) tables.
+/// A block layout for one distance: `blocks` blocks and their C(blocks, distance) tables,
+/// and, for a two-level layout, the tables of the second level.
+///
+/// Manku, Jain and Das Sarma nest their blocks (§3.1.1 of the paper): a pair within `k`
+/// bits that shares a first-level table's leading blocks differs only in the bits below
+/// them, so those bits are cut again into `blocks2` sub-blocks, and C(blocks2, k)
+/// second-level tables each move `blocks2 − k` of them up, under the first level's. With
+/// 4 × 4 blocks at k = 3, 16 tables lead with 28 bits where single-level tables of 4
+/// blocks lead with 16. The batch engine sorts once per first-level table and runs the
+/// second level inside each run of equal first-level bits, in cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     blocks: usize,
     distance: u32,
     tables: Vec<Table>,
+    second: Option<SecondLevel>,
+}
+
+/// The second level of a two-level layout: per width of the bits under a first-level
+/// table's leading blocks (block widths differ by one, so there are at most two), the
+/// tables that permute those bits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SecondLevel {
+    blocks: usize,
+    by_width: Vec<(u32, Vec<Table>)>,
 }
 
 impl Layout {
@@ -250,43 +282,54 @@ impl Layout {
     /// Errors when `blocks` is 0 or above 64, not above `distance`, or needs more than
     /// [`MAX_TABLES`] tables.
     pub fn new(blocks: usize, distance: u32) -> Result<Layout> {
-        if blocks == 0 {
-            return Err(Error::ZeroBlocks);
-        }
-        if blocks > 64 {
-            return Err(Error::TooManyBlocks(blocks));
-        }
-        if blocks <= distance as usize {
-            return Err(Error::BlocksNotAboveDistance { blocks, distance });
-        }
-        let tables = num_tables(blocks, distance);
-        if tables > MAX_TABLES as u128 {
-            return Err(Error::TooManyTables {
-                blocks,
-                distance,
-                tables,
-                limit: MAX_TABLES,
-            });
-        }
-        let lead = blocks - distance as usize;
-        let mut chosen: Vec<usize> = (0..lead).collect();
-        let mut out = Vec::with_capacity(tables as usize);
-        loop {
-            out.push(Table::new(blocks, &chosen));
-            // Next lead-subset of 0..blocks in lexicographic order.
-            let Some(i) = (0..lead).rev().find(|&i| chosen[i] < blocks - lead + i) else {
-                break;
-            };
-            chosen[i] += 1;
-            for j in i + 1..lead {
-                chosen[j] = chosen[j - 1] + 1;
-            }
-        }
+        check(blocks, distance, 64)?;
+        let tables = chosen_sets(blocks, blocks - distance as usize)
+            .map(|chosen| Table::new(blocks, &chosen))
+            .collect();
         Ok(Layout {
             blocks,
             distance,
-            tables: out,
+            tables,
+            second: None,
         })
+    }
+
+    /// The two-level layout of `blocks` first-level blocks, the bits under each table's
+    /// leading blocks cut into `blocks2` sub-blocks: C(blocks, distance) · C(blocks2,
+    /// distance) tables in all.
+    ///
+    /// Errors as [`Layout::new`] does for either level, and when a sub-block would hold
+    /// no bit.
+    pub fn two_level(blocks: usize, blocks2: usize, distance: u32) -> Result<Layout> {
+        let mut layout = Layout::new(blocks, distance)?;
+        let total = num_tables(blocks, distance).saturating_mul(num_tables(blocks2, distance));
+        if total > MAX_TABLES as u128 {
+            return Err(Error::TooManyTables {
+                blocks: blocks * blocks2,
+                distance,
+                tables: total,
+                limit: MAX_TABLES,
+            });
+        }
+        let mut widths: Vec<u32> = layout.tables.iter().map(|t| 64 - t.leading_bits).collect();
+        widths.sort_unstable();
+        widths.dedup();
+        let mut by_width = Vec::with_capacity(widths.len());
+        for width in widths {
+            check(blocks2, distance, width)?;
+            let ranges: Vec<Range<u32>> = (0..blocks2)
+                .map(|i| sub_block_bits(blocks2, width, i))
+                .collect();
+            let tables = chosen_sets(blocks2, blocks2 - distance as usize)
+                .map(|chosen| Table::within(&ranges, &chosen, width))
+                .collect();
+            by_width.push((width, tables));
+        }
+        layout.second = Some(SecondLevel {
+            blocks: blocks2,
+            by_width,
+        });
+        Ok(layout)
     }
 
     /// Number of blocks.
@@ -299,9 +342,145 @@ impl Layout {
         self.distance
     }
 
-    /// The tables, in seomoz order.
+    /// The tables, in seomoz order (of the first level, in a two-level layout).
     pub fn tables(&self) -> &[Table] {
         &self.tables
+    }
+
+    /// Sub-blocks of the second level, in a two-level layout.
+    pub fn blocks2(&self) -> Option<usize> {
+        self.second.as_ref().map(|s| s.blocks)
+    }
+
+    /// The second-level tables under `table` (one of [`Layout::tables`]), in a two-level
+    /// layout: each permutes the bits under `table`'s leading blocks.
+    pub fn second_tables(&self, table: &Table) -> Option<&[Table]> {
+        let width = 64 - table.leading_bits;
+        let second = self.second.as_ref()?;
+        second
+            .by_width
+            .iter()
+            .find(|(w, _)| *w == width)
+            .map(|(_, t)| t.as_slice())
+    }
+
+    /// Tables in all: first-level ones times second-level ones.
+    pub fn table_count(&self) -> usize {
+        self.tables.len()
+            * self
+                .second
+                .as_ref()
+                .map_or(1, |s| s.by_width.first().map_or(1, |(_, t)| t.len()))
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.blocks2() {
+            Some(b2) => write!(f, "{}x{b2}", self.blocks),
+            None => write!(f, "{}", self.blocks),
+        }
+    }
+}
+
+/// Refuses `blocks` blocks of `width` bits at `distance`: none, more than bits, not more
+/// than the distance, or more than [`MAX_TABLES`] tables.
+fn check(blocks: usize, distance: u32, width: u32) -> Result<()> {
+    if blocks == 0 {
+        return Err(Error::ZeroBlocks);
+    }
+    if blocks > width as usize {
+        return Err(Error::TooManyBlocks(blocks));
+    }
+    if blocks <= distance as usize {
+        return Err(Error::BlocksNotAboveDistance { blocks, distance });
+    }
+    let tables = num_tables(blocks, distance);
+    if tables > MAX_TABLES as u128 {
+        return Err(Error::TooManyTables {
+            blocks,
+            distance,
+            tables,
+            limit: MAX_TABLES,
+        });
+    }
+    Ok(())
+}
+
+/// Every `lead`-subset of `0..blocks`, increasing, in lexicographic order: the tables'
+/// order.
+fn chosen_sets(blocks: usize, lead: usize) -> impl Iterator<Item = Vec<usize>> {
+    let mut next = Some((0..lead).collect::<Vec<usize>>());
+    std::iter::from_fn(move || {
+        let chosen = next.take()?;
+        let mut after = chosen.clone();
+        if let Some(i) = (0..lead).rev().find(|&i| after[i] < blocks - lead + i) {
+            after[i] += 1;
+            for j in i + 1..lead {
+                after[j] = after[j - 1] + 1;
+            }
+            next = Some(after);
+        }
+        Some(chosen)
+    })
+}
+
+/// Bits of sub-block `index` of `blocks` cutting `[0, width)`, as blocks cut the 64 bits.
+fn sub_block_bits(blocks: usize, width: u32, index: usize) -> Range<u32> {
+    let w = width as usize;
+    (index * w / blocks) as u32..((index + 1) * w / blocks) as u32
+}
+
+/// A choice of tables for batch matching: single-level blocks, two levels, or the
+/// planner's choice (`--blocks` of `find-all`: `auto`, `5`, `4x4`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Levels {
+    /// Let the planner choose, among single- and two-level layouts.
+    #[default]
+    Auto,
+    /// Single-level, this many blocks.
+    One(usize),
+    /// Two levels: blocks, then sub-blocks of the bits under each table's leading blocks.
+    Two(usize, usize),
+}
+
+impl From<Blocks> for Levels {
+    fn from(b: Blocks) -> Levels {
+        match b {
+            Blocks::Auto => Levels::Auto,
+            Blocks::Fixed(m) => Levels::One(m),
+        }
+    }
+}
+
+impl FromStr for Levels {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if let Some((a, b)) = s.split_once(['x', 'X']) {
+            let num = |t: &str| t.trim().parse::<usize>().ok();
+            return match (num(a), num(b)) {
+                (Some(a), Some(b)) => Ok(Levels::Two(a, b)),
+                _ => Err(format!(
+                    "expected a number of blocks, two as BLOCKSxSUBBLOCKS (4x4), or 'auto', got '{s}'"
+                )),
+            };
+        }
+        s.parse::<Blocks>().map(Levels::from).map_err(|_| {
+            format!(
+                "expected a number of blocks, two as BLOCKSxSUBBLOCKS (4x4), or 'auto', got '{s}'"
+            )
+        })
+    }
+}
+
+impl fmt::Display for Levels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Levels::Auto => f.write_str("auto"),
+            Levels::One(m) => write!(f, "{m}"),
+            Levels::Two(a, b) => write!(f, "{a}x{b}"),
+        }
     }
 }
 
@@ -351,6 +530,51 @@ mod tests {
                 assert_eq!(seen, u64::MAX, "a permutation hits every bit");
             }
         }
+    }
+
+    #[test]
+    fn second_level_tables_keep_the_first_level_bits_and_permute_the_rest() {
+        let layout = Layout::two_level(4, 4, 3).unwrap();
+        assert_eq!(layout.to_string(), "4x4");
+        assert_eq!(layout.table_count(), 16);
+        for t1 in layout.tables() {
+            let w1 = t1.leading_bits();
+            let seconds = layout.second_tables(t1).unwrap();
+            assert_eq!(seconds.len(), 4);
+            for t2 in seconds {
+                // 48 bits in 4 sub-blocks of 12: one leads.
+                assert_eq!(t2.leading_bits(), 12);
+                for x in [0, u64::MAX, 0x0123_4567_89ab_cdef, 0xdead_beef_cafe_babe] {
+                    assert_eq!(t2.unpermute(t2.permute(x)), x);
+                    assert_eq!(t2.permute(x) >> (64 - w1), x >> (64 - w1));
+                }
+            }
+        }
+        // Uneven widths: 5 first-level blocks (12 or 13 bits) leave 38 or 39 bits.
+        let layout = Layout::two_level(5, 4, 3).unwrap();
+        for t1 in layout.tables() {
+            assert_eq!(layout.second_tables(t1).unwrap().len(), 4);
+        }
+        assert!(Layout::two_level(4, 3, 3).is_err());
+        assert!(
+            Layout::two_level(4, 49, 3).is_err(),
+            "a sub-block without a bit"
+        );
+        assert!(Layout::new(4, 3)
+            .unwrap()
+            .second_tables(&Layout::new(4, 3).unwrap().tables()[0])
+            .is_none());
+    }
+
+    #[test]
+    fn parses_levels() {
+        assert_eq!("auto".parse::<Levels>(), Ok(Levels::Auto));
+        assert_eq!("5".parse::<Levels>(), Ok(Levels::One(5)));
+        assert_eq!("4x4".parse::<Levels>(), Ok(Levels::Two(4, 4)));
+        assert_eq!("4X6".parse::<Levels>(), Ok(Levels::Two(4, 6)));
+        assert!("4x".parse::<Levels>().is_err());
+        assert!("x4".parse::<Levels>().is_err());
+        assert_eq!(Levels::Two(4, 4).to_string(), "4x4");
     }
 
     #[test]

@@ -52,8 +52,12 @@ fn oracle_components<T: Ord + Copy>(nodes: &[T], edges: &[(T, T)]) -> Vec<Vec<T>
 }
 
 fn run_find_all(fps: &[u64], layout: &Layout) -> Vec<(u64, u64)> {
+    find_all_with(fps, &Matcher::new(layout.clone()))
+}
+
+fn find_all_with(fps: &[u64], matcher: &Matcher) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
-    Matcher::new(layout.clone())
+    matcher
         .find_all(&Distinct::from_slice(fps).unwrap(), |a, b| {
             out.push((a, b));
             Ok::<(), ()>(())
@@ -62,9 +66,9 @@ fn run_find_all(fps: &[u64], layout: &Layout) -> Vec<(u64, u64)> {
     out
 }
 
-fn run_indexed(fps: &[u64], layout: &Layout) -> Vec<IndexedPair> {
+fn run_indexed(fps: &[u64], matcher: &Matcher) -> Vec<IndexedPair> {
     let mut out = Vec::new();
-    Matcher::new(layout.clone())
+    matcher
         .find_all_indexed(&Indexed::new(fps).unwrap(), |p| {
             out.push(p);
             Ok::<(), ()>(())
@@ -75,11 +79,17 @@ fn run_indexed(fps: &[u64], layout: &Layout) -> Vec<IndexedPair> {
 
 /// Checks every batch entry point on `fps` against the oracles.
 fn check(fps: &[u64], layout: &Layout) -> Result<(), TestCaseError> {
+    check_matcher(fps, &Matcher::new(layout.clone()))
+}
+
+/// Checks every entry point of `matcher` on `fps` against the oracles.
+fn check_matcher(fps: &[u64], matcher: &Matcher) -> Result<(), TestCaseError> {
+    let layout = matcher.layout();
     let k = layout.distance();
-    let at = format!("blocks {} distance {k}", layout.blocks());
+    let at = format!("blocks {layout} distance {k}");
 
     // Value pairs: each once, a < b, exactly the oracle's.
-    let got = run_find_all(fps, layout);
+    let got = find_all_with(fps, matcher);
     let expected = oracle_pairs(fps, k);
     prop_assert!(got.iter().all(|(a, b)| a < b), "{}: order", at);
     let got_set: BTreeSet<(u64, u64)> = got.iter().copied().collect();
@@ -94,7 +104,7 @@ fn check(fps: &[u64], layout: &Layout) -> Result<(), TestCaseError> {
         .into_iter()
         .collect();
     let edges: Vec<(u64, u64)> = expected.iter().copied().collect();
-    let clusters = Matcher::new(layout.clone()).clusters(&Distinct::from_slice(fps).unwrap());
+    let clusters = matcher.clusters(&Distinct::from_slice(fps).unwrap());
     prop_assert_eq!(
         clusters,
         oracle_components(&distinct, &edges),
@@ -116,7 +126,7 @@ fn check(fps: &[u64], layout: &Layout) -> Result<(), TestCaseError> {
             }
         }
     }
-    let got = run_indexed(fps, layout);
+    let got = run_indexed(fps, matcher);
     let got_set: BTreeSet<IndexedPair> = got.iter().copied().collect();
     prop_assert_eq!(
         got.len(),
@@ -129,7 +139,7 @@ fn check(fps: &[u64], layout: &Layout) -> Result<(), TestCaseError> {
     // Position clusters.
     let positions: Vec<usize> = (0..fps.len()).collect();
     let edges: Vec<(usize, usize)> = expected_idx.iter().map(|p| (p.a, p.b)).collect();
-    let clusters = Matcher::new(layout.clone()).clusters_indexed(&Indexed::new(fps).unwrap());
+    let clusters = matcher.clusters_indexed(&Indexed::new(fps).unwrap());
     prop_assert_eq!(
         clusters,
         oracle_components(&positions, &edges),
@@ -202,6 +212,43 @@ proptest! {
         fps in fingerprints().prop_map(|mut v| { v.truncate(24); v }),
     ) {
         check(&fps, &Layout::new(m, k).unwrap())?;
+    }
+}
+
+/// A valid two-level layout at a distance up to 8, with few enough tables for a test.
+fn two_level() -> impl Strategy<Value = Layout> {
+    (0u32..=8, 1usize..=12, 1usize..=12)
+        .prop_filter("valid", |&(k, m1, m2)| Layout::two_level(m1, m2, k).is_ok())
+        .prop_filter("few enough tables", |&(k, m1, m2)| {
+            num_tables(m1, k) * num_tables(m2, k) <= 3000
+        })
+        .prop_map(|(k, m1, m2)| Layout::two_level(m1, m2, k).unwrap())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Manku's nested blocks find exactly the pairs within the distance, each once.
+    #[test]
+    fn two_level_layouts_match_oracle(layout in two_level(), fps in fingerprints()) {
+        check(&fps, &layout)?;
+    }
+
+    /// A table scanned a range of buckets at a time (the memory budget's passes) gives
+    /// the oracle's pairs, in the very order of one pass over all of them.
+    #[test]
+    fn passes_give_the_pairs_of_one_pass_in_its_order(
+        layout in prop_oneof![layout(), two_level()],
+        fps in fingerprints(),
+        room in 1usize..40,
+    ) {
+        let limited = Matcher::new(layout.clone()).with_pass_keys(room);
+        check_matcher(&fps, &limited)?;
+        prop_assert_eq!(
+            find_all_with(&fps, &limited),
+            run_find_all(&fps, &layout),
+            "blocks {} room {}", layout, room
+        );
     }
 }
 
@@ -286,14 +333,25 @@ fn large_random_set_with_planted_pairs() {
             planted.insert((a.min(b), a.max(b)));
         }
     }
-    for m in [4, 5, 6, 7] {
-        let got: BTreeSet<(u64, u64)> = run_find_all(&fps, &Layout::new(m, 3).unwrap())
-            .into_iter()
-            .collect();
-        assert!(planted.is_subset(&got), "blocks {m}");
+    let mut layouts: Vec<Layout> = [4, 5, 6, 7]
+        .into_iter()
+        .map(|m| Layout::new(m, 3).unwrap())
+        .collect();
+    layouts.push(Layout::two_level(4, 4, 3).unwrap());
+    layouts.push(Layout::two_level(5, 4, 3).unwrap());
+    let one = run_find_all(&fps, &layouts[0]);
+    for layout in &layouts {
+        let all = run_find_all(&fps, layout);
+        let got: BTreeSet<(u64, u64)> = all.iter().copied().collect();
+        assert_eq!(got.len(), all.len(), "blocks {layout}: a pair twice");
+        assert!(planted.is_subset(&got), "blocks {layout}");
         for &(a, b) in &got {
             assert!((a ^ b).count_ones() <= 3);
         }
+        assert_eq!(got, one.iter().copied().collect(), "blocks {layout}");
+        // In passes of a tenth of the set: the same pairs in the same order.
+        let passes = find_all_with(&fps, &Matcher::new(layout.clone()).with_pass_keys(30_000));
+        assert_eq!(passes, all, "blocks {layout} in passes");
     }
 }
 

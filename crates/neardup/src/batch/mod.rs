@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 pub use crate::decide::{Keep, Rule};
 use crate::error::{Error, Result};
-use crate::tables::{Blocks, Layout, PermuteJob};
+use crate::tables::{Layout, Levels, PermuteJob, Table};
 pub use bands::band_candidates;
 pub use dedup::{
     assign, candidates, dedup, measure, resolve, verify, Candidates, Cluster, Dedup, Edge, Link,
@@ -33,12 +33,17 @@ use radix::Keyed;
 pub use union_find::UnionFind;
 pub use wide::{wide_distance, WideMatcher};
 
-/// The layout for batch matching of `n` fingerprints at `distance`: `blocks` as given, or
-/// the [`planner`]'s choice for [`Blocks::Auto`].
-pub fn layout(blocks: Blocks, n: usize, distance: u32) -> Result<Layout> {
-    match blocks {
-        Blocks::Fixed(m) => Layout::new(m, distance),
-        Blocks::Auto => Layout::new(planner::plan(n, distance)?.blocks, distance),
+/// The layout for batch matching of `n` fingerprints at `distance`: `blocks` as given
+/// ([`Blocks`] or two-level [`Levels`]), or the [`planner`]'s choice for `auto`.
+pub fn layout(blocks: impl Into<Levels>, n: usize, distance: u32) -> Result<Layout> {
+    match blocks.into() {
+        Levels::One(m) => Layout::new(m, distance),
+        Levels::Two(a, b) => Layout::two_level(a, b, distance),
+        Levels::Auto => match planner::plan(n, distance)?.layout {
+            Levels::Two(a, b) => Layout::two_level(a, b, distance),
+            Levels::One(m) => Layout::new(m, distance),
+            Levels::Auto => Layout::new(planner::plan_single(n, distance)?.blocks, distance),
+        },
     }
 }
 
@@ -233,6 +238,8 @@ type ProgressFn = dyn Fn(Progress) + Send + Sync;
 pub struct Matcher {
     layout: Layout,
     progress: Option<Arc<ProgressFn>>,
+    /// Keys a table holds at once; `None`: all of them.
+    pass_keys: Option<usize>,
 }
 
 impl std::fmt::Debug for Matcher {
@@ -249,7 +256,17 @@ impl Matcher {
         Matcher {
             layout,
             progress: None,
+            pass_keys: None,
         }
+    }
+
+    /// Holds at most `keys` permuted keys of a table at once (16 bytes each, with their
+    /// scratch), scanning each table in passes over consecutive ranges of its buckets
+    /// when the set has more: the same pairs in the same order, for memory that does not
+    /// grow with the set beyond its own 8 bytes a fingerprint.
+    pub fn with_pass_keys(mut self, keys: usize) -> Matcher {
+        self.pass_keys = Some(keys.max(1));
+        self
     }
 
     /// Calls `f` as the work advances (from worker threads; keep it cheap).
@@ -382,49 +399,173 @@ impl Matcher {
             return Ok(());
         }
         let k = self.layout.distance();
-        let mut keys = vec![0u64; n];
-        let mut scratch = vec![0u64; n];
+        // Keys one pass of a table holds: all of them unless a memory budget says fewer.
+        let room = self.pass_keys.unwrap_or(n).clamp(1, n);
+        let mut keys = vec![0u64; room];
+        let mut scratch = vec![0u64; room];
         for (t, table) in tables.iter().enumerate() {
             let w = table.leading_bits();
             let bits = radix::partition_bits(n, w);
-            let bounds = table.with_permute(Partition {
-                values,
-                keys: &mut keys,
-                scratch: &mut scratch,
-                bits,
-            });
+            let seconds = self.layout.second_tables(table);
             let (lo, hi) = (64 - w, 64 - bits);
-            radix::map_tasks(
-                &mut keys,
-                &mut scratch,
-                &bounds,
-                |task| {
-                    let mut found = Vec::new();
-                    let mut visit = |a: u64, b: u64| {
-                        let diff = a ^ b;
-                        // Popcount first: it rejects almost every candidate.
-                        if diff.count_ones() <= k && table.is_first_for(diff) {
-                            found.push((a, b));
+            let mut scan = |keys: &mut [u64], scratch: &mut [u64], bounds: &[usize]| {
+                radix::map_tasks(
+                    keys,
+                    scratch,
+                    bounds,
+                    |task| {
+                        let mut found = Vec::new();
+                        match seconds {
+                            None => {
+                                let mut visit = |a: u64, b: u64| {
+                                    let diff = a ^ b;
+                                    // Popcount first: it rejects almost every candidate.
+                                    if diff.count_ones() <= k && table.is_first_for(diff) {
+                                        found.push((a, b));
+                                    }
+                                };
+                                for (keys, scratch) in task.buckets() {
+                                    radix::prefix_pairs(keys, scratch, lo, hi, &mut visit);
+                                }
+                            }
+                            Some(seconds) => {
+                                let mut runs = Runs::default();
+                                for (keys, scratch) in task.buckets() {
+                                    radix::sort_bucket(keys, scratch, lo, hi);
+                                    runs.pairs(keys, lo, table, seconds, k, &mut found);
+                                }
+                            }
                         }
-                    };
-                    for (keys, scratch) in task.buckets() {
-                        radix::prefix_pairs(keys, scratch, lo, hi, &mut visit);
-                    }
-                    // Back to values (or indices) while still on the worker thread.
-                    for p in &mut found {
-                        let (mut a, mut b) = (table.unpermute(p.0), table.unpermute(p.1));
-                        if ids == Ids::Indices {
-                            (a, b) = (set.index_of(a), set.index_of(b));
+                        // Back to values (or indices) while still on the worker thread.
+                        for p in &mut found {
+                            let (mut a, mut b) = (table.unpermute(p.0), table.unpermute(p.1));
+                            if ids == Ids::Indices {
+                                (a, b) = (set.index_of(a), set.index_of(b));
+                            }
+                            *p = (a.min(b), a.max(b));
                         }
-                        *p = (a.min(b), a.max(b));
+                        found
+                    },
+                    |found: Vec<(u64, u64)>| sink(&found),
+                )
+            };
+            if room >= n {
+                let bounds = table.with_permute(Partition {
+                    values,
+                    keys: &mut keys,
+                    scratch: Some(&mut scratch),
+                    bits,
+                    buckets: None,
+                });
+                scan(&mut keys, &mut scratch, &bounds)?;
+            } else {
+                // Out of core: the table's buckets a pass at a time, each pass the
+                // consecutive buckets that fit, so the pairs come in the order one pass
+                // over all of them gives (the same buckets, filled in input order).
+                let counts = table.with_permute(Count { values, bits });
+                for range in passes(&counts, room) {
+                    let need: usize = counts[range.clone()].iter().sum();
+                    if keys.len() < need {
+                        keys.resize(need, 0);
+                        scratch.resize(need, 0);
                     }
-                    found
-                },
-                |found: Vec<(u64, u64)>| sink(&found),
-            )?;
+                    let bounds = table.with_permute(Partition {
+                        values,
+                        keys: &mut keys,
+                        scratch: None,
+                        bits,
+                        buckets: Some(range),
+                    });
+                    let used = bounds.last().copied().unwrap_or(0);
+                    scan(&mut keys[..used], &mut scratch[..used], &bounds)?;
+                }
+            }
             report(t + 1);
         }
         Ok(())
+    }
+}
+
+/// Consecutive ranges of buckets whose keys, `counts[b]` for bucket `b`, fit in `room`
+/// (a bucket larger than `room` alone in its range: [`Matcher::with_memory`] sizes `room`
+/// for the largest bucket it expects, and an unexpectedly large one still runs).
+fn passes(counts: &[usize], room: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut held) = (0, 0);
+    for (b, &c) in counts.iter().enumerate() {
+        if held > 0 && held + c > room {
+            out.push(start..b);
+            (start, held) = (b, 0);
+        }
+        held += c;
+    }
+    if start < counts.len() {
+        out.push(start..counts.len());
+    }
+    out
+}
+
+/// The second level of a two-level layout, inside one bucket of a first-level table: its
+/// runs of keys equal on the first level's leading bits, and for each run and
+/// second-level table, the run permuted and split on that table's leading bits. A run
+/// holds about n / 2^w₁ keys, so this is all in cache.
+#[derive(Default)]
+struct Runs {
+    permuted: Vec<u64>,
+    scratch: Vec<u64>,
+}
+
+impl Runs {
+    /// Pushes onto `found` every pair of `keys` (sorted on their top `64 − lo` bits,
+    /// permuted by `table`) within `k` bits that this table and one of `seconds` report:
+    /// the first first-level table whose leading blocks avoid the pair's differences, and
+    /// under it, the first second-level table whose leading sub-blocks do. Pairs are
+    /// pushed in `table`'s permuted space.
+    fn pairs(
+        &mut self,
+        keys: &[u64],
+        lo: u32,
+        table: &Table,
+        seconds: &[Table],
+        k: u32,
+        found: &mut Vec<(u64, u64)>,
+    ) {
+        let mut start = 0;
+        while start < keys.len() {
+            let prefix = keys[start] >> lo;
+            let len = keys[start..]
+                .iter()
+                .position(|&x| x >> lo != prefix)
+                .unwrap_or(keys.len() - start);
+            let run = &keys[start..start + len];
+            start += len;
+            if run.len() < 2 {
+                continue;
+            }
+            for second in seconds {
+                let w2 = second.leading_bits();
+                self.permuted.clear();
+                self.permuted.extend(run.iter().map(|&x| second.permute(x)));
+                self.scratch.clear();
+                self.scratch.resize(run.len(), 0);
+                let mut visit = |a: u64, b: u64| {
+                    let diff = a ^ b;
+                    if diff.count_ones() <= k
+                        && second.is_first_for(diff)
+                        && table.is_first_for(second.unpermute(diff))
+                    {
+                        found.push((second.unpermute(a), second.unpermute(b)));
+                    }
+                };
+                radix::prefix_pairs(
+                    &mut self.permuted,
+                    &mut self.scratch,
+                    lo - w2,
+                    lo,
+                    &mut visit,
+                );
+            }
+        }
     }
 }
 
@@ -437,25 +578,40 @@ enum Ids {
     Indices,
 }
 
-/// The partition pass of one table, run with the table's specialised permutation.
+/// The partition pass of one table, run with the table's specialised permutation: of
+/// every key, or of the keys of a range of buckets (a pass of an out-of-core run).
 struct Partition<'a> {
     values: &'a [u64],
     keys: &'a mut [u64],
-    scratch: &'a mut [u64],
+    scratch: Option<&'a mut [u64]>,
     bits: u32,
+    buckets: Option<std::ops::Range<usize>>,
 }
 
 impl PermuteJob for Partition<'_> {
     type Output = Vec<usize>;
 
     fn run<P: Fn(u64) -> u64 + Sync>(self, permute: P) -> Vec<usize> {
-        radix::partition(
-            self.values,
-            self.keys,
-            Some(self.scratch),
-            self.bits,
-            permute,
-        )
+        match self.buckets {
+            None => radix::partition(self.values, self.keys, self.scratch, self.bits, permute),
+            Some(range) => {
+                radix::partition_range(self.values, self.keys, self.bits, range, permute)
+            }
+        }
+    }
+}
+
+/// The keys of each bucket of one table, counted with its specialised permutation.
+struct Count<'a> {
+    values: &'a [u64],
+    bits: u32,
+}
+
+impl PermuteJob for Count<'_> {
+    type Output = Vec<usize>;
+
+    fn run<P: Fn(u64) -> u64 + Sync>(self, permute: P) -> Vec<usize> {
+        radix::bucket_counts(self.values, self.bits, permute)
     }
 }
 

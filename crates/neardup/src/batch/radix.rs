@@ -142,6 +142,100 @@ where
     bounds
 }
 
+/// How many of `map(x)`, for `x` in `src`, fall in each bucket of the top `bits` bits.
+pub(crate) fn bucket_counts<S, F>(src: &[S], bits: u32, map: F) -> Vec<usize>
+where
+    S: Copy + Sync,
+    F: Fn(S) -> u64 + Sync,
+{
+    let shift = 64 - bits;
+    let hists = par::map(src.chunks(CHUNK).collect(), |chunk: &[S]| {
+        let mut h = vec![0u32; 1 << bits];
+        for &x in chunk {
+            h[(map(x) >> shift) as usize] += 1;
+        }
+        h
+    });
+    let mut total = vec![0usize; 1 << bits];
+    for h in hists {
+        for (t, c) in total.iter_mut().zip(h) {
+            *t += c as usize;
+        }
+    }
+    total
+}
+
+/// [`partition`] of the keys whose bucket (top `bits` bits of `map(x)`) lies in
+/// `buckets`, and of no others: each bucket holds the same keys in the same order as
+/// after a partition of all of them. `dst` must hold them; returns the bounds of the
+/// range's buckets (`buckets.len() + 1` of them, from 0). Maps every key twice (count,
+/// scatter), keeping nothing per key in between: the pass of an out-of-core table.
+pub(crate) fn partition_range<S, F>(
+    src: &[S],
+    dst: &mut [u64],
+    bits: u32,
+    buckets: std::ops::Range<usize>,
+    map: F,
+) -> Vec<usize>
+where
+    S: Copy + Sync,
+    F: Fn(S) -> u64 + Sync,
+{
+    assert!(
+        (1..=16).contains(&bits),
+        "partition bits out of range: {bits}"
+    );
+    let shift = 64 - bits;
+    let (first, len) = (buckets.start, buckets.len());
+    let slot = |y: u64| ((y >> shift) as usize).wrapping_sub(first);
+    let chunks: Vec<&[S]> = src.chunks(CHUNK).collect();
+    let hists: Vec<Vec<u32>> = par::map(chunks.clone(), |chunk| {
+        let mut h = vec![0u32; len];
+        for &x in chunk {
+            if let Some(c) = h.get_mut(slot(map(x))) {
+                *c += 1;
+            }
+        }
+        h
+    });
+    let mut bounds = Vec::with_capacity(len + 1);
+    let mut heads = vec![vec![0usize; len]; chunks.len()];
+    let mut pos = 0usize;
+    for b in 0..len {
+        bounds.push(pos);
+        for (c, h) in hists.iter().enumerate() {
+            heads[c][b] = pos;
+            pos += h[b] as usize;
+        }
+    }
+    bounds.push(pos);
+    assert!(
+        pos <= dst.len(),
+        "a pass of {pos} keys in room for {}",
+        dst.len()
+    );
+    let out = SharedOut(dst.as_mut_ptr());
+    par::map(
+        chunks.into_iter().zip(heads).collect(),
+        |(chunk, mut head)| {
+            let out = &out;
+            for &x in chunk {
+                let y = map(x);
+                if let Some(h) = head.get_mut(slot(y)) {
+                    // SAFETY: as in `partition`: chunk c owns dst[heads[c][b] ..
+                    // heads[c][b] + hists[c][b]] for each bucket b of the range, disjoint
+                    // across chunks and buckets and inside dst (asserted above: they sum to
+                    // `pos`), and writes exactly hists[c][b] keys into bucket b, because
+                    // `map` gives the same key in both passes.
+                    unsafe { out.0.add(*h).write(y) };
+                    *h += 1;
+                }
+            }
+        },
+    );
+    bounds
+}
+
 /// A chunk of a partition's input, its mapped keys (if kept) and its histogram.
 type Counted<'a, S, T> = (&'a [S], Option<&'a mut [T]>, Vec<u32>);
 
@@ -434,6 +528,32 @@ mod tests {
             prefix_pairs(&mut keys, &mut scratch, lo, 61.max(lo), &mut |a, b| got.push((a.min(b), a.max(b))));
             got.sort_unstable();
             prop_assert_eq!(got, expected);
+        }
+
+        #[test]
+        fn a_range_of_buckets_holds_what_the_whole_partition_holds_there(
+            v in proptest::collection::vec(any::<u64>(), 1..5000),
+            low in proptest::collection::vec(0u64..8, 0..500),
+            bits in 1u32..=10,
+            cut in any::<prop::sample::Index>(),
+            width in any::<prop::sample::Index>(),
+        ) {
+            let v: Vec<u64> = v.into_iter().chain(low).collect();
+            let map = |x: u64| x.rotate_left(13);
+            let mut all = vec![0; v.len()];
+            let whole = partition(&v, &mut all, None, bits, map);
+            let counts = bucket_counts(&v, bits, map);
+            let buckets = 1usize << bits;
+            prop_assert_eq!(counts.len(), buckets);
+            let start = cut.index(buckets);
+            let end = start + 1 + width.index(buckets - start);
+            let want = &all[whole[start]..whole[end]];
+            prop_assert_eq!(counts[start..end].iter().sum::<usize>(), want.len());
+            let mut dst = vec![0; want.len()];
+            let bounds = partition_range(&v, &mut dst, bits, start..end, map);
+            prop_assert_eq!(&dst[..], want);
+            let rebased: Vec<usize> = whole[start..=end].iter().map(|b| b - whole[start]).collect();
+            prop_assert_eq!(bounds, rebased);
         }
 
         #[test]
