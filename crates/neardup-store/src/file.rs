@@ -1,6 +1,7 @@
 //! The database file before and around redb: what its header must say before redb may
-//! open it, panics turned into errors, files made aside and published whole, leftovers of
-//! interrupted work, and who holds a store.
+//! open it, panics turned into errors, files made aside and published whole, how both
+//! kinds of store are opened ([`open_store`]), leftovers of interrupted work, and who
+//! holds a store.
 //!
 //! redb trusts its file's header: a file cut short (a full disk, an interrupted copy)
 //! makes `Database::open` fail `assert!(file_len >= header.layout().len())`, and a header
@@ -16,7 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
 
-use crate::{Result, StoreError, FILE};
+use redb::Database;
+
+use crate::dir::{FILE, PID_FILE};
+use crate::error::{Result, StoreError};
 
 /// redb's magic number: the first 9 bytes of every redb file (redb 2's header layout,
 /// `tree_store/page_store/header.rs`).
@@ -402,8 +406,61 @@ pub(crate) fn open_store<T>(
     Ok(store)
 }
 
-/// The file beside the database that names the process holding it.
-pub(crate) const PID_FILE: &str = "neardup.pid";
+/// A redb error on opening `path` (in the data directory `dir`), in the store's words.
+pub(crate) fn open_error(dir: &Path, path: &Path, e: redb::DatabaseError) -> StoreError {
+    match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
+            path: dir.to_path_buf(),
+            pid: holder(dir),
+        },
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail,
+            }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(source))
+            if source.kind() != std::io::ErrorKind::InvalidData =>
+        {
+            StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+        e => StoreError::Foreign {
+            path: path.to_path_buf(),
+            detail: format!("not readable as a neardup store: {e}"),
+        },
+    }
+}
+
+/// The database, closed under a guard: redb writes its allocator state when it closes,
+/// and on a damaged file that write can panic.
+pub(crate) struct Db(Option<Database>);
+
+impl Db {
+    pub(crate) fn new(db: Database) -> Db {
+        Db(Some(db))
+    }
+}
+
+impl std::ops::Deref for Db {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        match &self.0 {
+            Some(db) => db,
+            None => unreachable!("the database is taken only when it drops"),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let db = self.0.take();
+        let _ = quietly(move || drop(db));
+    }
+}
 
 /// Records this process as the holder of the store in `dir` (best effort: it only
 /// improves the message another process gets).

@@ -1,7 +1,8 @@
-//! [`RedisStore`]: the document corpus of [`DocStore`](crate::DocStore) kept in a Redis
-//! Cluster, so that many stateless service instances can share one replicated corpus that
-//! outgrows a host. It decides exactly as the embedded store does: the same candidates
-//! (documents agreeing with the query in some band), the same [`Rule::matches`] on them.
+//! [`RedisStore`]: the document corpus of [`DocumentStore`](crate::DocumentStore) kept in
+//! a Redis Cluster, so that many stateless service instances can share one replicated
+//! corpus that outgrows a host. It decides exactly as the embedded store does: the same
+//! candidates (documents agreeing with the query in some band), the same
+//! [`Rule::matches`](neardup::decide::Rule::matches) on them.
 //!
 //! # Layout (keys under a namespace `ns`)
 //!
@@ -61,12 +62,14 @@ use ::redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection, ClusterPi
 use ::redis::cluster_async::ClusterConnection as AsyncConnection;
 use ::redis::{Cmd, RedisError, Value};
 use futures_util::future::try_join_all;
-use neardup::decide::{Match, Signature};
+use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
 
-use crate::documents::{other_version, paragraph_hits, StoredParagraphs, Write, MAX_PARAGRAPHS};
-use crate::documents::{DocConfig, Hit, Outcome, ParagraphHit, Prepared, StoredDoc};
-use crate::{Clock, Result, StoreError, SystemClock};
+use crate::backend::{Backend, BackendReader};
+use crate::clock::{expired, expires_at, Clock, SystemClock};
+use crate::decide::{self, hit, Hit, Outcome, ParagraphHit, StoredDoc, StoredParagraphs, Write};
+use crate::error::{Result, StoreError};
+use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
 
 /// The `format` a Redis corpus records in its `meta` hash.
 pub const REDIS_FORMAT: u64 = 1;
@@ -285,10 +288,6 @@ fn parse_paragraphs(bytes: &[u8]) -> Option<Vec<(Range<u32>, Signature)>> {
             Some((start..end, Signature::from_bytes(sig)))
         })
         .collect()
-}
-
-fn expired(expires: u64, now: u64) -> bool {
-    expires != 0 && expires <= now
 }
 
 fn hex_id(bytes: &[u8]) -> Option<u64> {
@@ -1169,7 +1168,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Applies `writes` in order, as [`crate::DocStore::apply`] decides them (each against
+    /// Applies `writes` in order, as [`crate::DocumentStore::apply`] decides them (each against
     /// the corpus and the batch's earlier writes; `only_if_unique` refused when a
     /// near-duplicate is stored), then waits for the replicas; what each did.
     pub fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
@@ -1334,10 +1333,7 @@ impl RedisStore {
                         gone.insert(o);
                         pending.retain(|p| p.0 != o);
                     }
-                    let expires = ttl.map_or(0, |t| {
-                        now.saturating_add(t.as_secs() + u64::from(t.subsec_nanos() > 0))
-                            .max(1)
-                    });
+                    let expires = expires_at(now, ttl);
                     let n = next;
                     next += 1;
                     current.insert(id.clone(), Some(n));
@@ -1686,16 +1682,8 @@ fn share_a_band(a: &neardup::jaccard::BandKeys, b: &neardup::jaccard::BandKeys) 
     a.iter().zip(b).any(|(&x, &y)| x != 0 && x == y)
 }
 
-fn hit(id: String, m: Match) -> Hit {
-    Hit {
-        id,
-        similarity: m.similarity,
-        distance: m.distance,
-    }
-}
-
 impl RedisReader {
-    /// As [`crate::DocStore::check`].
+    /// As [`crate::DocumentStore::check`].
     pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
         self.shared.block_on(self.check_async(doc))
     }
@@ -1707,18 +1695,14 @@ impl RedisReader {
         Ok(self.decide(&sig, &found, &records))
     }
 
-    /// As [`crate::DocStore::check`] of `text`, the simhash fingerprint computed only
+    /// As [`crate::DocumentStore::check`] of `text`, the simhash fingerprint computed only
     /// when the text has candidates.
-    pub fn check_text(&self, preparer: &crate::Preparer, text: &str) -> Result<Vec<Hit>> {
+    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
         self.shared.block_on(self.check_text_async(preparer, text))
     }
 
     /// As [`RedisReader::check_text`], waiting for Redis without holding a thread.
-    pub async fn check_text_async(
-        &self,
-        preparer: &crate::Preparer,
-        text: &str,
-    ) -> Result<Vec<Hit>> {
+    pub async fn check_text_async(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
         let mut sig = preparer.partial(text);
         let (found, records) = self.candidates_and_records(&sig).await?;
         if found.is_empty() {
@@ -1774,7 +1758,7 @@ impl RedisReader {
             .collect()
     }
 
-    /// As [`crate::DocStore::check_paragraphs`].
+    /// As [`crate::DocumentStore::check_paragraphs`].
     pub fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
         self.shared.block_on(self.check_paragraphs_async(doc))
     }
@@ -1826,10 +1810,10 @@ impl RedisReader {
             .iter()
             .map(|c| c.iter().map(|&(_, n, at)| (n, usize::from(at))).collect())
             .collect();
-        paragraph_hits(self.shared.config.rule(), paras, &found, stored)
+        decide::paragraph_hits(self.shared.config.rule(), paras, &found, stored)
     }
 
-    /// As [`crate::DocStore::get`].
+    /// As [`crate::DocumentStore::get`].
     pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
         let keys = &self.shared.keys;
         let tag = tag_of(id);
@@ -1898,7 +1882,7 @@ impl RedisReader {
     }
 }
 
-impl crate::Backend for RedisStore {
+impl Backend for RedisStore {
     type Reader = RedisReader;
 
     fn reader(&self) -> RedisReader {
@@ -1922,18 +1906,18 @@ impl crate::Backend for RedisStore {
     }
 }
 
-impl crate::BackendReader for RedisReader {
+impl BackendReader for RedisReader {
     fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
         RedisReader::check(self, doc)
     }
 
-    fn check_text(&self, preparer: &crate::Preparer, text: &str) -> Result<Vec<Hit>> {
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
         RedisReader::check_text(self, preparer, text)
     }
 
     fn check_text_async<'a>(
         &'a self,
-        preparer: &'a crate::Preparer,
+        preparer: &'a Preparer,
         text: &'a str,
     ) -> impl Future<Output = Result<Vec<Hit>>> + Send + 'a {
         RedisReader::check_text_async(self, preparer, text)
