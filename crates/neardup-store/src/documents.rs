@@ -34,9 +34,9 @@ use crate::backend::{Backend, BackendReader};
 use crate::batch::{decode_batch, encode_batch};
 use crate::clock::{expired, expires_at, Clock, SystemClock};
 use crate::decide::{self, hit, Hit, Outcome, ParagraphHit, StoredDoc, StoredParagraphs, Write};
-use crate::dir::{DOC_FORMAT, FILE};
+use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
-use crate::file::{self, guard, open_error, Db, Kind};
+use crate::file::{self, guard, open_error, Db};
 use crate::log::{Log, Writeback};
 use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
 use crate::rows::{new_instance, paragraphs_bytes, paragraphs_of, signature_of, PARA_BYTES};
@@ -435,8 +435,9 @@ impl OpenOptions {
 }
 
 impl DocumentStore {
-    /// Makes a new document store in `dir` (created if missing), made aside and
-    /// published whole as [`crate::Store::create`] does.
+    /// Makes a new document store in `dir` (created if missing), as every store is made:
+    /// aside, committed, then published whole, so that a crash leaves no store or a whole
+    /// one.
     pub fn create(dir: impl AsRef<Path>, config: DocConfig) -> Result<DocumentStore> {
         DocumentStore::create_with(dir, config, OpenOptions::default())
     }
@@ -447,107 +448,61 @@ impl DocumentStore {
         config: DocConfig,
         options: OpenOptions,
     ) -> Result<DocumentStore> {
-        let dir = dir.as_ref();
-        let io = |source| StoreError::Io {
-            path: dir.to_path_buf(),
-            source,
-        };
-        let new_dir = !dir.exists();
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let made = DocumentStore::create_in(dir, config, options);
-        if made.is_err() && new_dir {
-            let _ = std::fs::remove_dir(dir);
-        }
-        made
-    }
-
-    fn create_in(dir: &Path, config: DocConfig, options: OpenOptions) -> Result<DocumentStore> {
-        let path = dir.join(FILE);
-        file::remove_leftovers(dir);
-        match file::inspect(&path) {
-            Ok(Kind::Missing) => {}
-            Ok(Kind::Unfinished) => {
-                std::fs::remove_file(&path).map_err(|source| StoreError::Io {
-                    path: path.clone(),
-                    source,
-                })?
-            }
-            _ => return Err(StoreError::Exists(dir.to_path_buf())),
-        }
-        let partial = file::aside(dir, "partial");
         let instance = new_instance();
-        let made = (|| {
-            let db = db!(&partial, options.builder().create(&partial))?;
-            let txn = db!(&partial, db.begin_write())?;
-            {
-                let mut meta = db!(&partial, txn.open_table(META))?;
-                for (k, v) in [
-                    ("format", DOC_FORMAT),
-                    ("threshold", config.threshold.get().to_bits()),
-                    ("paragraphs", u64::from(config.paragraphs)),
-                    (
-                        "fingerprint_version",
-                        u64::from(neardup::fingerprint::VERSION),
-                    ),
-                    ("sketch_version", u64::from(SKETCH_VERSION)),
-                    ("next_id", 0),
-                    ("instance", instance),
-                    ("commit", 0),
-                    ("snapshot_commit", 0),
-                ] {
-                    db!(&partial, meta.insert(k, v))?;
-                }
-                db!(&partial, txn.open_table(IDS))?;
-                db!(&partial, txn.open_table(DOCS))?;
-                db!(&partial, txn.open_table(PARAS))?;
-                db!(&partial, txn.open_table(EXPIRY))?;
-                db!(&partial, txn.open_table(REMOVED))?;
+        let init = |partial: &Path, txn: &redb::WriteTransaction| {
+            let mut meta = db!(partial, txn.open_table(META))?;
+            for (k, v) in [
+                ("format", DOC_FORMAT),
+                ("threshold", config.threshold.get().to_bits()),
+                ("paragraphs", u64::from(config.paragraphs)),
+                (
+                    "fingerprint_version",
+                    u64::from(neardup::fingerprint::VERSION),
+                ),
+                ("sketch_version", u64::from(SKETCH_VERSION)),
+                ("next_id", 0),
+                ("instance", instance),
+                ("commit", 0),
+                ("snapshot_commit", 0),
+            ] {
+                db!(partial, meta.insert(k, v))?;
             }
-            db!(&partial, txn.commit())?;
-            Ok(db)
-        })();
-        let db = match made {
-            Ok(db) => db,
-            Err(e) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(e);
-            }
+            db!(partial, txn.open_table(IDS))?;
+            db!(partial, txn.open_table(DOCS))?;
+            db!(partial, txn.open_table(PARAS))?;
+            db!(partial, txn.open_table(EXPIRY))?;
+            db!(partial, txn.open_table(REMOVED))?;
+            Ok(())
         };
-        match file::publish(&partial, &path) {
-            Ok(true) => {}
-            Ok(false) => return Err(StoreError::Exists(dir.to_path_buf())),
-            Err(source) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(StoreError::Io { path, source });
-            }
-        }
-        file::claim(dir);
-        let log = Log::create(dir)?;
-        let writeback = Writeback::start(&path);
-        Ok(DocumentStore {
-            view: View {
-                path,
-                db: Arc::new(Db::new(db)),
-                config,
-                clock: Arc::new(SystemClock),
-            },
-            docs: BandIndex::new(),
-            paras: BandIndex::new(),
-            next_id: 0,
-            commit: 0,
-            snapshot_commit: None,
-            instance: Some(instance),
-            opened: Opened::Created,
-            broken: false,
-            quick_repair: false,
-            repaired: false,
-            log,
-            checkpointed: Instant::now(),
-            checkpoint_every: CHECKPOINT_EVERY,
-            replayed: 0,
-            writeback,
-            settle: false,
-        })
+        let open = |dir: &Path, path: PathBuf, db: Database| {
+            let log = Log::create(dir)?;
+            let writeback = Writeback::start(&path);
+            Ok(DocumentStore {
+                view: View {
+                    path,
+                    db: Arc::new(Db::new(db)),
+                    config,
+                    clock: Arc::new(SystemClock),
+                },
+                docs: BandIndex::new(),
+                paras: BandIndex::new(),
+                next_id: 0,
+                commit: 0,
+                snapshot_commit: None,
+                instance: Some(instance),
+                opened: Opened::Created,
+                broken: false,
+                quick_repair: false,
+                repaired: false,
+                log,
+                checkpointed: Instant::now(),
+                checkpoint_every: CHECKPOINT_EVERY,
+                replayed: 0,
+                writeback,
+                settle: false,
+            })
+        };
+        file::create_store(dir.as_ref(), &options.builder(), init, open)
     }
 
     /// Opens the document store in `dir` and rebuilds its indexes. With `expect`, its

@@ -21,9 +21,9 @@ use neardup::tables::Blocks;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use crate::clock::{expires_at, Clock, SystemClock};
-use crate::dir::{DOC_FORMAT, FILE, FORMAT};
+use crate::dir::{DOC_FORMAT, FORMAT};
 use crate::error::{db, Result, StoreError};
-use crate::file::{self, guard, open_error, Db, Kind};
+use crate::file::{self, guard, open_error, Db};
 
 /// Settings, by name: "format", "blocks", "distance", "fingerprint_version", "next_id".
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -111,95 +111,40 @@ impl FingerprintStore {
         config: StoreConfig,
         expected: usize,
     ) -> Result<FingerprintStore> {
-        let dir = dir.as_ref();
         check_settings(&config)?;
         let corpus = Corpus::new(config.blocks, config.distance, expected)?;
         let blocks = corpus.layout().blocks();
-        let io = |source| StoreError::Io {
-            path: dir.to_path_buf(),
-            source,
+        let init = |partial: &Path, txn: &redb::WriteTransaction| {
+            let mut meta = db!(partial, txn.open_table(META))?;
+            for (k, v) in [
+                ("format", FORMAT),
+                ("blocks", blocks as u64),
+                ("distance", u64::from(config.distance)),
+                ("fingerprint_version", u64::from(config.fingerprint_version)),
+                ("next_id", 0),
+            ] {
+                db!(partial, meta.insert(k, v))?;
+            }
+            db!(partial, txn.open_table(DOCS))?;
+            db!(partial, txn.open_table(NAMES))?;
+            db!(partial, txn.open_table(EXPIRES))?;
+            Ok(())
         };
-        let new_dir = !dir.exists();
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let made = FingerprintStore::create_in(dir, config, corpus, blocks);
-        if made.is_err() && new_dir {
-            // Only if still empty: nothing of anyone else's is removed.
-            let _ = std::fs::remove_dir(dir);
-        }
-        made
-    }
-
-    fn create_in(
-        dir: &Path,
-        config: StoreConfig,
-        corpus: Corpus,
-        blocks: usize,
-    ) -> Result<FingerprintStore> {
-        let path = dir.join(FILE);
-        file::remove_leftovers(dir);
-        match file::inspect(&path) {
-            Ok(Kind::Missing) => {}
-            // Nothing in it: left by a create that was killed before stores were made aside.
-            Ok(Kind::Unfinished) => {
-                std::fs::remove_file(&path).map_err(|source| StoreError::Io {
-                    path: path.clone(),
-                    source,
-                })?
-            }
-            // A store, or something that is not ours to replace.
-            _ => return Err(StoreError::Exists(dir.to_path_buf())),
-        }
-        let partial = file::aside(dir, "partial");
-        let made = (|| {
-            let db = db!(&partial, Database::create(&partial))?;
-            let txn = db!(&partial, db.begin_write())?;
-            {
-                let mut meta = db!(&partial, txn.open_table(META))?;
-                for (k, v) in [
-                    ("format", FORMAT),
-                    ("blocks", blocks as u64),
-                    ("distance", u64::from(config.distance)),
-                    ("fingerprint_version", u64::from(config.fingerprint_version)),
-                    ("next_id", 0),
-                ] {
-                    db!(&partial, meta.insert(k, v))?;
-                }
-                db!(&partial, txn.open_table(DOCS))?;
-                db!(&partial, txn.open_table(NAMES))?;
-                db!(&partial, txn.open_table(EXPIRES))?;
-            }
-            db!(&partial, txn.commit())?;
-            Ok(db)
-        })();
-        let db = match made {
-            Ok(db) => db,
-            Err(e) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(e);
-            }
+        let open = |_: &Path, path: PathBuf, db: Database| {
+            Ok(FingerprintStore {
+                path,
+                db: Arc::new(Db::new(db)),
+                corpus,
+                next_id: 0,
+                config: StoreConfig {
+                    blocks: Blocks::Fixed(blocks),
+                    ..config
+                },
+                clock: Arc::new(SystemClock),
+                broken: false,
+            })
         };
-        // Committed with fsync: now it gets its name, unless another create got there first.
-        match file::publish(&partial, &path) {
-            Ok(true) => {}
-            Ok(false) => return Err(StoreError::Exists(dir.to_path_buf())),
-            Err(source) => {
-                let _ = std::fs::remove_file(&partial);
-                return Err(StoreError::Io { path, source });
-            }
-        }
-        file::claim(dir);
-        Ok(FingerprintStore {
-            path,
-            db: Arc::new(Db::new(db)),
-            corpus,
-            next_id: 0,
-            config: StoreConfig {
-                blocks: Blocks::Fixed(blocks),
-                ..config
-            },
-            clock: Arc::new(SystemClock),
-            broken: false,
-        })
+        file::create_store(dir.as_ref(), &Database::builder(), init, open)
     }
 
     /// Opens the store in `dir` and rebuilds its tables. With `expect`, its distance,
