@@ -19,21 +19,21 @@
 //! checkpoint now and then makes many such commits durable at once.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use neardup::corpus::{BandIndex, BandIndexReader, IdHasher};
+use neardup::corpus::{BandIndex, BandIndexReader};
 use neardup::decide::Signature;
-use neardup::jaccard::{BandKeys, Threshold, BANDS, SKETCH_VERSION};
+use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
 use redb::{Database, ReadableTable};
 
 use crate::backend::{Backend, BackendReader};
 use crate::batch::{decode_batch, encode_batch};
-use crate::clock::{expired, expires_at, Clock, SystemClock};
-use crate::decide::{self, hit, Hit, Outcome, ParagraphHit, StoredDoc, StoredParagraphs, Write};
+use crate::clock::{expired, Clock, SystemClock};
+use crate::decide::{self, Candidates, DocRecord, Hit, Outcome, ParagraphHit, Plan, Step};
+use crate::decide::{StoreView, StoredDoc, StoredParagraphs, Write};
 use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, open_error, Db};
@@ -69,27 +69,20 @@ impl View {
             let now = self.clock.now();
             let txn = db!(path, self.db.begin_read())?;
             let docs = db!(path, txn.open_table(DOCS))?;
-            let mut candidates = Vec::with_capacity(ids.len());
-            let mut names = HashMap::new();
+            let mut candidates = Candidates::with_capacity(ids.len());
             for &internal in ids {
                 // Gone since the index was read: removed after this query began.
                 let Some(row) = db!(path, docs.get(internal))? else {
                     continue;
                 };
                 let (id, expires, sig) = row.value();
+                // Before the signature is read: an expired document is not looked at.
                 if expired(expires, now) {
                     continue;
                 }
-                candidates.push((internal, signature_of(path, sig)?));
-                names.insert(internal, id.to_string());
+                candidates.add(internal, id.to_string(), signature_of(path, sig)?);
             }
-            Ok(self
-                .config
-                .rule()
-                .matches(query, candidates)
-                .into_iter()
-                .filter_map(|(internal, m)| names.remove(&internal).map(|id| hit(id, m)))
-                .collect())
+            Ok(candidates.decide(self.config.rule(), query))
         })
     }
 
@@ -855,9 +848,9 @@ impl DocumentStore {
         self.decide(writes, now, Some(&record))
     }
 
-    /// Decides and commits `writes` at `now` as commit `self.commit + 1`: to redb without
-    /// an fsync, after `record` (the batch as the log keeps it; none when replaying it) is
-    /// durable in the log. Then the indexes.
+    /// Decides `writes` at `now` ([`decide::plan`]) and commits the plan as commit
+    /// `self.commit + 1`: to redb without an fsync, after `record` (the batch as the log
+    /// keeps it; none when replaying it) is durable in the log. Then the indexes.
     fn decide(
         &mut self,
         writes: Vec<Write>,
@@ -866,166 +859,50 @@ impl DocumentStore {
     ) -> Result<Vec<Outcome>> {
         let path = self.view.path.clone();
         let path = &path;
-        let rule = self.view.config.rule();
         let mut txn = self.begin_write()?;
         txn.set_durability(redb::Durability::None);
-        let mut outcomes = Vec::with_capacity(writes.len());
-        // Index changes, applied after the commit.
-        let mut removed: Vec<u64> = Vec::new();
-        let mut removed_counts: Vec<u64> = Vec::new();
-        let mut removed_paras: Vec<u64> = Vec::new();
         let commit = self.commit + 1;
-        let mut added: Vec<(u64, Prepared)> = Vec::new();
-        let mut next_id = self.next_id;
-        let puts = writes
-            .iter()
-            .filter(|w| matches!(w, Write::Put { .. }))
-            .count();
-        let mut pending = PendingPuts::new(next_id, puts);
-        {
-            let mut t = Tables {
-                ids: db!(path, txn.open_table(IDS))?,
-                docs: db!(path, txn.open_table(DOCS))?,
-                paras: db!(path, txn.open_table(PARAS))?,
-                expiry: db!(path, txn.open_table(EXPIRY))?,
+        let (plan, removed) = {
+            let mut t = Tables::open(path, &txn)?;
+            let before = TablesView {
+                path,
+                tables: &t,
+                index: &self.docs,
             };
-            for write in writes {
-                match write {
-                    Write::Delete { id } => {
-                        let gone = delete(path, &mut t, &id)?;
-                        let was = gone.is_some();
-                        if let Some((internal, para_ids)) = gone {
-                            removed.push(internal);
-                            removed_counts.push(para_ids.len() as u64);
-                            removed_paras.extend(para_ids);
-                            pending.remove(internal);
-                        }
-                        outcomes.push(Outcome::Delete { removed: was });
-                    }
-                    Write::Put {
-                        id,
-                        doc,
-                        ttl,
-                        only_if_unique,
-                    } => {
-                        let sig = doc.signature;
-                        let keys = sig.index_keys();
-                        let own = db!(path, t.ids.get(id.as_str()))?.map(|v| v.value());
-                        // The near-duplicates stored now: in the index (as this
-                        // transaction sees them) and among this batch's puts, each
-                        // found by its band keys alike.
-                        let found = self.docs.candidates(&keys);
-                        let mut candidates = Vec::with_capacity(found.len());
-                        let mut names = HashMap::new();
-                        for internal in found.into_iter().filter(|&i| Some(i) != own) {
-                            if let Some(row) = db!(path, t.docs.get(internal))? {
-                                let (name, expires, bytes) = row.value();
-                                if !expired(expires, now) {
-                                    candidates.push((internal, signature_of(path, bytes)?));
-                                    names.insert(internal, name.to_string());
-                                }
-                            }
-                        }
-                        for p in pending
-                            .sharing(&keys)
-                            .into_iter()
-                            .filter(|p| Some(p.internal) != own)
-                        {
-                            if let std::collections::hash_map::Entry::Vacant(slot) =
-                                names.entry(p.internal)
-                            {
-                                candidates.push((p.internal, p.signature));
-                                slot.insert(p.name.clone());
-                            }
-                        }
-                        let matches: Vec<Hit> = rule
-                            .matches(&sig, candidates)
-                            .into_iter()
-                            .filter_map(|(i, m)| names.remove(&i).map(|n| hit(n, m)))
-                            .collect();
-                        if only_if_unique && !matches.is_empty() {
-                            outcomes.push(Outcome::Put {
-                                inserted: false,
-                                replaced: false,
-                                matches,
-                            });
-                            continue;
-                        }
-                        // `own` was read in this transaction: without it, there is nothing
-                        // to delete, and no second search of the ids.
-                        let old = match own {
-                            Some(_) => delete(path, &mut t, &id)?,
-                            None => None,
-                        };
-                        let replaced = old.is_some();
-                        if let Some((internal, para_ids)) = old {
-                            removed.push(internal);
-                            removed_counts.push(para_ids.len() as u64);
-                            removed_paras.extend(para_ids);
-                            pending.remove(internal);
-                        }
-                        let expires = expires_at(now, ttl);
-                        let internal = next_id;
-                        next_id += 1;
-                        db!(path, t.ids.insert(id.as_str(), internal))?;
-                        db!(
-                            path,
-                            t.docs
-                                .insert(internal, (id.as_str(), expires, &sig.to_bytes()[..]))
-                        )?;
-                        let paragraphs = if self.view.config.paragraphs {
-                            &doc.paragraphs[..doc.paragraphs.len().min(MAX_PARAGRAPHS as usize)]
-                        } else {
-                            &[][..]
-                        };
-                        if !paragraphs.is_empty() {
-                            db!(
-                                path,
-                                t.paras.insert(internal, &paragraphs_bytes(paragraphs)[..])
-                            )?;
-                        }
-                        if expires != 0 {
-                            db!(path, t.expiry.insert((expires, internal), ()))?;
-                        }
-                        pending.push(Pending {
-                            internal,
-                            signature: sig,
-                            keys,
-                            name: id,
-                        });
-                        added.push((internal, *doc));
-                        outcomes.push(Outcome::Put {
-                            inserted: true,
-                            replaced,
-                            matches,
-                        });
-                    }
-                }
-            }
+            let plan = decide::plan(&before, self.view.config.rule(), now, self.next_id, writes)?;
+            let removed = carry_out(path, &mut t, &plan, self.view.config.paragraphs)?;
             let mut meta = db!(path, txn.open_table(META))?;
-            db!(path, meta.insert("next_id", next_id))?;
+            db!(path, meta.insert("next_id", plan.next_id))?;
             db!(path, meta.insert("commit", commit))?;
             let mut log = db!(path, txn.open_table(REMOVED))?;
-            for (&internal, &count) in removed.iter().zip(&removed_counts) {
-                db!(path, log.insert((commit, internal), count))?;
+            for &(internal, ref paras) in &removed {
+                db!(path, log.insert((commit, internal), paras.len() as u64))?;
             }
-        }
+            (plan, removed)
+        };
         if let Some(record) = record {
             // On failure the transaction is dropped, undone.
             self.log.append(record)?;
         }
         db!(path, txn.commit())?;
         self.writeback.committed();
-        // Durable: now the indexes. A document put and replaced within this batch never
-        // reaches them.
-        self.next_id = next_id;
+        self.next_id = plan.next_id;
         self.commit = commit;
-        let gone: std::collections::HashSet<u64> = removed.iter().copied().collect();
-        self.docs.remove_bulk(&removed);
-        if !removed_paras.is_empty() {
-            self.paras.remove_bulk(&removed_paras);
+        self.update_indexes(&plan, removed)?;
+        Ok(plan.outcomes)
+    }
+
+    /// Brings the indexes up to a committed plan, which removed `removed` (documents and
+    /// their paragraphs' index ids).
+    fn update_indexes(&mut self, plan: &Plan, removed: Vec<(u64, Vec<u64>)>) -> Result<()> {
+        let (docs, paras): (Vec<u64>, Vec<Vec<u64>>) = removed.into_iter().unzip();
+        let paras: Vec<u64> = paras.into_iter().flatten().collect();
+        self.docs.remove_bulk(&docs);
+        if !paras.is_empty() {
+            self.paras.remove_bulk(&paras);
         }
-        let live: Vec<&(u64, Prepared)> = added.iter().filter(|(i, _)| !gone.contains(i)).collect();
+        // A document put and replaced within this batch never reaches them.
+        let live: Vec<(u64, &Prepared)> = plan.survivors().map(|i| (i.internal, &*i.doc)).collect();
         let doc_keys: Vec<(u64, BandKeys)> = live
             .iter()
             .map(|(i, d)| (*i, d.signature.index_keys()))
@@ -1044,7 +921,7 @@ impl DocumentStore {
                 .collect();
             self.paras.insert_bulk(&para_keys)?;
         }
-        Ok(outcomes)
+        Ok(())
     }
 
     /// Deletes every expired document; how many.
@@ -1159,6 +1036,90 @@ struct Tables<'t> {
     expiry: redb::Table<'t, (u64, u64), ()>,
 }
 
+impl<'t> Tables<'t> {
+    fn open(path: &Path, txn: &'t redb::WriteTransaction) -> Result<Tables<'t>> {
+        Ok(Tables {
+            ids: db!(path, txn.open_table(IDS))?,
+            docs: db!(path, txn.open_table(DOCS))?,
+            paras: db!(path, txn.open_table(PARAS))?,
+            expiry: db!(path, txn.open_table(EXPIRY))?,
+        })
+    }
+}
+
+/// The documents a write transaction holds before it changes anything, as the decision
+/// sees them: ids and documents from its tables, candidates from the band index (which
+/// the writer changes only after the commit).
+struct TablesView<'a, 't> {
+    path: &'a Path,
+    tables: &'a Tables<'t>,
+    index: &'a BandIndex,
+}
+
+impl StoreView for TablesView<'_, '_> {
+    fn id(&self, id: &str) -> Result<Option<u64>> {
+        Ok(db!(self.path, self.tables.ids.get(id))?.map(|v| v.value()))
+    }
+
+    fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+        Ok(self.index.candidates(keys))
+    }
+
+    fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
+        let Some(row) = db!(self.path, self.tables.docs.get(internal))? else {
+            return Ok(None);
+        };
+        let (id, expires, bytes) = row.value();
+        Ok(Some(DocRecord {
+            id: id.to_string(),
+            expires,
+            signature: signature_of(self.path, bytes)?,
+        }))
+    }
+}
+
+/// Writes `plan`'s steps into the tables, in order; the documents it removed, each with
+/// the index ids of its paragraphs. With `paragraphs`, a document's paragraphs are kept
+/// (up to [`MAX_PARAGRAPHS`]).
+fn carry_out(
+    path: &Path,
+    t: &mut Tables<'_>,
+    plan: &Plan,
+    paragraphs: bool,
+) -> Result<Vec<(u64, Vec<u64>)>> {
+    let mut removed = Vec::new();
+    for step in &plan.steps {
+        match step {
+            Step::Remove { id, .. } => removed.extend(delete(path, t, id)?),
+            Step::Insert(put) => {
+                let internal = put.internal;
+                let sig = put.doc.signature;
+                db!(path, t.ids.insert(put.id.as_str(), internal))?;
+                db!(
+                    path,
+                    t.docs.insert(
+                        internal,
+                        (put.id.as_str(), put.expires, &sig.to_bytes()[..])
+                    )
+                )?;
+                let paras = &put.doc.paragraphs;
+                let paras = if paragraphs {
+                    &paras[..paras.len().min(MAX_PARAGRAPHS as usize)]
+                } else {
+                    &[][..]
+                };
+                if !paras.is_empty() {
+                    db!(path, t.paras.insert(internal, &paragraphs_bytes(paras)[..]))?;
+                }
+                if put.expires != 0 {
+                    db!(path, t.expiry.insert((put.expires, internal), ()))?;
+                }
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// Deletes `id`'s rows; if it was stored, its internal id and the index ids of its
 /// paragraphs.
 fn delete(path: &Path, t: &mut Tables<'_>, id: &str) -> Result<Option<(u64, Vec<u64>)>> {
@@ -1174,101 +1135,6 @@ fn delete(path: &Path, t: &mut Tables<'_>, id: &str) -> Result<Option<(u64, Vec<
         .map(|p| internal * MAX_PARAGRAPHS + p)
         .collect();
     Ok(Some((internal, para_ids)))
-}
-
-/// A document of the current batch: its internal id and signature, for the
-/// `only_if_unique` checks of the batch's later puts.
-struct Pending {
-    internal: u64,
-    signature: Signature,
-    keys: BandKeys,
-    name: String,
-}
-
-/// The puts of one write transaction so far, found by their band keys as the index finds
-/// stored documents ([`BandIndex::candidates`]: a nonzero key agreeing in some band).
-/// Comparing each put of a bulk request with every put before it cost a tenth of a core
-/// at a thousand documents a request. The listings are chained in one vector rather than
-/// kept in a vector per key: a map of vectors, and the puts in a B-tree, were a tenth of
-/// the server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts
-/// about in the B-tree's nodes).
-struct PendingPuts {
-    /// The internal id of the transaction's first put: they are numbered from it, in order.
-    first: u64,
-    /// By internal id less `first`; `None` once deleted or replaced.
-    puts: Vec<Option<Pending>>,
-    /// `band << 32 | key` → its latest listing in `chain`.
-    heads: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
-    /// Per listing: the put (its index in `puts`) and the listing before it under the
-    /// same band key ([`NO_LISTING`] for none).
-    chain: Vec<(u32, u32)>,
-}
-
-/// The end of a chain of [`PendingPuts`] listings.
-const NO_LISTING: u32 = u32::MAX;
-
-impl PendingPuts {
-    /// No puts yet; the first will be numbered `first`, and at most `puts` will come (a
-    /// sweep's batch of deletes sizes nothing).
-    fn new(first: u64, puts: usize) -> PendingPuts {
-        PendingPuts {
-            first,
-            puts: Vec::with_capacity(puts),
-            heads: HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
-            chain: Vec::with_capacity(puts * BANDS),
-        }
-    }
-
-    /// Adds the next put: its internal id is the next after the puts so far.
-    fn push(&mut self, p: Pending) {
-        debug_assert_eq!(p.internal, self.first + self.puts.len() as u64);
-        let at = self.puts.len() as u32;
-        for (band, &key) in p.keys.iter().enumerate() {
-            if key != 0 {
-                let listing = self.chain.len() as u32;
-                let before = self
-                    .heads
-                    .insert((band as u64) << 32 | u64::from(key), listing)
-                    .unwrap_or(NO_LISTING);
-                self.chain.push((at, before));
-            }
-        }
-        self.puts.push(Some(p));
-    }
-
-    /// Forgets the put `internal` (no-op for a document stored before the transaction).
-    fn remove(&mut self, internal: u64) {
-        if let Some(slot) = internal
-            .checked_sub(self.first)
-            .and_then(|i| self.puts.get_mut(i as usize))
-        {
-            *slot = None;
-        }
-    }
-
-    /// The puts sharing a band with `keys`, in the order they were put.
-    fn sharing(&self, keys: &BandKeys) -> Vec<&Pending> {
-        let mut at: Vec<u32> = Vec::new();
-        for (band, &key) in keys.iter().enumerate() {
-            if key == 0 {
-                continue;
-            }
-            let mut listing = self
-                .heads
-                .get(&((band as u64) << 32 | u64::from(key)))
-                .copied()
-                .unwrap_or(NO_LISTING);
-            while let Some(&(put, before)) = self.chain.get(listing as usize) {
-                at.push(put);
-                listing = before;
-            }
-        }
-        at.sort_unstable();
-        at.dedup();
-        at.iter()
-            .filter_map(|&i| self.puts.get(i as usize)?.as_ref())
-            .collect()
-    }
 }
 
 fn describe(c: &DocConfig) -> String {
