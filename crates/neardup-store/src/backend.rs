@@ -1,7 +1,7 @@
 //! What the service needs of a store, so that it can run over the embedded
-//! [`DocumentStore`](crate::DocumentStore)
-//! or a store on other machines alike: a writer that applies batches of writes durably,
-//! and readers that answer checks without waiting for it.
+//! [`DocumentStore`](crate::DocumentStore) or a store on other machines alike: a writer
+//! that applies batches of writes durably, and readers that answer checks without waiting
+//! for it.
 
 use crate::decide::{Hit, Outcome, ParagraphHit, StoredDoc, Write};
 use crate::error::Result;
@@ -17,6 +17,8 @@ pub trait Backend: Send + 'static {
     fn reader(&self) -> Self::Reader;
 
     /// Applies `writes` in order, durably before it returns (see [`DocumentStore::apply`]).
+    ///
+    /// [`DocumentStore::apply`]: crate::DocumentStore::apply
     fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>>;
 
     /// Deletes every expired document; how many.
@@ -41,17 +43,23 @@ pub trait Backend: Send + 'static {
     /// A snapshot of what the store keeps in memory, to write on another thread so that
     /// the next start is quick ([`DocumentStore::begin_snapshot`]); `None` for a store that
     /// keeps nothing to rebuild.
+    ///
+    /// [`DocumentStore::begin_snapshot`]: crate::DocumentStore::begin_snapshot
     fn begin_snapshot(&mut self) -> Result<Option<SnapshotJob>> {
         Ok(None)
     }
 
     /// `job` is written ([`DocumentStore::snapshot_written`]).
+    ///
+    /// [`DocumentStore::snapshot_written`]: crate::DocumentStore::snapshot_written
     fn snapshot_written(&mut self, job: &SnapshotJob) -> Result<()> {
         let _ = job;
         Ok(())
     }
 
     /// Whether the store changed since its last snapshot ([`DocumentStore::snapshot_due`]).
+    ///
+    /// [`DocumentStore::snapshot_due`]: crate::DocumentStore::snapshot_due
     fn snapshot_due(&self) -> bool {
         false
     }

@@ -533,6 +533,8 @@ struct Pending {
 /// kept in a vector per key: a map of vectors, and the puts in a B-tree, were a tenth of
 /// the server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts
 /// about in the B-tree's nodes).
+///
+/// [`BandIndex::candidates`]: neardup::corpus::BandIndex::candidates
 struct PendingPuts {
     /// The internal id of the transaction's first put: they are numbered from it, in order.
     first: u64,

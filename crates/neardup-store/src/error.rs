@@ -42,7 +42,7 @@ pub enum StoreError {
     },
     /// The file is damaged: cut short, its header overwritten, or its pages unreadable.
     /// `neardup index check|repair|export` ([`check`](crate::check),
-    /// [`repair`](crate::repair), [`export`](crate::export)) tell and save what can be
+    /// [`repair`](crate::repair()), [`export`](crate::export)) tell and save what can be
     /// saved.
     #[error("{}: the store file is damaged: {detail}", path.display())]
     Damaged {

@@ -151,7 +151,7 @@ impl FingerprintStore {
     /// fingerprint version and (unless `Auto`) blocks must be those on disk.
     ///
     /// A damaged file is a [`StoreError::Damaged`] naming what is wrong
-    /// ([`check`](crate::check), [`repair`](crate::repair) and [`export`](crate::export)
+    /// ([`check`](crate::check), [`repair`](crate::repair()) and [`export`](crate::export)
     /// save what can be saved); a directory another `FingerprintStore`
     /// holds is [`StoreError::InUse`].
     pub fn open(dir: impl AsRef<Path>, expect: Option<StoreConfig>) -> Result<FingerprintStore> {

@@ -14,8 +14,8 @@
 //! Every acknowledged write is durable before it returns. A document may carry a time to
 //! live: once expired it stops matching at once, and a sweep deletes it. Readers
 //! ([`DocumentStore::reader`], [`FingerprintStore::reader`]) never wait for the writer.
-//! A damaged data directory is an error that names the damage, and [`check`], [`repair`]
-//! and [`export`] save what can be saved.
+//! A damaged data directory is an error that names the damage, and [`check`],
+//! [`repair`](repair()) and [`export`] save what can be saved.
 //!
 //! ```
 //! use neardup_store::{DocConfig, DocumentStore, Outcome, Write};

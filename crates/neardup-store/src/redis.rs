@@ -1712,7 +1712,8 @@ impl RedisReader {
         Ok(self.paragraph_hits(&doc.paragraphs, &found, records))
     }
 
-    /// The paragraph check's decision ([`paragraph_hits`]), on records read from Redis.
+    /// The paragraph check's decision ([`decide::paragraph_hits`]), on records read from
+    /// Redis.
     fn paragraph_hits(
         &self,
         paras: &[(Range<u32>, Signature)],

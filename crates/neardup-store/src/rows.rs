@@ -1,5 +1,5 @@
 //! A document store's tables, the bytes of their rows, and the whole file read and
-//! written row by row for [`check`](crate::check) and [`repair`](crate::repair).
+//! written row by row for [`check`](crate::check) and [`repair`](crate::repair()).
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -91,7 +91,7 @@ pub(crate) fn new_instance() -> u64 {
     h.finish()
 }
 
-/// A stored document as [`crate::check`] and [`crate::repair`] read it: its rows, kept
+/// A stored document as [`crate::check`] and [`crate::repair()`] read it: its rows, kept
 /// as bytes (a repair writes them back as they were).
 pub(crate) struct DocRow {
     id: String,
