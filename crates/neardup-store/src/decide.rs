@@ -295,6 +295,8 @@ pub(crate) struct Insert {
 }
 
 /// What a [`Plan`] does to one id ([`Plan::changes`]).
+// Only a backend that commits id by id (Redis) needs the net effect.
+#[cfg(any(feature = "redis", test))]
 #[derive(Debug, PartialEq)]
 pub(crate) struct Change<'a> {
     /// The id.
@@ -334,6 +336,7 @@ impl Plan {
     /// first changes them: what the id held before and holds after. An id put and then
     /// deleted within the batch held nothing before and holds nothing after: it is left
     /// out.
+    #[cfg(any(feature = "redis", test))]
     pub(crate) fn changes(&self) -> Vec<Change<'_>> {
         let mut out: Vec<Change<'_>> = Vec::new();
         let mut at: HashMap<&str, usize> = HashMap::new();
