@@ -1,10 +1,12 @@
-//! What the service needs of a store, so that it can run over the embedded [`DocStore`]
-//! or a store on other machines alike: a writer that applies batches of writes durably,
-//! and readers that answer checks without waiting for it.
+//! What the service needs of a store, so that it can run over the embedded
+//! [`DocumentStore`](crate::DocumentStore) or a store on other machines alike: a writer
+//! that applies batches of writes durably, and readers that answer checks without waiting
+//! for it.
 
-use crate::SnapshotJob;
-use crate::{DocConfig, DocStore, DocStoreReader, Hit, Outcome, ParagraphHit, Prepared, Preparer};
-use crate::{Result, StoredDoc, Write};
+use crate::decide::{Hit, Outcome, ParagraphHit, StoredDoc, Write};
+use crate::error::Result;
+use crate::prepare::{DocConfig, Prepared, Preparer};
+use crate::snapshot::SnapshotJob;
 
 /// The writer side of a document store.
 pub trait Backend: Send + 'static {
@@ -14,7 +16,9 @@ pub trait Backend: Send + 'static {
     /// A query handle for other threads.
     fn reader(&self) -> Self::Reader;
 
-    /// Applies `writes` in order, durably before it returns (see [`DocStore::apply`]).
+    /// Applies `writes` in order, durably before it returns (see [`DocumentStore::apply`]).
+    ///
+    /// [`DocumentStore::apply`]: crate::DocumentStore::apply
     fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>>;
 
     /// Deletes every expired document; how many.
@@ -37,19 +41,25 @@ pub trait Backend: Send + 'static {
     }
 
     /// A snapshot of what the store keeps in memory, to write on another thread so that
-    /// the next start is quick ([`DocStore::begin_snapshot`]); `None` for a store that
+    /// the next start is quick ([`DocumentStore::begin_snapshot`]); `None` for a store that
     /// keeps nothing to rebuild.
+    ///
+    /// [`DocumentStore::begin_snapshot`]: crate::DocumentStore::begin_snapshot
     fn begin_snapshot(&mut self) -> Result<Option<SnapshotJob>> {
         Ok(None)
     }
 
-    /// `job` is written ([`DocStore::snapshot_written`]).
+    /// `job` is written ([`DocumentStore::snapshot_written`]).
+    ///
+    /// [`DocumentStore::snapshot_written`]: crate::DocumentStore::snapshot_written
     fn snapshot_written(&mut self, job: &SnapshotJob) -> Result<()> {
         let _ = job;
         Ok(())
     }
 
-    /// Whether the store changed since its last snapshot ([`DocStore::snapshot_due`]).
+    /// Whether the store changed since its last snapshot ([`DocumentStore::snapshot_due`]).
+    ///
+    /// [`DocumentStore::snapshot_due`]: crate::DocumentStore::snapshot_due
     fn snapshot_due(&self) -> bool {
         false
     }
@@ -93,66 +103,4 @@ pub trait BackendReader: Clone + Send + Sync + 'static {
 
     /// The store's settings.
     fn config(&self) -> DocConfig;
-}
-
-impl Backend for DocStore {
-    type Reader = DocStoreReader;
-
-    fn reader(&self) -> DocStoreReader {
-        DocStore::reader(self)
-    }
-
-    fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
-        DocStore::apply(self, writes)
-    }
-
-    fn sweep(&mut self) -> Result<usize> {
-        DocStore::sweep(self)
-    }
-
-    fn len(&self) -> usize {
-        DocStore::len(self)
-    }
-
-    fn config(&self) -> DocConfig {
-        DocStore::config(self)
-    }
-
-    fn begin_snapshot(&mut self) -> Result<Option<SnapshotJob>> {
-        DocStore::begin_snapshot(self).map(Some)
-    }
-
-    fn snapshot_written(&mut self, job: &SnapshotJob) -> Result<()> {
-        DocStore::snapshot_written(self, job)
-    }
-
-    fn snapshot_due(&self) -> bool {
-        DocStore::snapshot_due(self)
-    }
-}
-
-impl BackendReader for DocStoreReader {
-    fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
-        DocStoreReader::check(self, doc)
-    }
-
-    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
-        DocStoreReader::check_text(self, preparer, text)
-    }
-
-    fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
-        DocStoreReader::check_paragraphs(self, doc)
-    }
-
-    fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
-        DocStoreReader::get(self, id)
-    }
-
-    fn len(&self) -> usize {
-        DocStoreReader::len(self)
-    }
-
-    fn config(&self) -> DocConfig {
-        DocStoreReader::config(self)
-    }
 }

@@ -1,5 +1,6 @@
 //! The database file before and around redb: what its header must say before redb may
-//! open it, panics turned into errors, files made aside and published whole, leftovers of
+//! open it, panics turned into errors, files made aside and published whole, how both
+//! kinds of store are made ([`create_store`]) and opened ([`open_store`]), leftovers of
 //! interrupted work, and who holds a store.
 //!
 //! redb trusts its file's header: a file cut short (a full disk, an interrupted copy)
@@ -16,7 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
 
-use crate::{Result, StoreError, FILE};
+use redb::Database;
+
+use crate::dir::{FILE, PID_FILE};
+use crate::error::{db, Result, StoreError};
 
 /// redb's magic number: the first 9 bytes of every redb file (redb 2's header layout,
 /// `tree_store/page_store/header.rs`).
@@ -402,8 +406,136 @@ pub(crate) fn open_store<T>(
     Ok(store)
 }
 
-/// The file beside the database that names the process holding it.
-pub(crate) const PID_FILE: &str = "neardup.pid";
+/// Makes a new store in `dir` (created if missing), as both kinds of store are made.
+///
+/// The database is made aside under a temporary name with `builder`, `init` writes its
+/// settings and makes its tables in one transaction, committed with fsync, and only then
+/// is it given its name: a crash leaves no store or a whole one, never a half-made one.
+/// Of two creates at once, one wins and the other is [`StoreError::Exists`]. The
+/// directory is claimed for this process, and `open` makes the store of the database
+/// (given the directory, the database's path and the database). When any of it fails, a
+/// directory made here is removed again, if it is still empty: nothing of anyone else's
+/// is removed.
+pub(crate) fn create_store<T>(
+    dir: &Path,
+    builder: &redb::Builder,
+    init: impl FnOnce(&Path, &redb::WriteTransaction) -> Result<()>,
+    open: impl FnOnce(&Path, PathBuf, Database) -> Result<T>,
+) -> Result<T> {
+    let new_dir = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let made = create_in(dir, builder, init).and_then(|(path, db)| open(dir, path, db));
+    if made.is_err() && new_dir {
+        let _ = std::fs::remove_dir(dir);
+    }
+    made
+}
+
+/// [`create_store`] in an existing directory, up to the claim: the database's path and
+/// the database.
+fn create_in(
+    dir: &Path,
+    builder: &redb::Builder,
+    init: impl FnOnce(&Path, &redb::WriteTransaction) -> Result<()>,
+) -> Result<(PathBuf, Database)> {
+    let path = dir.join(FILE);
+    remove_leftovers(dir);
+    match inspect(&path) {
+        Ok(Kind::Missing) => {}
+        // Nothing in it: left by a create that was killed before stores were made aside.
+        Ok(Kind::Unfinished) => std::fs::remove_file(&path).map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })?,
+        // A store, or something that is not ours to replace.
+        _ => return Err(StoreError::Exists(dir.to_path_buf())),
+    }
+    let partial = aside(dir, "partial");
+    let made = (|| {
+        let db = db!(&partial, builder.create(&partial))?;
+        let txn = db!(&partial, db.begin_write())?;
+        init(&partial, &txn)?;
+        db!(&partial, txn.commit())?;
+        Ok(db)
+    })();
+    let db = match made {
+        Ok(db) => db,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    // Committed with fsync: now it gets its name, unless another create got there first.
+    match publish(&partial, &path) {
+        Ok(true) => {}
+        Ok(false) => return Err(StoreError::Exists(dir.to_path_buf())),
+        Err(source) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(StoreError::Io { path, source });
+        }
+    }
+    claim(dir);
+    Ok((path, db))
+}
+
+/// A redb error on opening `path` (in the data directory `dir`), in the store's words.
+pub(crate) fn open_error(dir: &Path, path: &Path, e: redb::DatabaseError) -> StoreError {
+    match e {
+        redb::DatabaseError::DatabaseAlreadyOpen => StoreError::InUse {
+            path: dir.to_path_buf(),
+            pid: holder(dir),
+        },
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail,
+            }
+        }
+        redb::DatabaseError::Storage(redb::StorageError::Io(source))
+            if source.kind() != std::io::ErrorKind::InvalidData =>
+        {
+            StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+        e => StoreError::Foreign {
+            path: path.to_path_buf(),
+            detail: format!("not readable as a neardup store: {e}"),
+        },
+    }
+}
+
+/// The database, closed under a guard: redb writes its allocator state when it closes,
+/// and on a damaged file that write can panic.
+pub(crate) struct Db(Option<Database>);
+
+impl Db {
+    pub(crate) fn new(db: Database) -> Db {
+        Db(Some(db))
+    }
+}
+
+impl std::ops::Deref for Db {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        match &self.0 {
+            Some(db) => db,
+            None => unreachable!("the database is taken only when it drops"),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let db = self.0.take();
+        let _ = quietly(move || drop(db));
+    }
+}
 
 /// Records this process as the holder of the store in `dir` (best effort: it only
 /// improves the message another process gets).

@@ -1,4 +1,4 @@
-//! The write-ahead log of a document store ([`crate::DocStore`]).
+//! The write-ahead log of a document store ([`crate::DocumentStore`]).
 //!
 //! A durable redb commit costs two fsyncs (with quick-repair) and rewrites every B-tree
 //! page the batch touched plus the allocator state, scattered over the file; at 1.9M
@@ -21,10 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 
-use crate::{Result, StoreError};
-
-/// The log's file inside a data directory.
-pub const LOG_FILE: &str = "neardup.wal";
+use crate::dir::LOG_FILE;
+use crate::error::{Result, StoreError};
 
 /// The first bytes of a log file.
 const MAGIC: &[u8; 8] = b"ndwal01\n";

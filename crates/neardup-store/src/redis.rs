@@ -1,7 +1,9 @@
-//! [`RedisStore`]: the document corpus of [`DocStore`](crate::DocStore) kept in a Redis
-//! Cluster, so that many stateless service instances can share one replicated corpus that
-//! outgrows a host. It decides exactly as the embedded store does: the same candidates
-//! (documents agreeing with the query in some band), the same [`Rule::matches`] on them.
+//! [`RedisStore`]: the document corpus of [`DocumentStore`](crate::DocumentStore) kept in
+//! a Redis Cluster, so that many stateless service instances can share one replicated
+//! corpus that outgrows a host. It decides exactly as the embedded store does, by the same
+//! code: the same candidates (documents agreeing with the query in some band), the same
+//! [`Rule::matches`](neardup::decide::Rule::matches) on them, and a batch of writes
+//! decided by [`crate::decide::plan`] against the corpus as read before it.
 //!
 //! # Layout (keys under a namespace `ns`)
 //!
@@ -61,12 +63,15 @@ use ::redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection, ClusterPi
 use ::redis::cluster_async::ClusterConnection as AsyncConnection;
 use ::redis::{Cmd, RedisError, Value};
 use futures_util::future::try_join_all;
-use neardup::decide::{Match, Signature};
-use neardup::jaccard::{Threshold, SKETCH_VERSION};
+use neardup::decide::Signature;
+use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
 
-use crate::documents::{other_version, paragraph_hits, StoredParagraphs, Write, MAX_PARAGRAPHS};
-use crate::documents::{DocConfig, Hit, Outcome, ParagraphHit, Prepared, StoredDoc};
-use crate::{Clock, Result, StoreError, SystemClock};
+use crate::backend::{Backend, BackendReader};
+use crate::clock::{expired, Clock, SystemClock};
+use crate::decide::{self, Candidates, DocRecord, Hit, Outcome, ParagraphHit, Plan, StoreView};
+use crate::decide::{StoredDoc, StoredParagraphs, Write};
+use crate::error::{Result, StoreError};
+use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
 
 /// The `format` a Redis corpus records in its `meta` hash.
 pub const REDIS_FORMAT: u64 = 1;
@@ -232,14 +237,6 @@ fn expiry_member(expires: u64, tag: u16, n: u64) -> Vec<u8> {
     m
 }
 
-/// A document's record.
-#[derive(Clone, Debug)]
-struct Record {
-    id: String,
-    expires: u64,
-    signature: Signature,
-}
-
 fn record_bytes(id: &str, expires: u64, sig: &Signature) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + Signature::BYTES + id.len());
     out.extend_from_slice(&expires.to_le_bytes());
@@ -248,14 +245,14 @@ fn record_bytes(id: &str, expires: u64, sig: &Signature) -> Vec<u8> {
     out
 }
 
-fn parse_record(bytes: &[u8]) -> Option<Record> {
+fn parse_record(bytes: &[u8]) -> Option<DocRecord> {
     if bytes.len() < 8 + Signature::BYTES {
         return None;
     }
     let expires = u64::from_le_bytes(bytes[..8].try_into().ok()?);
     let sig: &[u8; Signature::BYTES] = bytes[8..8 + Signature::BYTES].try_into().ok()?;
     let id = std::str::from_utf8(&bytes[8 + Signature::BYTES..]).ok()?;
-    Some(Record {
+    Some(DocRecord {
         id: id.to_string(),
         expires,
         signature: Signature::from_bytes(sig),
@@ -285,10 +282,6 @@ fn parse_paragraphs(bytes: &[u8]) -> Option<Vec<(Range<u32>, Signature)>> {
             Some((start..end, Signature::from_bytes(sig)))
         })
         .collect()
-}
-
-fn expired(expires: u64, now: u64) -> bool {
-    expires != 0 && expires <= now
 }
 
 fn hex_id(bytes: &[u8]) -> Option<u64> {
@@ -1169,7 +1162,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Applies `writes` in order, as [`crate::DocStore::apply`] decides them (each against
+    /// Applies `writes` in order, as [`crate::DocumentStore::apply`] decides them (each against
     /// the corpus and the batch's earlier writes; `only_if_unique` refused when a
     /// near-duplicate is stored), then waits for the replicas; what each did.
     pub fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
@@ -1195,257 +1188,27 @@ impl RedisStore {
         result
     }
 
+    /// Reads the corpus as the batch finds it ([`Before`]), decides the batch
+    /// ([`decide::plan`]) and carries the plan out in three phases: the new documents'
+    /// bucket members (A), each changed id's commit script (B), the displaced documents'
+    /// members (C); then counts and waits for the replicas.
     fn apply_inner(&mut self, writes: Vec<Write>, stop: Option<Interrupt>) -> Result<Vec<Outcome>> {
         let shared = Arc::clone(&self.shared);
-        let keys = &shared.keys;
-        let config = shared.config;
-        let rule = config.rule();
         let now = shared.clock.now();
         let con = self.writer()?;
-
-        // Round 1: what each id holds, the candidates of each put (in the corpus as it is
-        // before the batch, as the embedded store's index is), and internal ids.
-        let mut ids: Vec<String> = Vec::new();
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut put_keys = Vec::new();
-        for w in &writes {
-            let id = match w {
-                Write::Put { id, doc, .. } => {
-                    put_keys.push(doc.signature.index_keys());
-                    id
-                }
-                Write::Delete { id } => id,
-            };
-            if seen.insert(id.as_str()) {
-                ids.push(id.clone());
-            }
-        }
-        let mut pipe = cluster_pipe();
-        for id in &ids {
-            pipe.get(keys.id(tag_of(id), id));
-        }
-        if !put_keys.is_empty() {
-            pipe.cmd("INCRBY").arg(keys.next()).arg(put_keys.len());
-        }
-        let mut replies = pipe
-            .query::<Vec<Value>>(con)
-            .map_err(|e| shared.error("reading the ids", e))?
-            .into_iter();
-        let mut current: HashMap<String, Option<u64>> = HashMap::with_capacity(ids.len());
-        for id in &ids {
-            let n = replies.next().and_then(bytes_of).and_then(|b| hex_id(&b));
-            current.insert(id.to_string(), n);
-        }
-        let initial = current.clone();
-        // INCRBY gave the last of this batch's internal ids (the first batch's first is 0).
-        let mut next = if put_keys.is_empty() {
-            0
-        } else {
-            let last = replies.next().as_ref().and_then(int_of);
-            let last = last.and_then(|l| u64::try_from(l).ok()).ok_or_else(|| {
-                shared.error("numbering the documents", "the counter gave no number")
-            })?;
-            last.saturating_sub(put_keys.len() as u64)
-        };
-        let found = candidates_of(keys, con, Kind::Docs, &put_keys)
-            .map_err(|e| shared.error("reading the buckets", e))?;
-
-        // Round 2: the records of the candidates.
-        let docs = docs_of(found.iter().flatten());
-        let records: HashMap<u64, Record> = records_of(keys, con, &docs, false)
-            .map_err(|e| shared.error("reading the candidates", e))?
-            .into_iter()
-            .filter_map(|(n, (rec, _))| Some((n, parse_record(&rec?)?)))
-            .collect();
-
-        // The batch, decided in order as the embedded store decides it.
-        struct New {
-            id: String,
-            n: u64,
-            expires: u64,
-            doc: Box<Prepared>,
-        }
-        let mut gone: HashSet<u64> = HashSet::new();
-        let mut pending: Vec<(u64, Signature, String)> = Vec::new();
-        let mut added: Vec<New> = Vec::new();
-        let mut outcomes = Vec::with_capacity(writes.len());
-        let mut found = found.into_iter();
-        for w in writes {
-            match w {
-                Write::Delete { id } => {
-                    let old = current.get(&id).copied().flatten();
-                    if let Some(o) = old {
-                        gone.insert(o);
-                        pending.retain(|p| p.0 != o);
-                    }
-                    current.insert(id, None);
-                    outcomes.push(Outcome::Delete {
-                        removed: old.is_some(),
-                    });
-                }
-                Write::Put {
-                    id,
-                    doc,
-                    ttl,
-                    only_if_unique,
-                } => {
-                    let sig = doc.signature;
-                    let own = current.get(&id).copied().flatten();
-                    let mut candidates = Vec::new();
-                    let mut names = HashMap::new();
-                    for (_, n, _) in found.next().unwrap_or_default() {
-                        if Some(n) == own || gone.contains(&n) {
-                            continue;
-                        }
-                        if let Some(r) = records.get(&n) {
-                            if !expired(r.expires, now) {
-                                candidates.push((n, r.signature));
-                                names.insert(n, r.id.clone());
-                            }
-                        }
-                    }
-                    // The batch's earlier puts, found by their band keys as stored
-                    // documents are (as the embedded store finds them).
-                    let keys = sig.index_keys();
-                    for (n, s, name) in pending
-                        .iter()
-                        .filter(|p| Some(p.0) != own && share_a_band(&keys, &p.1.index_keys()))
-                    {
-                        if let std::collections::hash_map::Entry::Vacant(slot) = names.entry(*n) {
-                            candidates.push((*n, *s));
-                            slot.insert(name.clone());
-                        }
-                    }
-                    let matches: Vec<Hit> = rule
-                        .matches(&sig, candidates)
-                        .into_iter()
-                        .filter_map(|(i, m)| names.remove(&i).map(|name| hit(name, m)))
-                        .collect();
-                    if only_if_unique && !matches.is_empty() {
-                        outcomes.push(Outcome::Put {
-                            inserted: false,
-                            replaced: false,
-                            matches,
-                        });
-                        continue;
-                    }
-                    let replaced = own.is_some();
-                    if let Some(o) = own {
-                        gone.insert(o);
-                        pending.retain(|p| p.0 != o);
-                    }
-                    let expires = ttl.map_or(0, |t| {
-                        now.saturating_add(t.as_secs() + u64::from(t.subsec_nanos() > 0))
-                            .max(1)
-                    });
-                    let n = next;
-                    next += 1;
-                    current.insert(id.clone(), Some(n));
-                    pending.push((n, sig, id.clone()));
-                    added.push(New {
-                        id,
-                        n,
-                        expires,
-                        doc,
-                    });
-                    outcomes.push(Outcome::Put {
-                        inserted: true,
-                        replaced,
-                        matches,
-                    });
-                }
-            }
-        }
-        let added: Vec<New> = added.into_iter().filter(|a| !gone.contains(&a.n)).collect();
-
-        // Phase A: the new documents' bucket members and expiry entries.
-        let paragraphs_of = |doc: &Prepared| -> Vec<(Range<u32>, Signature)> {
-            if config.paragraphs {
-                doc.paragraphs
-                    .iter()
-                    .take(MAX_PARAGRAPHS as usize)
-                    .cloned()
-                    .collect()
-            } else {
-                Vec::new()
-            }
-        };
-        let mut pipe = cluster_pipe();
-        for a in &added {
-            let tag = tag_of(&a.id);
-            index(
-                &mut pipe,
-                keys,
-                "ZADD",
-                tag,
-                a.n,
-                &a.doc.signature,
-                &paragraphs_of(&a.doc),
-            );
-            if a.expires != 0 {
-                pipe.cmd("ZADD")
-                    .arg(keys.expiry(tag))
-                    .arg(0)
-                    .arg(expiry_member(a.expires, tag, a.n));
-            }
-        }
-        run(con, &pipe).map_err(|e| shared.error("indexing the new documents", e))?;
+        let before = Before::read(&shared, con, &writes)?;
+        let plan = decide::plan(&before, shared.config.rule(), now, before.first, writes)?;
+        index_new(&shared, con, &plan)?;
         if stop == Some(Interrupt::BeforeCommit) {
             return Ok(Vec::new());
         }
-
-        // Phase B: each id changed, in one script on its slot.
-        let mut pipe = cluster_pipe();
-        let mut commits = 0usize;
-        let mut puts = 0usize;
-        let new_by_id: HashMap<&str, &New> = added.iter().map(|a| (a.id.as_str(), a)).collect();
-        for id in &ids {
-            let (before, after) = (initial[id], current[id]);
-            if before == after {
-                continue;
-            }
-            let tag = tag_of(id);
-            let mut cmd = ::redis::cmd("EVAL");
-            cmd.arg(COMMIT);
-            match after.and_then(|_| new_by_id.get(id.as_str())) {
-                Some(a) => {
-                    cmd.arg(3)
-                        .arg(keys.id(tag, id))
-                        .arg(keys.doc(tag, a.n))
-                        .arg(keys.paras(tag, a.n))
-                        .arg("put")
-                        .arg(format!("{:016x}", a.n))
-                        .arg(keys.doc_prefix(tag))
-                        .arg(keys.para_prefix(tag))
-                        .arg(record_bytes(id, a.expires, &a.doc.signature))
-                        .arg(paragraphs_bytes(&paragraphs_of(&a.doc)));
-                    puts += 1;
-                }
-                None => {
-                    let Some(o) = before else { continue };
-                    cmd.arg(1)
-                        .arg(keys.id(tag, id))
-                        .arg("delif")
-                        .arg(format!("{o:016x}"))
-                        .arg(keys.doc_prefix(tag))
-                        .arg(keys.para_prefix(tag));
-                }
-            }
-            pipe.add_command(cmd);
-            commits += 1;
-        }
-        let displaced = if commits > 0 {
-            pipe.query::<Vec<Value>>(con)
-                .map_err(|e| shared.error("committing", e))?
-        } else {
-            Vec::new()
-        };
+        let (puts, displaced) = commit(&shared, con, &plan)?;
         if stop == Some(Interrupt::BeforeCleanup) {
             return Ok(Vec::new());
         }
         let delta = puts as i64 - cleanup(&shared, con, displaced)? as i64;
         self.finish(delta)?;
-        Ok(outcomes)
+        Ok(plan.outcomes)
     }
 
     /// Counts `delta` more documents, then waits for the replicas.
@@ -1605,6 +1368,185 @@ impl RedisStore {
     }
 }
 
+/// The corpus as a batch finds it, read in two rounds before anything is written, as
+/// the decision needs it ([`StoreView`]): round 1 reads what each id of the batch holds,
+/// numbers the batch's puts and reads the candidates of each put (in the corpus as it is
+/// before the batch, as the embedded store's index is); round 2 reads the candidates'
+/// records.
+struct Before {
+    /// Every id of the batch, and the document it holds.
+    ids: HashMap<String, Option<u64>>,
+    /// Every put's band keys, and their candidates.
+    candidates: HashMap<BandKeys, Vec<u64>>,
+    /// The records of the candidates that have one.
+    records: HashMap<u64, DocRecord>,
+    /// The internal id of the batch's first put: the counter reserves one for each put.
+    first: u64,
+}
+
+impl Before {
+    fn read(shared: &Shared, con: &mut ClusterConnection, writes: &[Write]) -> Result<Before> {
+        let keys = &shared.keys;
+        let mut ids: Vec<&str> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut put_keys = Vec::new();
+        for w in writes {
+            let id = match w {
+                Write::Put { id, doc, .. } => {
+                    put_keys.push(doc.signature.index_keys());
+                    id
+                }
+                Write::Delete { id } => id,
+            };
+            if seen.insert(id.as_str()) {
+                ids.push(id);
+            }
+        }
+        let mut pipe = cluster_pipe();
+        for id in &ids {
+            pipe.get(keys.id(tag_of(id), id));
+        }
+        if !put_keys.is_empty() {
+            pipe.cmd("INCRBY").arg(keys.next()).arg(put_keys.len());
+        }
+        let mut replies = pipe
+            .query::<Vec<Value>>(con)
+            .map_err(|e| shared.error("reading the ids", e))?
+            .into_iter();
+        let mut held: HashMap<String, Option<u64>> = HashMap::with_capacity(ids.len());
+        for id in ids {
+            let n = replies.next().and_then(bytes_of).and_then(|b| hex_id(&b));
+            held.insert(id.to_string(), n);
+        }
+        // INCRBY gave the last of this batch's internal ids (the first batch's first is 0).
+        let first = if put_keys.is_empty() {
+            0
+        } else {
+            let last = replies.next().as_ref().and_then(int_of);
+            let last = last.and_then(|l| u64::try_from(l).ok()).ok_or_else(|| {
+                shared.error("numbering the documents", "the counter gave no number")
+            })?;
+            last.saturating_sub(put_keys.len() as u64)
+        };
+        let found = candidates_of(keys, con, Kind::Docs, &put_keys)
+            .map_err(|e| shared.error("reading the buckets", e))?;
+
+        let docs = docs_of(found.iter().flatten());
+        let records: HashMap<u64, DocRecord> = records_of(keys, con, &docs, false)
+            .map_err(|e| shared.error("reading the candidates", e))?
+            .into_iter()
+            .filter_map(|(n, (rec, _))| Some((n, parse_record(&rec?)?)))
+            .collect();
+        let candidates = put_keys
+            .into_iter()
+            .zip(found)
+            .map(|(k, found)| (k, found.into_iter().map(|(_, n, _)| n).collect()))
+            .collect();
+        Ok(Before {
+            ids: held,
+            candidates,
+            records,
+            first,
+        })
+    }
+}
+
+impl StoreView for Before {
+    fn id(&self, id: &str) -> Result<Option<u64>> {
+        Ok(self.ids.get(id).copied().flatten())
+    }
+
+    fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+        Ok(self.candidates.get(keys).cloned().unwrap_or_default())
+    }
+
+    fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
+        Ok(self.records.get(&internal).cloned())
+    }
+}
+
+/// The paragraphs of `doc` a store of `config` indexes.
+fn indexed(config: DocConfig, doc: &Prepared) -> &[(Range<u32>, Signature)] {
+    if config.paragraphs {
+        &doc.paragraphs[..doc.paragraphs.len().min(MAX_PARAGRAPHS as usize)]
+    } else {
+        &[]
+    }
+}
+
+/// Phase A: the bucket members and expiry entries of the documents `plan` leaves stored.
+/// Until their records exist (phase B) no check counts them.
+fn index_new(shared: &Shared, con: &mut ClusterConnection, plan: &Plan) -> Result<()> {
+    let keys = &shared.keys;
+    let mut pipe = cluster_pipe();
+    for a in plan.survivors() {
+        let tag = tag_of(&a.id);
+        let sig = &a.doc.signature;
+        let paras = indexed(shared.config, &a.doc);
+        index(&mut pipe, keys, "ZADD", tag, a.internal, sig, paras);
+        if a.expires != 0 {
+            pipe.cmd("ZADD")
+                .arg(keys.expiry(tag))
+                .arg(0)
+                .arg(expiry_member(a.expires, tag, a.internal));
+        }
+    }
+    run(con, &pipe).map_err(|e| shared.error("indexing the new documents", e))
+}
+
+/// Phase B: each id `plan` changes, in one script on its slot: the new record put, or the
+/// old one deleted (only if the id still holds the one the batch read). How many records
+/// were put, and the scripts' replies (what each displaced).
+fn commit(
+    shared: &Shared,
+    con: &mut ClusterConnection,
+    plan: &Plan,
+) -> Result<(usize, Vec<Value>)> {
+    let keys = &shared.keys;
+    let mut pipe = cluster_pipe();
+    let mut commits = 0usize;
+    let mut puts = 0usize;
+    for change in plan.changes() {
+        let id = change.id;
+        let tag = tag_of(id);
+        let mut cmd = ::redis::cmd("EVAL");
+        cmd.arg(COMMIT);
+        match (change.after, change.before) {
+            (Some(a), _) => {
+                cmd.arg(3)
+                    .arg(keys.id(tag, id))
+                    .arg(keys.doc(tag, a.internal))
+                    .arg(keys.paras(tag, a.internal))
+                    .arg("put")
+                    .arg(format!("{:016x}", a.internal))
+                    .arg(keys.doc_prefix(tag))
+                    .arg(keys.para_prefix(tag))
+                    .arg(record_bytes(id, a.expires, &a.doc.signature))
+                    .arg(paragraphs_bytes(indexed(shared.config, &a.doc)));
+                puts += 1;
+            }
+            (None, Some(o)) => {
+                cmd.arg(1)
+                    .arg(keys.id(tag, id))
+                    .arg("delif")
+                    .arg(format!("{o:016x}"))
+                    .arg(keys.doc_prefix(tag))
+                    .arg(keys.para_prefix(tag));
+            }
+            (None, None) => continue,
+        }
+        pipe.add_command(cmd);
+        commits += 1;
+    }
+    let displaced = if commits > 0 {
+        pipe.query::<Vec<Value>>(con)
+            .map_err(|e| shared.error("committing", e))?
+    } else {
+        Vec::new()
+    };
+    Ok((puts, displaced))
+}
+
 /// Adds (`ZADD`) or removes (`ZREM`) the bucket members of document `n` and its
 /// paragraphs.
 fn index(
@@ -1681,21 +1623,8 @@ fn cleanup(shared: &Shared, con: &mut ClusterConnection, displaced: Vec<Value>) 
     Ok(removed_docs)
 }
 
-/// Whether two documents' index keys agree in some band (a key of 0 is no key).
-fn share_a_band(a: &neardup::jaccard::BandKeys, b: &neardup::jaccard::BandKeys) -> bool {
-    a.iter().zip(b).any(|(&x, &y)| x != 0 && x == y)
-}
-
-fn hit(id: String, m: Match) -> Hit {
-    Hit {
-        id,
-        similarity: m.similarity,
-        distance: m.distance,
-    }
-}
-
 impl RedisReader {
-    /// As [`crate::DocStore::check`].
+    /// As [`crate::DocumentStore::check`].
     pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
         self.shared.block_on(self.check_async(doc))
     }
@@ -1707,18 +1636,14 @@ impl RedisReader {
         Ok(self.decide(&sig, &found, &records))
     }
 
-    /// As [`crate::DocStore::check`] of `text`, the simhash fingerprint computed only
+    /// As [`crate::DocumentStore::check`] of `text`, the simhash fingerprint computed only
     /// when the text has candidates.
-    pub fn check_text(&self, preparer: &crate::Preparer, text: &str) -> Result<Vec<Hit>> {
+    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
         self.shared.block_on(self.check_text_async(preparer, text))
     }
 
     /// As [`RedisReader::check_text`], waiting for Redis without holding a thread.
-    pub async fn check_text_async(
-        &self,
-        preparer: &crate::Preparer,
-        text: &str,
-    ) -> Result<Vec<Hit>> {
+    pub async fn check_text_async(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
         let mut sig = preparer.partial(text);
         let (found, records) = self.candidates_and_records(&sig).await?;
         if found.is_empty() {
@@ -1749,32 +1674,20 @@ impl RedisReader {
     /// expired, by the store's rule.
     fn decide(&self, sig: &Signature, found: &[Found], records: &Records) -> Vec<Hit> {
         let now = self.shared.clock.now();
-        let mut candidates = Vec::with_capacity(found.len());
-        let mut names = HashMap::new();
+        let mut candidates = Candidates::with_capacity(found.len());
         for &(_, n, _) in found {
-            let Some(r) = records
+            if let Some(r) = records
                 .get(&n)
                 .and_then(|(r, _)| r.as_deref())
                 .and_then(parse_record)
-            else {
-                continue;
-            };
-            if expired(r.expires, now) {
-                continue;
+            {
+                candidates.stored(n, r, now);
             }
-            candidates.push((n, r.signature));
-            names.insert(n, r.id);
         }
-        self.shared
-            .config
-            .rule()
-            .matches(sig, candidates)
-            .into_iter()
-            .filter_map(|(n, m)| names.remove(&n).map(|id| hit(id, m)))
-            .collect()
+        candidates.decide(self.shared.config.rule(), sig)
     }
 
-    /// As [`crate::DocStore::check_paragraphs`].
+    /// As [`crate::DocumentStore::check_paragraphs`].
     pub fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
         self.shared.block_on(self.check_paragraphs_async(doc))
     }
@@ -1799,7 +1712,8 @@ impl RedisReader {
         Ok(self.paragraph_hits(&doc.paragraphs, &found, records))
     }
 
-    /// The paragraph check's decision ([`paragraph_hits`]), on records read from Redis.
+    /// The paragraph check's decision ([`decide::paragraph_hits`]), on records read from
+    /// Redis.
     fn paragraph_hits(
         &self,
         paras: &[(Range<u32>, Signature)],
@@ -1826,10 +1740,10 @@ impl RedisReader {
             .iter()
             .map(|c| c.iter().map(|&(_, n, at)| (n, usize::from(at))).collect())
             .collect();
-        paragraph_hits(self.shared.config.rule(), paras, &found, stored)
+        decide::paragraph_hits(self.shared.config.rule(), paras, &found, stored)
     }
 
-    /// As [`crate::DocStore::get`].
+    /// As [`crate::DocumentStore::get`].
     pub fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
         let keys = &self.shared.keys;
         let tag = tag_of(id);
@@ -1898,7 +1812,7 @@ impl RedisReader {
     }
 }
 
-impl crate::Backend for RedisStore {
+impl Backend for RedisStore {
     type Reader = RedisReader;
 
     fn reader(&self) -> RedisReader {
@@ -1922,18 +1836,18 @@ impl crate::Backend for RedisStore {
     }
 }
 
-impl crate::BackendReader for RedisReader {
+impl BackendReader for RedisReader {
     fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
         RedisReader::check(self, doc)
     }
 
-    fn check_text(&self, preparer: &crate::Preparer, text: &str) -> Result<Vec<Hit>> {
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
         RedisReader::check_text(self, preparer, text)
     }
 
     fn check_text_async<'a>(
         &'a self,
-        preparer: &'a crate::Preparer,
+        preparer: &'a Preparer,
         text: &'a str,
     ) -> impl Future<Output = Result<Vec<Hit>>> + Send + 'a {
         RedisReader::check_text_async(self, preparer, text)

@@ -10,7 +10,7 @@
 //! repairs what a crash can leave) runs first; then the store's tables are read and checked
 //! against each other: every document has its name and its expiry, nothing else does.
 //!
-//! A document store ([`crate::DocStore`], `neardup serve`'s) is checked and repaired the
+//! A document store ([`crate::DocumentStore`], `neardup serve`'s) is checked and repaired the
 //! same way, with its own tables (documents, ids, paragraphs, expiries); [`export`] is for
 //! fingerprint stores only, as a document store's documents are signatures that no command
 //! reads back in.
@@ -23,12 +23,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use neardup::tables::Blocks;
 use redb::{Database, ReadableTable};
 
-use crate::documents::{self, DocRows};
+use crate::batch::{batch_head, undecodable};
+use crate::dir::{DOC_FORMAT, FILE, FORMAT, LOG_FILE};
+use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, Kind};
-use crate::{
-    describe, Record, Result, StoreConfig, StoreError, DOCS, DOC_FORMAT, EXPIRES, FILE, FORMAT,
-    META, NAMES,
-};
+use crate::fingerprints::{describe, Record, StoreConfig, DOCS, EXPIRES, META, NAMES};
+use crate::rows::{self, DocRows};
 
 /// What [`check`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -226,7 +226,7 @@ fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
     if format == Some(DOC_FORMAT) {
         let mut problems = Vec::new();
         let rows = found.docs.insert(DocRows::default());
-        let read = documents::read_rows(copy, &txn, rows, &mut |p| problems.push(p));
+        let read = rows::read_rows(copy, &txn, rows, &mut |p| problems.push(p));
         found.complete = rows.complete;
         for p in problems {
             found.note(p);
@@ -355,7 +355,7 @@ fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
 pub fn check(dir: impl AsRef<Path>) -> Result<Check> {
     let mut found = examine(dir.as_ref())?;
     let logged = match &found.docs {
-        Some(rows) => match rows.logged(dir.as_ref()) {
+        Some(rows) => match logged(rows, dir.as_ref()) {
             Ok(logged) => logged,
             Err(e) => {
                 found.note(format!("its write-ahead log: {e}"));
@@ -422,7 +422,7 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     let partial = file::aside(dir, "partial");
     let built = match (&found.docs, found.settings) {
         (Some(rows), _) => match rows.settings() {
-            Ok(_) => documents::rebuild(&partial, rows),
+            Ok(_) => rows::rebuild(&partial, rows),
             Err(why) => {
                 return Err(StoreError::Setting(format!(
                     "{}: a document store whose settings are unreadable ({why}), so it cannot \
@@ -469,9 +469,9 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     // The repaired file starts its commits over, so a document store's write-ahead log
     // (writes acknowledged after its last checkpoint) no longer follows on from it: kept
     // beside it, not replayed.
-    let log = dir.join(crate::LOG_FILE);
+    let log = dir.join(LOG_FILE);
     if found.docs.is_some() && crate::log::holds_records(dir) {
-        let aside = dir.join(format!("{}.damaged-{secs}", crate::LOG_FILE));
+        let aside = dir.join(format!("{}.damaged-{secs}", LOG_FILE));
         std::fs::rename(&log, &aside).map_err(io)?;
         problems.push(format!(
             "the write-ahead log (writes acknowledged after the last checkpoint) was kept as \
@@ -526,4 +526,21 @@ fn rebuild(path: &Path, config: StoreConfig, records: &[Record]) -> Result<()> {
         }
     }
     db!(path, txn.commit())
+}
+
+/// The batches of the write-ahead log in `dir` past the last durable commit of the file
+/// `rows` were read from, and their writes: acknowledged, and applied by the next open
+/// (which replays them).
+fn logged(rows: &DocRows, dir: &Path) -> Result<(u64, u64)> {
+    let committed = rows.setting("commit").unwrap_or(0);
+    let mut pending = (0, 0);
+    for record in crate::log::read_records(dir)? {
+        let (commit, _, writes) =
+            batch_head(&record).ok_or_else(|| undecodable(&dir.join(LOG_FILE)))?;
+        if commit > committed {
+            pending.0 += 1;
+            pending.1 += writes;
+        }
+    }
+    Ok(pending)
 }

@@ -17,10 +17,9 @@ use std::path::{Path, PathBuf};
 
 use neardup::corpus::{BandIndex, BandSnapshot};
 
+use crate::dir::SNAPSHOT;
+use crate::error::{Result, StoreError};
 use crate::file;
-
-/// The snapshot's name in a data directory.
-pub(crate) const SNAPSHOT: &str = "bands.snapshot";
 
 /// "NDSNAP" and the format's version.
 const MAGIC: u64 = u64::from_le_bytes(*b"NDSNAP01");
@@ -126,4 +125,34 @@ pub(crate) fn read(
 /// Where the snapshot of the store in `dir` is.
 pub(crate) fn path(dir: &Path) -> PathBuf {
     dir.join(SNAPSHOT)
+}
+
+/// A snapshot of a document store's indexes being written
+/// ([`DocumentStore::begin_snapshot`](crate::DocumentStore::begin_snapshot)).
+#[derive(Debug)]
+pub struct SnapshotJob {
+    pub(crate) dir: PathBuf,
+    pub(crate) header: Header,
+    pub(crate) docs: BandSnapshot,
+    pub(crate) paras: BandSnapshot,
+}
+
+impl SnapshotJob {
+    /// Writes it, durably, in place of the last one; on any thread.
+    pub fn write(&self) -> Result<()> {
+        write(&self.dir, self.header, &self.docs, &self.paras).map_err(|source| StoreError::Io {
+            path: path(&self.dir),
+            source,
+        })
+    }
+
+    /// Documents it holds.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether it holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
 }

@@ -1,0 +1,897 @@
+//! The decisions of a document corpus, once for every backend: what a batch of writes
+//! does ([`plan`]), which stored documents a check finds ([`Candidates`]) and which share
+//! paragraphs with it ([`paragraph_hits`]).
+//!
+//! A batch is decided in order, each write against the documents stored before the batch
+//! (as a [`StoreView`] shows them) and against the batch's own earlier writes: a put
+//! `only_if_unique` is refused when a live near-duplicate is stored or put earlier in the
+//! batch, so of two near-identical documents in one batch only the first gets in; a put
+//! under a stored id replaces that document (which is never its own match); an expired
+//! document matches nothing. The answer is a [`Plan`]: what each write gets, and the
+//! documents to remove and insert, in order. The backends only carry plans out — the
+//! embedded store in one redb transaction, the Redis store in its three phases — so they
+//! cannot decide apart.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+use std::ops::Range;
+use std::time::Duration;
+
+use neardup::corpus::IdHasher;
+use neardup::decide::{Match, Rule, Signature};
+use neardup::jaccard::{BandKeys, BANDS};
+
+use crate::clock::{expired, expires_at};
+use crate::error::Result;
+use crate::prepare::Prepared;
+
+/// One write of a batch.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// Stores a document under `id` (replacing what `id` held), expiring after `ttl`; with
+    /// `only_if_unique`, only if no other stored document is its near-duplicate.
+    Put {
+        /// Its id.
+        id: String,
+        /// The document.
+        doc: Box<Prepared>,
+        /// Time to live.
+        ttl: Option<Duration>,
+        /// Refuse it when a near-duplicate is stored.
+        only_if_unique: bool,
+    },
+    /// Removes `id`.
+    Delete {
+        /// Its id.
+        id: String,
+    },
+}
+
+/// A stored document near a query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// Its id.
+    pub id: String,
+    /// Estimated Jaccard similarity to the query (1 for the same text).
+    pub similarity: f32,
+    /// 256-bit Hamming distance of the fingerprints.
+    pub distance: u32,
+}
+
+/// What one write did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// A put: whether the document was stored, whether it replaced one under its id, and
+    /// the stored near-duplicates (for an `only_if_unique` put that was refused, the ones
+    /// that refused it; otherwise those found when it was stored), most similar first.
+    Put {
+        /// It is stored now.
+        inserted: bool,
+        /// It replaced a document stored under its id.
+        replaced: bool,
+        /// Stored near-duplicates other than itself.
+        matches: Vec<Hit>,
+    },
+    /// A delete: whether the id was stored.
+    Delete {
+        /// It was stored (and is no more).
+        removed: bool,
+    },
+}
+
+/// A paragraph of the query and the stored paragraph it is a near-duplicate of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanMatch {
+    /// The query paragraph's byte span.
+    pub query: Range<u32>,
+    /// The stored paragraph's byte span in its document.
+    pub stored: Range<u32>,
+    /// Their estimated Jaccard similarity.
+    pub similarity: f32,
+}
+
+/// A stored document that shares near-duplicate paragraphs with a query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParagraphHit {
+    /// Its id.
+    pub id: String,
+    /// The share of the query's paragraph bytes in paragraphs it shares.
+    pub coverage: f32,
+    /// The query paragraphs it shares, each with its most similar stored paragraph.
+    pub spans: Vec<SpanMatch>,
+}
+
+/// A stored document, as [`DocumentStore::get`](crate::DocumentStore::get) gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredDoc {
+    /// Its id.
+    pub id: String,
+    /// Its signature.
+    pub signature: Signature,
+    /// When it expires, in Unix seconds, if it does.
+    pub expires: Option<u64>,
+    /// Paragraphs indexed.
+    pub paragraphs: usize,
+}
+
+/// A stored document's id and paragraphs.
+pub(crate) type StoredParagraphs = (String, Vec<(Range<u32>, Signature)>);
+
+/// The paragraph check's decision, the same over every backend: per stored document,
+/// each query paragraph's most similar near-duplicate among its paragraphs, and the share
+/// of the query's paragraph bytes those cover; most covered first. `found[i]` names query
+/// paragraph `i`'s candidates as (document, paragraph index); `stored` holds every
+/// document named, `None` when it is gone or expired.
+pub(crate) fn paragraph_hits(
+    rule: Rule,
+    paras: &[(Range<u32>, Signature)],
+    found: &[Vec<(u64, usize)>],
+    mut stored: HashMap<u64, Option<StoredParagraphs>>,
+) -> Vec<ParagraphHit> {
+    let mut by_doc: BTreeMap<u64, Vec<SpanMatch>> = BTreeMap::new();
+    for ((span, sig), cands) in paras.iter().zip(found) {
+        let mut best: HashMap<u64, SpanMatch> = HashMap::new();
+        for &(doc, at) in cands {
+            let Some(Some((_, list))) = stored.get(&doc) else {
+                continue;
+            };
+            let Some((other_span, other)) = list.get(at) else {
+                continue;
+            };
+            if let Some(m) = rule.decide(sig, other) {
+                if best.get(&doc).is_none_or(|b| m.similarity > b.similarity) {
+                    best.insert(
+                        doc,
+                        SpanMatch {
+                            query: span.clone(),
+                            stored: other_span.clone(),
+                            similarity: m.similarity,
+                        },
+                    );
+                }
+            }
+        }
+        for (doc, m) in best {
+            by_doc.entry(doc).or_default().push(m);
+        }
+    }
+    let total: u64 = paras.iter().map(|(s, _)| u64::from(s.end - s.start)).sum();
+    let mut out: Vec<ParagraphHit> = by_doc
+        .into_iter()
+        .filter_map(|(doc, spans)| {
+            let (id, _) = stored.remove(&doc).flatten()?;
+            let covered: u64 = spans
+                .iter()
+                .map(|s| u64::from(s.query.end - s.query.start))
+                .sum();
+            Some(ParagraphHit {
+                id,
+                coverage: (covered as f64 / total.max(1) as f64) as f32,
+                spans,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.coverage
+            .total_cmp(&a.coverage)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    out
+}
+
+fn hit(id: String, m: Match) -> Hit {
+    Hit {
+        id,
+        similarity: m.similarity,
+        distance: m.distance,
+    }
+}
+
+/// A stored document as a decision reads it: its id, expiry (Unix seconds, 0 for none)
+/// and signature.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DocRecord {
+    pub(crate) id: String,
+    pub(crate) expires: u64,
+    pub(crate) signature: Signature,
+}
+
+/// The candidates of one decision, each document once (the first listing wins), with
+/// their ids: the answer names documents by id, the rule orders them by internal id
+/// among equals.
+#[derive(Default)]
+pub(crate) struct Candidates {
+    list: Vec<(u64, Signature)>,
+    names: HashMap<u64, String>,
+}
+
+impl Candidates {
+    /// Room for `n` candidates.
+    pub(crate) fn with_capacity(n: usize) -> Candidates {
+        Candidates {
+            list: Vec::with_capacity(n),
+            names: HashMap::with_capacity(n),
+        }
+    }
+
+    /// Adds the stored document `internal`, unless it has expired at `now`: an expired
+    /// document stops matching at once, before a sweep removes it.
+    pub(crate) fn stored(&mut self, internal: u64, doc: DocRecord, now: u64) {
+        if !expired(doc.expires, now) {
+            self.add(internal, doc.id, doc.signature);
+        }
+    }
+
+    /// Adds document `internal` (named `id`), unless it is there already.
+    pub(crate) fn add(&mut self, internal: u64, id: String, signature: Signature) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.names.entry(internal) {
+            self.list.push((internal, signature));
+            slot.insert(id);
+        }
+    }
+
+    /// The near-duplicates of `query` among them by `rule`, most similar first.
+    pub(crate) fn decide(mut self, rule: Rule, query: &Signature) -> Vec<Hit> {
+        rule.matches(query, self.list)
+            .into_iter()
+            .filter_map(|(i, m)| self.names.remove(&i).map(|id| hit(id, m)))
+            .collect()
+    }
+}
+
+/// What a batch's decision needs of the documents stored before it. Every answer is of
+/// that state: the batch's own changes are the plan's to follow, not the view's.
+pub(crate) trait StoreView {
+    /// The internal id of the document stored under `id`, if one is.
+    fn id(&self, id: &str) -> Result<Option<u64>>;
+
+    /// The stored documents whose band keys agree with `keys` in some band (a key of 0
+    /// agrees with none), each once, as internal ids.
+    fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>>;
+
+    /// The stored document `internal`, expired or not; `None` when there is none (a
+    /// candidate removed since the index listed it, or never committed).
+    fn document(&self, internal: u64) -> Result<Option<DocRecord>>;
+}
+
+/// A batch of writes decided: what each write gets, and the changes that make it so.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// What each write did, in order.
+    pub(crate) outcomes: Vec<Outcome>,
+    /// The changes, in the order the writes make them.
+    pub(crate) steps: Vec<Step>,
+    /// The internal id after the last one the batch gave (its first, when it gave none).
+    pub(crate) next_id: u64,
+}
+
+/// One change of a [`Plan`].
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Remove the document `internal`, stored under `id` (before the batch, or by an
+    /// earlier step).
+    Remove {
+        /// Its id.
+        id: String,
+        /// Its internal id.
+        internal: u64,
+    },
+    /// Store a document.
+    Insert(Insert),
+}
+
+/// A document a [`Plan`] stores.
+#[derive(Debug)]
+pub(crate) struct Insert {
+    /// Its id.
+    pub(crate) id: String,
+    /// Its internal id: the batch's puts are numbered in order, from the first the
+    /// backend gave it; a refused put takes no number.
+    pub(crate) internal: u64,
+    /// When it expires, in Unix seconds; 0 for never.
+    pub(crate) expires: u64,
+    /// The document.
+    pub(crate) doc: Box<Prepared>,
+}
+
+/// What a [`Plan`] does to one id ([`Plan::changes`]).
+// Only a backend that commits id by id (Redis) needs the net effect.
+#[cfg(any(feature = "redis", test))]
+#[derive(Debug, PartialEq)]
+pub(crate) struct Change<'a> {
+    /// The id.
+    pub(crate) id: &'a str,
+    /// The document it held before the batch.
+    pub(crate) before: Option<u64>,
+    /// The document it holds after the batch; `None` when the batch deletes it.
+    pub(crate) after: Option<&'a Insert>,
+}
+
+impl PartialEq for Insert {
+    fn eq(&self, other: &Insert) -> bool {
+        (&self.id, self.internal, self.expires) == (&other.id, other.internal, other.expires)
+            && self.doc == other.doc
+    }
+}
+
+impl Plan {
+    /// The documents the batch leaves stored: its inserts that no later step removes, in
+    /// order. (A document put and replaced within one batch never reaches an index.)
+    pub(crate) fn survivors(&self) -> impl Iterator<Item = &Insert> {
+        let removed: HashSet<u64> = self
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Remove { internal, .. } => Some(*internal),
+                Step::Insert(_) => None,
+            })
+            .collect();
+        self.steps.iter().filter_map(move |s| match s {
+            Step::Insert(i) if !removed.contains(&i.internal) => Some(i),
+            _ => None,
+        })
+    }
+
+    /// The batch's net effect, per id whose document it changes, in the order the batch
+    /// first changes them: what the id held before and holds after. An id put and then
+    /// deleted within the batch held nothing before and holds nothing after: it is left
+    /// out.
+    #[cfg(any(feature = "redis", test))]
+    pub(crate) fn changes(&self) -> Vec<Change<'_>> {
+        let mut out: Vec<Change<'_>> = Vec::new();
+        let mut at: HashMap<&str, usize> = HashMap::new();
+        for step in &self.steps {
+            let (id, first, after) = match step {
+                Step::Remove { id, internal } => (id.as_str(), Some(*internal), None),
+                Step::Insert(i) => (i.id.as_str(), None, Some(i)),
+            };
+            match at.get(id) {
+                Some(&k) => out[k].after = after,
+                None => {
+                    at.insert(id, out.len());
+                    // The first step on an id removes what was stored before the batch,
+                    // or inserts where nothing was.
+                    out.push(Change {
+                        id,
+                        before: first,
+                        after,
+                    });
+                }
+            }
+        }
+        out.retain(|c| c.before.is_some() || c.after.is_some());
+        out
+    }
+}
+
+/// Decides `writes` in order at `now` by `rule`, against the documents `view` shows and
+/// the batch's earlier writes; the batch's puts are numbered from `first`.
+pub(crate) fn plan<V: StoreView + ?Sized>(
+    view: &V,
+    rule: Rule,
+    now: u64,
+    first: u64,
+    writes: Vec<Write>,
+) -> Result<Plan> {
+    let puts = writes
+        .iter()
+        .filter(|w| matches!(w, Write::Put { .. }))
+        .count();
+    let mut planner = Planner {
+        view,
+        rule,
+        now,
+        next_id: first,
+        holders: HashMap::new(),
+        removed: HashSet::new(),
+        pending: PendingPuts::new(first, puts),
+        steps: Vec::with_capacity(writes.len()),
+    };
+    let mut outcomes = Vec::with_capacity(writes.len());
+    for write in writes {
+        outcomes.push(match write {
+            Write::Delete { id } => planner.delete(id)?,
+            Write::Put {
+                id,
+                doc,
+                ttl,
+                only_if_unique,
+            } => planner.put(id, doc, ttl, only_if_unique)?,
+        });
+    }
+    Ok(Plan {
+        outcomes,
+        steps: planner.steps,
+        next_id: planner.next_id,
+    })
+}
+
+/// A batch being decided.
+struct Planner<'v, V: ?Sized> {
+    view: &'v V,
+    rule: Rule,
+    now: u64,
+    next_id: u64,
+    /// The ids the batch has changed so far, and the document each holds now.
+    holders: HashMap<String, Option<u64>>,
+    /// The documents stored before the batch that it has removed: no longer candidates.
+    removed: HashSet<u64>,
+    /// The batch's puts so far, as candidates of its later ones.
+    pending: PendingPuts,
+    steps: Vec<Step>,
+}
+
+impl<V: StoreView + ?Sized> Planner<'_, V> {
+    /// The document `id` holds now: as the batch left it, or as stored.
+    fn holder(&self, id: &str) -> Result<Option<u64>> {
+        match self.holders.get(id) {
+            Some(&held) => Ok(held),
+            None => self.view.id(id),
+        }
+    }
+
+    /// Removes `held`, the document `id` holds, if it holds one; whether it did.
+    fn remove(&mut self, id: &str, held: Option<u64>) -> bool {
+        let Some(internal) = held else {
+            return false;
+        };
+        self.removed.insert(internal);
+        self.pending.remove(internal);
+        self.steps.push(Step::Remove {
+            id: id.to_string(),
+            internal,
+        });
+        true
+    }
+
+    fn delete(&mut self, id: String) -> Result<Outcome> {
+        let held = self.holder(&id)?;
+        let removed = self.remove(&id, held);
+        if removed {
+            self.holders.insert(id, None);
+        }
+        Ok(Outcome::Delete { removed })
+    }
+
+    fn put(
+        &mut self,
+        id: String,
+        doc: Box<Prepared>,
+        ttl: Option<Duration>,
+        only_if_unique: bool,
+    ) -> Result<Outcome> {
+        let signature = doc.signature;
+        let keys = signature.index_keys();
+        let own = self.holder(&id)?;
+        let matches = self.near(&signature, &keys, own)?;
+        if only_if_unique && !matches.is_empty() {
+            return Ok(Outcome::Put {
+                inserted: false,
+                replaced: false,
+                matches,
+            });
+        }
+        let replaced = self.remove(&id, own);
+        let internal = self.next_id;
+        self.next_id += 1;
+        self.pending.push(Pending {
+            internal,
+            signature,
+            keys,
+            name: id.clone(),
+        });
+        self.holders.insert(id.clone(), Some(internal));
+        self.steps.push(Step::Insert(Insert {
+            id,
+            internal,
+            expires: expires_at(self.now, ttl),
+            doc,
+        }));
+        Ok(Outcome::Put {
+            inserted: true,
+            replaced,
+            matches,
+        })
+    }
+
+    /// The near-duplicates of a put with `signature` (and its band `keys`) stored now,
+    /// but `own`, the document its id holds, which it would replace: live stored
+    /// documents the batch has not removed, and the batch's earlier puts, each found by
+    /// its band keys alike. The batch's own puts match whatever their expiry: only a
+    /// zero ttl makes one expired at once, and both backends have always let it match the
+    /// rest of its batch.
+    fn near(&self, signature: &Signature, keys: &BandKeys, own: Option<u64>) -> Result<Vec<Hit>> {
+        let found = self.view.candidates(keys)?;
+        let mut candidates = Candidates::with_capacity(found.len());
+        for internal in found {
+            if Some(internal) == own || self.removed.contains(&internal) {
+                continue;
+            }
+            if let Some(doc) = self.view.document(internal)? {
+                candidates.stored(internal, doc, self.now);
+            }
+        }
+        for p in self.pending.sharing(keys) {
+            if Some(p.internal) != own {
+                candidates.add(p.internal, p.name.clone(), p.signature);
+            }
+        }
+        Ok(candidates.decide(self.rule, signature))
+    }
+}
+
+/// A document of the current batch: its internal id and signature, for the
+/// `only_if_unique` checks of the batch's later puts.
+struct Pending {
+    internal: u64,
+    signature: Signature,
+    keys: BandKeys,
+    name: String,
+}
+
+/// The puts of one write transaction so far, found by their band keys as the index finds
+/// stored documents ([`BandIndex::candidates`]: a nonzero key agreeing in some band).
+/// Comparing each put of a bulk request with every put before it cost a tenth of a core
+/// at a thousand documents a request. The listings are chained in one vector rather than
+/// kept in a vector per key: a map of vectors, and the puts in a B-tree, were a tenth of
+/// the server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts
+/// about in the B-tree's nodes).
+///
+/// [`BandIndex::candidates`]: neardup::corpus::BandIndex::candidates
+struct PendingPuts {
+    /// The internal id of the transaction's first put: they are numbered from it, in order.
+    first: u64,
+    /// By internal id less `first`; `None` once deleted or replaced.
+    puts: Vec<Option<Pending>>,
+    /// `band << 32 | key` → its latest listing in `chain`.
+    heads: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    /// Per listing: the put (its index in `puts`) and the listing before it under the
+    /// same band key ([`NO_LISTING`] for none).
+    chain: Vec<(u32, u32)>,
+}
+
+/// The end of a chain of [`PendingPuts`] listings.
+const NO_LISTING: u32 = u32::MAX;
+
+impl PendingPuts {
+    /// No puts yet; the first will be numbered `first`, and at most `puts` will come (a
+    /// sweep's batch of deletes sizes nothing).
+    fn new(first: u64, puts: usize) -> PendingPuts {
+        PendingPuts {
+            first,
+            puts: Vec::with_capacity(puts),
+            heads: HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
+            chain: Vec::with_capacity(puts * BANDS),
+        }
+    }
+
+    /// Adds the next put: its internal id is the next after the puts so far.
+    fn push(&mut self, p: Pending) {
+        debug_assert_eq!(p.internal, self.first + self.puts.len() as u64);
+        let at = self.puts.len() as u32;
+        for (band, &key) in p.keys.iter().enumerate() {
+            if key != 0 {
+                let listing = self.chain.len() as u32;
+                let before = self
+                    .heads
+                    .insert((band as u64) << 32 | u64::from(key), listing)
+                    .unwrap_or(NO_LISTING);
+                self.chain.push((at, before));
+            }
+        }
+        self.puts.push(Some(p));
+    }
+
+    /// Forgets the put `internal` (no-op for a document stored before the transaction).
+    fn remove(&mut self, internal: u64) {
+        if let Some(slot) = internal
+            .checked_sub(self.first)
+            .and_then(|i| self.puts.get_mut(i as usize))
+        {
+            *slot = None;
+        }
+    }
+
+    /// The puts sharing a band with `keys`, in the order they were put.
+    fn sharing(&self, keys: &BandKeys) -> Vec<&Pending> {
+        let mut at: Vec<u32> = Vec::new();
+        for (band, &key) in keys.iter().enumerate() {
+            if key == 0 {
+                continue;
+            }
+            let mut listing = self
+                .heads
+                .get(&((band as u64) << 32 | u64::from(key)))
+                .copied()
+                .unwrap_or(NO_LISTING);
+            while let Some(&(put, before)) = self.chain.get(listing as usize) {
+                at.push(put);
+                listing = before;
+            }
+        }
+        at.sort_unstable();
+        at.dedup();
+        at.iter()
+            .filter_map(|&i| self.puts.get(i as usize)?.as_ref())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prepare::{DocConfig, Preparer};
+    use proptest::prelude::*;
+
+    const WORDS: [&str; 24] = [
+        "river", "stone", "mill", "farmer", "quiet", "hill", "sun", "slowly", "behind", "old",
+        "watches", "bank", "fox", "lazy", "dog", "brown", "quick", "near", "while", "sets",
+        "field", "barn", "rain", "wind",
+    ];
+
+    /// A text of 60 words from one of three bases, with the words at `edits` replaced:
+    /// texts of one base and an edit or two are near-duplicates, of different bases never.
+    fn text(base: usize, edits: &[usize]) -> String {
+        let mut words: Vec<String> = (0..60)
+            .map(|i| {
+                let w = WORDS[(i * 7 + base * 5) % WORDS.len()];
+                format!("{w}{}", (i * 31 + base * 17) % 97)
+            })
+            .collect();
+        for &at in edits {
+            words[at % 60] = WORDS[at % WORDS.len()].to_string();
+        }
+        words.join(" ")
+    }
+
+    fn doc(base: usize, edits: &[usize]) -> Box<Prepared> {
+        Box::new(Preparer::new(DocConfig::default()).prepare(&text(base, edits), false))
+    }
+
+    fn put(id: &str, doc: Box<Prepared>, only_if_unique: bool) -> Write {
+        Write::Put {
+            id: id.into(),
+            doc,
+            ttl: None,
+            only_if_unique,
+        }
+    }
+
+    fn delete(id: &str) -> Write {
+        Write::Delete { id: id.into() }
+    }
+
+    /// Documents by internal id, found by brute force: the view a backend gives.
+    #[derive(Default)]
+    struct Memory {
+        docs: BTreeMap<u64, DocRecord>,
+        next_id: u64,
+    }
+
+    impl StoreView for Memory {
+        fn id(&self, id: &str) -> Result<Option<u64>> {
+            Ok(self.docs.iter().find(|(_, d)| d.id == id).map(|(&n, _)| n))
+        }
+
+        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+            let agree = |d: &DocRecord| {
+                let theirs = d.signature.index_keys();
+                keys.iter().zip(&theirs).any(|(&a, &b)| a != 0 && a == b)
+            };
+            Ok(self
+                .docs
+                .iter()
+                .filter(|(_, d)| agree(d))
+                .map(|(&n, _)| n)
+                .collect())
+        }
+
+        fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
+            Ok(self.docs.get(&internal).cloned())
+        }
+    }
+
+    impl Memory {
+        /// Decides `writes` at `now` and carries the plan out, as a backend does.
+        fn apply(&mut self, writes: Vec<Write>, now: u64) -> Plan {
+            let rule = DocConfig::default().rule();
+            let plan = match plan(&*self, rule, now, self.next_id, writes) {
+                Ok(plan) => plan,
+                Err(e) => panic!("an in-memory view does not fail: {e}"),
+            };
+            for step in &plan.steps {
+                match step {
+                    Step::Remove { internal, .. } => {
+                        self.docs.remove(internal);
+                    }
+                    Step::Insert(i) => {
+                        let record = DocRecord {
+                            id: i.id.clone(),
+                            expires: i.expires,
+                            signature: i.doc.signature,
+                        };
+                        self.docs.insert(i.internal, record);
+                    }
+                }
+            }
+            self.next_id = plan.next_id;
+            plan
+        }
+    }
+
+    /// Whether a put was stored, and the ids of its matches.
+    fn put_outcome(o: &Outcome) -> (bool, Vec<&str>) {
+        match o {
+            Outcome::Put {
+                inserted, matches, ..
+            } => (*inserted, matches.iter().map(|h| h.id.as_str()).collect()),
+            Outcome::Delete { .. } => panic!("a delete where a put was expected"),
+        }
+    }
+
+    #[test]
+    fn a_unique_put_is_refused_by_a_stored_near_duplicate_and_a_plain_one_is_not() {
+        let mut m = Memory::default();
+        m.apply(vec![put("a", doc(0, &[]), false)], 0);
+        let plan = m.apply(
+            vec![
+                put("b", doc(0, &[3]), true),
+                put("c", doc(0, &[3]), false),
+                put("d", doc(1, &[]), true),
+            ],
+            0,
+        );
+        assert_eq!(put_outcome(&plan.outcomes[0]), (false, vec!["a"]));
+        assert_eq!(put_outcome(&plan.outcomes[1]), (true, vec!["a"]));
+        assert_eq!(put_outcome(&plan.outcomes[2]), (true, vec![]));
+        // The refused put took no number.
+        let ids: Vec<(&str, u64)> = plan.survivors().map(|i| (&*i.id, i.internal)).collect();
+        assert_eq!(ids, [("c", 1), ("d", 2)]);
+        assert_eq!(plan.next_id, 3);
+    }
+
+    #[test]
+    fn of_two_near_identical_unique_puts_in_one_batch_only_the_first_gets_in() {
+        let mut m = Memory::default();
+        let plan = m.apply(
+            vec![put("x", doc(2, &[]), true), put("y", doc(2, &[9]), true)],
+            0,
+        );
+        assert_eq!(put_outcome(&plan.outcomes[0]), (true, vec![]));
+        assert_eq!(put_outcome(&plan.outcomes[1]), (false, vec!["x"]));
+    }
+
+    #[test]
+    fn an_expired_document_matches_nothing() {
+        let mut m = Memory::default();
+        m.apply(
+            vec![Write::Put {
+                id: "old".into(),
+                doc: doc(0, &[]),
+                ttl: Some(Duration::from_secs(10)),
+                only_if_unique: false,
+            }],
+            90,
+        );
+        assert_eq!(m.docs[&0].expires, 100);
+        let at = |now| {
+            let rule = DocConfig::default().rule();
+            let writes = vec![put("new", doc(0, &[]), true)];
+            match plan(&m, rule, now, m.next_id, writes) {
+                Ok(plan) => put_outcome(&plan.outcomes[0]).0,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert!(!at(99), "live until its expiry");
+        assert!(at(100), "expired at its expiry");
+    }
+
+    #[test]
+    fn a_put_replaces_what_its_id_holds_and_is_not_its_own_match() {
+        let mut m = Memory::default();
+        m.apply(vec![put("a", doc(0, &[]), false)], 0);
+        let plan = m.apply(vec![put("a", doc(0, &[1]), true)], 0);
+        assert_eq!(
+            plan.outcomes,
+            [Outcome::Put {
+                inserted: true,
+                replaced: true,
+                matches: vec![],
+            }]
+        );
+        assert!(matches!(
+            &plan.steps[..],
+            [
+                Step::Remove { internal: 0, .. },
+                Step::Insert(Insert { internal: 1, .. })
+            ]
+        ));
+        let changes = plan.changes();
+        assert_eq!(changes.len(), 1);
+        assert_eq!((changes[0].id, changes[0].before), ("a", Some(0)));
+        assert_eq!(changes[0].after.map(|i| i.internal), Some(1));
+    }
+
+    #[test]
+    fn deleted_and_replaced_documents_stop_matching_within_the_batch() {
+        let mut m = Memory::default();
+        m.apply(vec![put("a", doc(0, &[]), false)], 0);
+        let plan = m.apply(
+            vec![
+                delete("a"),
+                put("b", doc(0, &[]), true),
+                put("c", doc(0, &[]), true),
+                delete("b"),
+                delete("zz"),
+                put("d", doc(0, &[]), true),
+                put("d", doc(0, &[5]), false),
+            ],
+            0,
+        );
+        assert_eq!(plan.outcomes[0], Outcome::Delete { removed: true });
+        assert_eq!(put_outcome(&plan.outcomes[1]), (true, vec![]));
+        assert_eq!(put_outcome(&plan.outcomes[2]), (false, vec!["b"]));
+        assert_eq!(plan.outcomes[3], Outcome::Delete { removed: true });
+        assert_eq!(plan.outcomes[4], Outcome::Delete { removed: false });
+        assert_eq!(put_outcome(&plan.outcomes[5]), (true, vec![]));
+        // Its id's earlier put is replaced, not matched.
+        assert!(matches!(
+            &plan.outcomes[6],
+            Outcome::Put { inserted: true, replaced: true, matches } if matches.is_empty()
+        ));
+        let survivors: Vec<(&str, u64)> = plan.survivors().map(|i| (&*i.id, i.internal)).collect();
+        assert_eq!(survivors, [("d", 3)]);
+        // "b" came and went: no net change.
+        let changes: Vec<(&str, Option<u64>, Option<u64>)> = plan
+            .changes()
+            .iter()
+            .map(|c| (c.id, c.before, c.after.map(|i| i.internal)))
+            .collect();
+        assert_eq!(changes, [("a", Some(0), None), ("d", None, Some(3))]);
+        assert_eq!(m.docs.keys().copied().collect::<Vec<_>>(), [3]);
+    }
+
+    /// A batch's write: an id (few, so that batches touch their own puts), and for a put
+    /// its base text, edits and only_if_unique (`None`: a delete).
+    type TestWrite = (u8, Option<(usize, Vec<usize>, bool)>);
+
+    fn to_write((id, put_of): &TestWrite) -> Write {
+        let id = format!("d{id}");
+        match put_of {
+            Some((base, edits, unique)) => put(&id, doc(*base, edits), *unique),
+            None => delete(&id),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A batch decides each write as if the writes before it were stored: the same
+        /// outcomes, the same documents, as one write per batch.
+        #[test]
+        fn a_batch_decides_as_its_writes_one_at_a_time(
+            batches in prop::collection::vec(
+                prop::collection::vec(
+                    (0u8..6, prop::option::weighted(
+                        0.8,
+                        (0usize..3, prop::collection::vec(0usize..60, 0..6), any::<bool>()),
+                    )),
+                    1..10,
+                ),
+                1..5,
+            )
+        ) {
+            let mut together = Memory::default();
+            let mut alone = Memory::default();
+            for batch in &batches {
+                let plan = together.apply(batch.iter().map(to_write).collect(), 0);
+                let outcomes: Vec<Outcome> = batch
+                    .iter()
+                    .flat_map(|w| alone.apply(vec![to_write(w)], 0).outcomes)
+                    .collect();
+                prop_assert_eq!(plan.outcomes, outcomes);
+                prop_assert_eq!(&together.docs, &alone.docs);
+            }
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! A document store's tables, the bytes of their rows, and the whole file read and
+//! written row by row for [`check`](crate::check) and [`repair`](crate::repair()).
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::Path;
+
+use neardup::decide::Signature;
+use neardup::jaccard::{Threshold, SKETCH_VERSION};
+use redb::{Database, ReadableTable, TableDefinition};
+
+use crate::error::{db, Result, StoreError};
+use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
+
+/// Settings by name: "format", "threshold" (the f64's bits), "paragraphs" (0 or 1),
+/// "fingerprint_version", "sketch_version", "next_id"; and for index snapshots
+/// ([`crate::snapshot`]) "instance" (random, made with the store), "commit" (write
+/// transactions committed) and "snapshot_commit" (the commit the removal log is pruned to).
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// External id → internal id.
+pub(crate) const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
+/// Internal id → (external id, expiry in Unix seconds or 0, signature bytes).
+pub(crate) const DOCS: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("docs");
+/// Internal id → its paragraphs: per paragraph its start and end (u32, little-endian)
+/// and its signature bytes.
+pub(crate) const PARAS: TableDefinition<u64, &[u8]> = TableDefinition::new("paragraphs");
+/// (expiry, internal id) of the documents that expire.
+pub(crate) const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new("expiry");
+/// (commit, internal id) → paragraphs, of every document removed by that write
+/// transaction: what an index snapshot taken before it must still remove
+/// ([`crate::snapshot`]). Pruned up to a snapshot once it is durable.
+pub(crate) const REMOVED: TableDefinition<(u64, u64), u64> = TableDefinition::new("removed");
+
+/// Bytes of a paragraph in a [`PARAS`] row: its start and end, then its signature.
+pub(crate) const PARA_BYTES: usize = 8 + Signature::BYTES;
+
+/// The signature in a row's `bytes`.
+pub(crate) fn signature_of(path: &Path, bytes: &[u8]) -> Result<Signature> {
+    let bytes: &[u8; Signature::BYTES] = bytes.try_into().map_err(|_| StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail: format!(
+            "a signature of {} bytes, not {}",
+            bytes.len(),
+            Signature::BYTES
+        ),
+    })?;
+    Ok(Signature::from_bytes(bytes))
+}
+
+/// The paragraphs of a [`PARAS`] row.
+pub(crate) fn paragraphs_of(path: &Path, bytes: &[u8]) -> Result<Vec<(Range<u32>, Signature)>> {
+    // More than MAX_PARAGRAPHS would give paragraphs the index ids of the next document's.
+    if !bytes.len().is_multiple_of(PARA_BYTES) || bytes.len() / PARA_BYTES > MAX_PARAGRAPHS as usize
+    {
+        return Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: format!("a paragraph list of {} bytes", bytes.len()),
+        });
+    }
+    bytes
+        .chunks_exact(PARA_BYTES)
+        .map(|c| {
+            let start = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            let end = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+            Ok((start..end, signature_of(path, &c[8..])?))
+        })
+        .collect()
+}
+
+/// The bytes of a [`PARAS`] row.
+pub(crate) fn paragraphs_bytes(paras: &[(Range<u32>, Signature)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(paras.len() * PARA_BYTES);
+    for (span, sig) in paras {
+        out.extend_from_slice(&span.start.to_le_bytes());
+        out.extend_from_slice(&span.end.to_le_bytes());
+        out.extend_from_slice(&sig.to_bytes());
+    }
+    out
+}
+
+/// A random number for a new store's "instance" setting.
+pub(crate) fn new_instance() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// A stored document as [`crate::check`] and [`crate::repair()`] read it: its rows, kept
+/// as bytes (a repair writes them back as they were).
+pub(crate) struct DocRow {
+    id: String,
+    expires: u64,
+    signature: Vec<u8>,
+    paragraphs: Option<Vec<u8>>,
+}
+
+/// What can be read of a document store's file (a copy of it, after redb's own check):
+/// its settings and every document whose row reads whole.
+#[derive(Default)]
+pub(crate) struct DocRows {
+    /// Every setting of the "meta" table, as stored.
+    meta: Vec<(String, u64)>,
+    /// Documents by internal id.
+    docs: BTreeMap<u64, DocRow>,
+    /// Whether every row of the documents table was read.
+    pub(crate) complete: bool,
+}
+
+impl DocRows {
+    /// Documents read.
+    pub(crate) fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// The setting `key`, as stored.
+    pub(crate) fn setting(&self, key: &str) -> Option<u64> {
+        self.meta.iter().find(|(k, _)| k == key).map(|&(_, v)| v)
+    }
+
+    /// The settings a repaired store is made with, when they are all there and make a
+    /// document store of this version; else what is wrong.
+    pub(crate) fn settings(&self) -> std::result::Result<DocConfig, String> {
+        for key in [
+            "format",
+            "threshold",
+            "paragraphs",
+            "fingerprint_version",
+            "sketch_version",
+            "next_id",
+        ] {
+            if self.setting(key).is_none() {
+                return Err(format!("setting \"{key}\" is missing"));
+            }
+        }
+        let versions = [
+            (
+                "fingerprint_version",
+                u64::from(neardup::fingerprint::VERSION),
+            ),
+            ("sketch_version", u64::from(SKETCH_VERSION)),
+        ];
+        for (key, want) in versions {
+            let have = self.setting(key).unwrap_or(0);
+            if have != want {
+                return Err(other_version(key, have, want));
+            }
+        }
+        let bits = self.setting("threshold").unwrap_or(0);
+        let threshold =
+            Threshold::new(f64::from_bits(bits)).map_err(|e| format!("its threshold: {e}"))?;
+        Ok(DocConfig {
+            threshold,
+            paragraphs: self.setting("paragraphs") != Some(0),
+        })
+    }
+}
+
+/// Reads a document store's tables in `txn` (of the copy at `copy`) into `rows`: the
+/// documents first, as they are what a repair keeps (a row whose signature has the wrong
+/// length is not kept); then the id, paragraph and expiry tables, checked against them.
+/// Every inconsistency goes to `note`.
+pub(crate) fn read_rows(
+    copy: &Path,
+    txn: &redb::ReadTransaction,
+    rows: &mut DocRows,
+    note: &mut dyn FnMut(String),
+) -> Result<()> {
+    let meta = db!(copy, txn.open_table(META))?;
+    for row in db!(copy, meta.iter())? {
+        let (key, value) = db!(copy, row)?;
+        rows.meta.push((key.value().to_string(), value.value()));
+    }
+    if let Err(why) = rows.settings() {
+        note(format!("its settings (table \"meta\"): {why}"));
+    }
+    let next_id = rows.setting("next_id");
+    let docs = db!(copy, txn.open_table(DOCS))?;
+    let mut by_id: HashMap<String, u64> = HashMap::new();
+    for row in db!(copy, docs.iter())? {
+        let (internal, v) = db!(copy, row)?;
+        let internal = internal.value();
+        let (id, expires, signature) = v.value();
+        if signature.len() != Signature::BYTES {
+            note(format!(
+                "document \"{id}\" ({internal}) has a signature of {} bytes, not {}: not kept",
+                signature.len(),
+                Signature::BYTES
+            ));
+            continue;
+        }
+        if let Some(n) = next_id.filter(|&n| internal >= n) {
+            note(format!(
+                "document \"{id}\" is numbered {internal}, past next_id {n}"
+            ));
+        }
+        if let Some(other) = by_id.insert(id.to_string(), internal) {
+            note(format!(
+                "documents {other} and {internal} are both \"{id}\" (the later is kept)"
+            ));
+            rows.docs.remove(&other);
+        }
+        rows.docs.insert(
+            internal,
+            DocRow {
+                id: id.to_string(),
+                expires,
+                signature: signature.to_vec(),
+                paragraphs: None,
+            },
+        );
+    }
+    rows.complete = true;
+
+    let ids = db!(copy, txn.open_table(IDS))?;
+    let mut named = std::collections::HashSet::new();
+    for row in db!(copy, ids.iter())? {
+        let (id, internal) = db!(copy, row)?;
+        let (id, internal) = (id.value(), internal.value());
+        match rows.docs.get(&internal) {
+            Some(doc) if doc.id == id => {
+                named.insert(internal);
+            }
+            Some(doc) => note(format!(
+                "id \"{id}\" names document {internal}, which is \"{}\"",
+                doc.id
+            )),
+            None => note(format!(
+                "id \"{id}\" names document {internal}, which is missing"
+            )),
+        }
+    }
+    for (internal, doc) in &rows.docs {
+        if !named.contains(internal) {
+            note(format!(
+                "document \"{}\" ({internal}) is missing from the id table",
+                doc.id
+            ));
+        }
+    }
+    let paras = db!(copy, txn.open_table(PARAS))?;
+    for row in db!(copy, paras.iter())? {
+        let (internal, bytes) = db!(copy, row)?;
+        let (internal, bytes) = (internal.value(), bytes.value());
+        if !bytes.len().is_multiple_of(PARA_BYTES)
+            || bytes.len() / PARA_BYTES > MAX_PARAGRAPHS as usize
+        {
+            note(format!(
+                "document {internal}'s paragraph list has {} bytes, not a multiple of \
+                 {PARA_BYTES} up to {MAX_PARAGRAPHS} paragraphs: not kept",
+                bytes.len()
+            ));
+            continue;
+        }
+        match rows.docs.get_mut(&internal) {
+            Some(doc) => doc.paragraphs = Some(bytes.to_vec()),
+            None => note(format!(
+                "paragraphs of document {internal}, which is missing"
+            )),
+        }
+    }
+    let expiry = db!(copy, txn.open_table(EXPIRY))?;
+    let mut timed = std::collections::HashSet::new();
+    for row in db!(copy, expiry.iter())? {
+        let (key, _) = db!(copy, row)?;
+        let (at, internal) = key.value();
+        match rows.docs.get(&internal) {
+            Some(doc) if doc.expires == at => {
+                timed.insert(internal);
+            }
+            other => note(format!(
+                "an expiry ({at}) for document {internal}, which has {}",
+                other.map_or("none".to_string(), |d| d.expires.to_string())
+            )),
+        }
+    }
+    for (internal, doc) in &rows.docs {
+        if doc.expires != 0 && !timed.contains(internal) {
+            note(format!("document {internal}'s expiry is not indexed"));
+        }
+    }
+    Ok(())
+}
+
+/// A new document store file at `path` holding `rows` with their settings, the documents
+/// numbered afresh in their order (a damaged number could be past next_id, or overflow
+/// the paragraphs' index ids).
+pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
+    let db = db!(path, Database::create(path))?;
+    let txn = db!(path, db.begin_write())?;
+    {
+        let mut meta = db!(path, txn.open_table(META))?;
+        for (key, value) in &rows.meta {
+            // Documents are numbered afresh: an index snapshot of the old file is not
+            // of this one.
+            if !matches!(
+                key.as_str(),
+                "next_id" | "instance" | "commit" | "snapshot_commit"
+            ) {
+                db!(path, meta.insert(key.as_str(), *value))?;
+            }
+        }
+        db!(path, meta.insert("next_id", rows.docs.len() as u64))?;
+        db!(path, meta.insert("instance", new_instance()))?;
+        db!(path, meta.insert("commit", 0))?;
+        db!(path, meta.insert("snapshot_commit", 0))?;
+        let mut ids = db!(path, txn.open_table(IDS))?;
+        let mut docs = db!(path, txn.open_table(DOCS))?;
+        let mut paras = db!(path, txn.open_table(PARAS))?;
+        let mut expiry = db!(path, txn.open_table(EXPIRY))?;
+        db!(path, txn.open_table(REMOVED))?;
+        for (internal, doc) in (0u64..).zip(rows.docs.values()) {
+            db!(path, ids.insert(doc.id.as_str(), internal))?;
+            db!(
+                path,
+                docs.insert(internal, (doc.id.as_str(), doc.expires, &doc.signature[..]))
+            )?;
+            if let Some(p) = &doc.paragraphs {
+                db!(path, paras.insert(internal, &p[..]))?;
+            }
+            if doc.expires != 0 {
+                db!(path, expiry.insert((doc.expires, internal), ()))?;
+            }
+        }
+    }
+    db!(path, txn.commit())
+}
