@@ -89,9 +89,17 @@ impl Distinct {
         Ok(Distinct { values: fps })
     }
 
-    /// The distinct values of `fps`.
+    /// The distinct values of `fps`, which is only read (a mapped file of a billion
+    /// fingerprints sorts into one array of its size, without a copy of it).
     pub fn from_slice(fps: &[u64]) -> Result<Distinct> {
-        Distinct::from_vec(fps.to_vec())
+        let mut sorted = vec![0u64; fps.len()];
+        radix::sort_from(fps, &mut sorted);
+        sorted.dedup();
+        if sorted.len() < sorted.capacity() / 2 {
+            sorted.shrink_to_fit();
+        }
+        check_count(sorted.len())?;
+        Ok(Distinct { values: sorted })
     }
 
     /// The fingerprints, in increasing order.

@@ -407,6 +407,42 @@ pub(crate) fn sort_into<T: Keyed>(keys: &mut [T], scratch: &mut [T]) {
     });
 }
 
+/// Sorts the keys of `src` into `dst` (as long): one partition pass from `src`, then each
+/// bucket sorted in place with a scratch of its own size. `src` is only read, so a mapped
+/// file sorts into one array, not two (the whole-set [`sort_into`] uses its input as the
+/// scratch).
+pub(crate) fn sort_from(src: &[u64], dst: &mut [u64]) {
+    let bits = partition_bits(src.len(), 64);
+    let bounds = partition(src, dst, None, bits, |x| x);
+    let hi = 64 - bits;
+    let mut groups = Vec::new();
+    let mut rest = dst;
+    let mut b = 0;
+    let last = bounds.len() - 1;
+    while b < last {
+        let start = bounds[b];
+        let mut e = b + 1;
+        while e < last && bounds[e + 1] - start <= TASK_KEYS {
+            e += 1;
+        }
+        let (group, tail) = std::mem::take(&mut rest).split_at_mut(bounds[e] - start);
+        rest = tail;
+        groups.push((
+            group,
+            bounds[b..=e].iter().map(|x| x - start).collect::<Vec<_>>(),
+        ));
+        b = e;
+    }
+    par::map(groups, |(group, bounds)| {
+        let largest = bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let mut scratch = vec![0u64; largest];
+        for w in bounds.windows(2) {
+            let len = w[1] - w[0];
+            sort_bucket(&mut group[w[0]..w[1]], &mut scratch[..len], 0, hi);
+        }
+    });
+}
+
 /// Consecutive buckets handed to one thread, with their scratch.
 pub(crate) struct Task<'a, T> {
     keys: &'a mut [T],
@@ -554,6 +590,18 @@ mod tests {
             prop_assert_eq!(&dst[..], want);
             let rebased: Vec<usize> = whole[start..=end].iter().map(|b| b - whole[start]).collect();
             prop_assert_eq!(bounds, rebased);
+        }
+
+        #[test]
+        fn sorts_from_a_borrowed_slice_like_std(
+            mut v in proptest::collection::vec(any::<u64>(), 0..3000),
+            low in proptest::collection::vec(0u64..4, 0..3000),
+        ) {
+            v.extend(low);
+            let mut got = vec![0; v.len()];
+            sort_from(&v, &mut got);
+            v.sort_unstable();
+            prop_assert_eq!(got, v);
         }
 
         #[test]
