@@ -375,3 +375,143 @@ fn token_files_are_checked_at_start() {
         "{err}"
     );
 }
+
+/// A full disk, as the files' size limit (RLIMIT_FSIZE, with SIGXFSZ ignored, so writes
+/// past it fail with EFBIG as they would with ENOSPC): every write is answered 200 (and
+/// is there after a restart), or 503 `not_stored` (and is not), or 503 `outcome_unknown`;
+/// never a 500. Once the database itself cannot write, `/healthz` says so with 503 and
+/// the service exits non-zero, for a supervisor to start it again; the restart, with
+/// room, keeps every acknowledged write.
+#[test]
+fn a_full_disk_never_loses_or_invents_a_write_and_the_service_says_so() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("store");
+    let data = data.to_str().unwrap().to_string();
+    let port = free_port();
+    let mut child = start(&data, port, true);
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+    let largest = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .max()
+        .unwrap();
+    let limit = largest + (512 << 10);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_neardup"));
+    command
+        .args(["serve", "--data", &data, "--listen", &listen])
+        .args(["--checkpoint-every", "50", "--snapshot-every", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec only async-signal-safe calls: setrlimit and signal.
+    unsafe {
+        command.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let started = Instant::now();
+    while request(port, "GET", "/healthz", "").is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "serve did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (mut stored, mut refused, mut unsure) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failing = false;
+    for n in 0..4000u64 {
+        let id = format!("d{n}");
+        let body = format!(r#"{{"text": "{} {}"}}"#, text(n), "filler ".repeat(300));
+        match request(port, "PUT", &format!("/v1/documents/{id}"), &body) {
+            Ok((200, b)) => {
+                assert!(b.contains("\"inserted\":true"), "{b}");
+                stored.push(id);
+            }
+            Ok((503, b)) if b.contains("\"not_stored\"") => refused.push(id),
+            Ok((503, b)) if b.contains("\"outcome_unknown\"") => unsure.push(id),
+            // The store failed earlier and takes nothing more; the service is stopping.
+            Ok((503, b))
+                if b.contains("\"store_unavailable\"") || b.contains("\"unavailable\"") =>
+            {
+                refused.push(id)
+            }
+            Ok((s, b)) => panic!("PUT {id}: {s} {b}"),
+            Err(_) => break,
+        }
+        if let Ok((s, b)) = request(port, "GET", "/healthz", "") {
+            if s == 503 {
+                assert!(b.contains("\"failing\""), "{b}");
+                failing = true;
+            }
+        }
+        if refused.len() + unsure.len() >= 20 || failing {
+            break;
+        }
+    }
+    assert!(
+        !stored.is_empty(),
+        "nothing was stored before the disk filled"
+    );
+    assert!(
+        !refused.is_empty() || !unsure.is_empty() || failing,
+        "the limit of {limit} bytes was never reached"
+    );
+    // A failed store stops the service, non-zero; one whose log only was full is stopped
+    // here.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if !failing && Instant::now() > deadline - Duration::from_secs(55) {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        }
+        assert!(Instant::now() < deadline, "the service did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = stderr_of(&mut child);
+    eprintln!(
+        "limit {limit} bytes: {} stored, {} not stored, {} unsure, store failed: {failing}, {status}",
+        stored.len(),
+        refused.len(),
+        unsure.len()
+    );
+    // A failed store stops the service with a non-zero status and says why; one that
+    // never failed (only its log was full) stopped cleanly on SIGTERM.
+    assert_eq!(
+        !status.success(),
+        err.contains("the store failed"),
+        "{status}: {err}"
+    );
+    if failing {
+        assert!(!status.success(), "a failed store exits non-zero: {err}");
+    }
+    // With room again: every acknowledged write is there, no refused one is.
+    let port = free_port();
+    let mut child = start(&data, port, false);
+    for id in &stored {
+        let (s, b) = request(port, "GET", &format!("/v1/documents/{id}"), "").unwrap();
+        assert_eq!(s, 200, "{id} was acknowledged: {b}");
+    }
+    for id in &refused {
+        let (s, b) = request(port, "GET", &format!("/v1/documents/{id}"), "").unwrap();
+        assert_eq!(s, 404, "{id} was answered not stored: {b}");
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert!(child.wait().unwrap().success());
+}

@@ -351,6 +351,7 @@ impl DocumentStore {
             inserted,
             replaced,
             matches,
+            ..
         }) = self.apply(py, vec![write])?.pop()
         {
             out.set_item("inserted", inserted)?;

@@ -267,10 +267,13 @@ pub struct DeleteResponse {
 /// The service's state.
 #[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct Health {
-    /// "ok".
+    /// "ok"; "failing" once the store cannot write (the service is then stopping).
     pub status: String,
     /// Documents stored.
     pub documents: usize,
+    /// Why the store failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl PutResponse {
@@ -281,13 +284,16 @@ impl PutResponse {
                 inserted,
                 replaced,
                 matches,
+                more_matches,
             } => {
-                let (matches, more_matches) = capped(matches, max_matches);
+                // The store lists as many as it was told to ([`Backend::limit_matches`]);
+                // capped here too, for a store that lists more.
+                let (matches, more) = capped(matches, max_matches);
                 PutResponse {
                     inserted,
                     replaced,
                     matches,
-                    more_matches,
+                    more_matches: more_matches + more,
                 }
             }
             Outcome::Delete { .. } => PutResponse {

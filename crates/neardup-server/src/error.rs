@@ -29,7 +29,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// A stable code: `bad_json`, `invalid_request`, `not_found`, `unauthorized`,
     /// `too_large`, `too_many_items`, `headers_too_large`, `uri_too_long`, `timeout`,
-    /// `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `internal`.
+    /// `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `store_unavailable`,
+    /// `not_stored`, `outcome_unknown`, `internal`.
     pub code: String,
     /// What went wrong.
     pub message: String,
@@ -146,9 +147,39 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// Writes the store could not make: nothing of them stored, or (`unsure`) they may
+    /// be, their log record being durable, and the next start applies them.
+    pub fn write_failed(message: String, unsure: bool) -> ApiError {
+        if unsure {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "outcome_unknown",
+                format!("the store failed while writing, after the writes may have become durable (the next start applies them if so): {message}"),
+            )
+        } else {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not_stored",
+                format!("the store could not write; nothing of this request was stored: {message}"),
+            )
+        }
+    }
+}
+
 impl From<neardup_store::StoreError> for ApiError {
     fn from(e: neardup_store::StoreError) -> ApiError {
-        ApiError::internal(e.to_string())
+        use neardup_store::StoreError::*;
+        match e {
+            // The disk, the database or the cluster failed: not the request's fault, and
+            // not for good (a restart or the cluster's return ends it).
+            Db { .. } | Io { .. } | Failed { .. } | Remote { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            ),
+            e => ApiError::internal(e.to_string()),
+        }
     }
 }
 

@@ -45,7 +45,7 @@ use utoipa::OpenApi;
 use api::*;
 pub use error::{ApiError, ErrorBody, ErrorDetail};
 pub use metrics::Metrics;
-use writer::Job;
+use writer::{Failure, Job};
 
 /// How the service runs, and the bounds that keep one client from taking it over
 /// (docs/reliability.md has the table of what each bound answers).
@@ -104,6 +104,7 @@ struct Inner<R> {
     jobs: mpsc::Sender<Job>,
     metrics: Arc<Metrics>,
     config: ServerConfig,
+    failure: Arc<Failure>,
 }
 
 /// The state every handler shares.
@@ -127,6 +128,10 @@ pub enum ServerError {
     /// The writer thread died.
     #[error("the writer thread panicked")]
     Writer,
+    /// The store failed (its disk or database), and the service stopped: opening it again
+    /// recovers every acknowledged write from its write-ahead log.
+    #[error("the store failed, so the service stopped: {0}")]
+    StoreFailed(String),
 }
 
 /// The OpenAPI description of the service.
@@ -197,24 +202,28 @@ fn router<R: BackendReader>(state: AppState<R>) -> Router {
 /// the requests in flight and their writes, and returns the store.
 pub async fn serve<B: Backend>(
     listener: tokio::net::TcpListener,
-    store: B,
+    mut store: B,
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<B, ServerError> {
+    store.limit_matches(config.max_matches);
     let metrics = Arc::new(Metrics::new()?);
     metrics.documents.set(store.len() as i64);
     let (jobs, queue) = mpsc::channel(4096);
+    let failure = Arc::new(Failure::default());
     let state = AppState(Arc::new(Inner {
         reader: store.reader(),
         preparer: store.preparer(),
         jobs: jobs.clone(),
         metrics: Arc::clone(&metrics),
         config: config.clone(),
+        failure: Arc::clone(&failure),
     }));
     let writer_metrics = Arc::clone(&metrics);
+    let writer_failure = Arc::clone(&failure);
     let writer = std::thread::Builder::new()
         .name("neardup-writer".into())
-        .spawn(move || writer::run(store, queue, writer_metrics))?;
+        .spawn(move || writer::run(store, queue, writer_metrics, writer_failure))?;
     let snapshots = config
         .snapshot_every
         .map(|every| tokio::spawn(snapshot_every(jobs.clone(), every)));
@@ -224,7 +233,16 @@ pub async fn serve<B: Backend>(
         max_connections: config.max_connections,
         header_timeout: config.header_timeout,
     };
-    let served = listen::run(listener, app, bounds, shutdown).await;
+    // Stopping on the store's failure too: a store that cannot write stays so until it
+    // is opened again, which a supervisor's restart does (replaying its log).
+    let failed = Arc::clone(&failure);
+    let stop = async move {
+        tokio::select! {
+            () = shutdown => {}
+            () = failed.stopped() => {}
+        }
+    };
+    let served = listen::run(listener, app, bounds, stop).await;
     sweeper.abort();
     let _ = sweeper.await;
     if let Some(task) = snapshots {
@@ -237,6 +255,9 @@ pub async fn serve<B: Backend>(
         .map_err(|_| ServerError::Writer)?
         .map_err(|_| ServerError::Writer)?;
     served?;
+    if let Some(reason) = failure.reason() {
+        return Err(ServerError::StoreFailed(reason.to_string()));
+    }
     Ok(store)
 }
 
@@ -546,7 +567,7 @@ impl<R: BackendReader> AppState<R> {
             .map_err(|_| ApiError::unavailable())?;
         done.await
             .map_err(|_| ApiError::unavailable())?
-            .map_err(ApiError::internal)
+            .map_err(|f| ApiError::write_failed(f.message, f.unsure))
     }
 }
 
@@ -870,13 +891,31 @@ async fn bulk_check<R: BackendReader>(
     Ok(Json(out))
 }
 
-/// Whether the service is up, and how many documents it holds.
-#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "Up", body = Health)))]
-async fn health<R: BackendReader>(State(state): State<AppState<R>>) -> Json<Health> {
-    Json(Health {
-        status: "ok".into(),
-        documents: state.0.reader.len(),
-    })
+/// Whether the service is up and its store can write, and how many documents it holds.
+#[utoipa::path(get, path = "/healthz", responses(
+    (status = 200, description = "Up", body = Health),
+    (status = 503, description = "The store failed (its disk or database): the service is stopping", body = Health),
+))]
+async fn health<R: BackendReader>(State(state): State<AppState<R>>) -> (StatusCode, Json<Health>) {
+    let documents = state.0.reader.len();
+    match state.0.failure.reason() {
+        None => (
+            StatusCode::OK,
+            Json(Health {
+                status: "ok".into(),
+                documents,
+                error: None,
+            }),
+        ),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Health {
+                status: "failing".into(),
+                documents,
+                error: Some(reason.to_string()),
+            }),
+        ),
+    }
 }
 
 /// Metrics in Prometheus's text format.

@@ -19,10 +19,50 @@ use crate::metrics::Metrics;
 /// Most writes one transaction takes.
 const MAX_BATCH: usize = 8192;
 
+/// Why writes failed: what happened, and whether they may have been stored.
+#[derive(Clone, Debug)]
+pub(crate) struct WriteFailure {
+    /// What failed.
+    pub(crate) message: String,
+    /// The writes may be durable (the next start applies them if so).
+    pub(crate) unsure: bool,
+}
+
+/// The store's failure, once it takes no more writes: set by the writer, read by
+/// `/healthz`, and the service stops on it.
+#[derive(Default)]
+pub(crate) struct Failure {
+    reason: std::sync::OnceLock<String>,
+    stop: tokio::sync::Notify,
+}
+
+impl Failure {
+    /// Why the store failed, if it did.
+    pub(crate) fn reason(&self) -> Option<&str> {
+        self.reason.get().map(String::as_str)
+    }
+
+    /// Records the failure (the first one stays) and wakes [`Failure::stopped`].
+    fn set(&self, reason: String) {
+        let _ = self.reason.set(reason);
+        self.stop.notify_one();
+    }
+
+    /// Resolves once the store has failed.
+    pub(crate) async fn stopped(&self) {
+        if self.reason().is_none() {
+            self.stop.notified().await;
+        }
+    }
+}
+
 /// What the writer is asked.
 pub(crate) enum Job {
     /// Writes, applied in order, in the same transaction as other jobs' writes.
-    Writes(Vec<Write>, oneshot::Sender<Result<Vec<Outcome>, String>>),
+    Writes(
+        Vec<Write>,
+        oneshot::Sender<Result<Vec<Outcome>, WriteFailure>>,
+    ),
     /// Delete the expired documents.
     Sweep(oneshot::Sender<Result<usize, String>>),
     /// Start a snapshot of the indexes, unless one is being written.
@@ -78,6 +118,7 @@ pub(crate) fn run<B: Backend>(
     mut store: B,
     mut jobs: mpsc::Receiver<Job>,
     metrics: Arc<Metrics>,
+    failure: Arc<Failure>,
 ) -> B {
     let mut in_flight: Option<InFlight> = None;
     while let Some(first) = jobs.blocking_recv() {
@@ -112,9 +153,12 @@ pub(crate) fn run<B: Backend>(
                 }
                 Job::Sweep(reply) => {
                     let started = Instant::now();
-                    let swept = store.sweep().map_err(describe);
+                    let swept = store.sweep().map_err(|e| describe(&e));
                     metrics.sweep(swept.as_ref().ok().copied(), started.elapsed());
                     let _ = reply.send(swept);
+                    if let Some(reason) = store.failure() {
+                        failure.set(reason);
+                    }
                 }
                 Job::Snapshot => {
                     if in_flight.is_none() {
@@ -138,9 +182,17 @@ pub(crate) fn run<B: Backend>(
                 }
             }
             Err(e) => {
-                let message = describe(e);
+                let failed = WriteFailure {
+                    message: describe(&e),
+                    unsure: !e.stored_nothing(),
+                };
                 for (_, reply) in waiting {
-                    let _ = reply.send(Err(message.clone()));
+                    let _ = reply.send(Err(failed.clone()));
+                }
+                // A store that failed takes nothing more until it is opened again: say
+                // so, and let the service stop for a supervisor to start it again.
+                if let Some(reason) = store.failure() {
+                    failure.set(reason);
                 }
             }
         }
@@ -155,6 +207,6 @@ pub(crate) fn run<B: Backend>(
     store
 }
 
-fn describe(e: StoreError) -> String {
+fn describe(e: &StoreError) -> String {
     e.to_string()
 }

@@ -57,6 +57,20 @@ pub trait Backend: Send + 'static {
         Ok(())
     }
 
+    /// Lists at most `n` matches in a put's outcome, counting the rest
+    /// ([`MAX_MATCHES`](crate::MAX_MATCHES) by default).
+    fn limit_matches(&mut self, n: usize) {
+        let _ = n;
+    }
+
+    /// Why the store takes no more writes, if it does not: its disk or database failed in
+    /// a way only opening it again recovers from ([`DocumentStore::failure`]).
+    ///
+    /// [`DocumentStore::failure`]: crate::DocumentStore::failure
+    fn failure(&self) -> Option<String> {
+        None
+    }
+
     /// Whether the store changed since its last snapshot ([`DocumentStore::snapshot_due`]).
     ///
     /// [`DocumentStore::snapshot_due`]: crate::DocumentStore::snapshot_due

@@ -69,8 +69,11 @@ pub enum Outcome {
         inserted: bool,
         /// It replaced a document stored under its id.
         replaced: bool,
-        /// Stored near-duplicates other than itself.
+        /// Stored near-duplicates other than itself, the most similar first: at most the
+        /// store's [`MAX_MATCHES`] (or its own limit).
         matches: Vec<Hit>,
+        /// Near-duplicates beyond those listed.
+        more_matches: usize,
     },
     /// A delete: whether the id was stored.
     Delete {
@@ -78,6 +81,10 @@ pub enum Outcome {
         removed: bool,
     },
 }
+
+/// Matches an outcome lists by default: a crawler's thousands of identical error pages
+/// would otherwise make every put's answer (and the writer's memory) grow with them.
+pub const MAX_MATCHES: usize = 100;
 
 /// A paragraph of the query and the stored paragraph it is a near-duplicate of.
 #[derive(Clone, Debug, PartialEq)]
@@ -366,11 +373,13 @@ impl Plan {
 
 /// Decides `writes` in order at `now` by `rule`, against the documents `view` shows and
 /// the batch's earlier writes; the batch's puts are numbered from `first`.
+/// Each put's outcome lists at most `max_matches` matches, counting the rest.
 pub(crate) fn plan<V: StoreView + ?Sized>(
     view: &V,
     rule: Rule,
     now: u64,
     first: u64,
+    max_matches: usize,
     writes: Vec<Write>,
 ) -> Result<Plan> {
     let puts = writes
@@ -382,10 +391,13 @@ pub(crate) fn plan<V: StoreView + ?Sized>(
         rule,
         now,
         next_id: first,
+        max_matches,
         holders: HashMap::new(),
         removed: HashSet::new(),
         pending: PendingPuts::new(first, puts),
         steps: Vec::with_capacity(writes.len()),
+        records: HashMap::default(),
+        verdicts: HashMap::new(),
     };
     let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
@@ -412,6 +424,7 @@ struct Planner<'v, V: ?Sized> {
     rule: Rule,
     now: u64,
     next_id: u64,
+    max_matches: usize,
     /// The ids the batch has changed so far, and the document each holds now.
     holders: HashMap<String, Option<u64>>,
     /// The documents stored before the batch that it has removed: no longer candidates.
@@ -419,6 +432,25 @@ struct Planner<'v, V: ?Sized> {
     /// The batch's puts so far, as candidates of its later ones.
     pending: PendingPuts,
     steps: Vec<Step>,
+    /// The stored candidates read so far, with their texts' identities: the puts of a
+    /// batch (a bulk of one page's copies) share their candidates, read once.
+    records: HashMap<u64, Option<(DocRecord, u64)>, BuildHasherDefault<IdHasher>>,
+    /// Decisions by the identities of the two texts: identical texts are verified once,
+    /// whatever their number.
+    verdicts: HashMap<(u64, u64), Option<Match>>,
+}
+
+/// A text's identity for the decision: its hash, sketch and fingerprint together, so
+/// that equal identities are the same text as [`Signature::same_text`] tells it (a 64-bit
+/// text hash alone could be made to collide).
+fn identity(s: &Signature) -> u64 {
+    let mut bytes = Vec::with_capacity(8 + neardup::jaccard::BYTES + 32);
+    bytes.extend_from_slice(&s.text_hash.to_le_bytes());
+    bytes.extend_from_slice(&s.sketch.to_bytes());
+    for lane in s.fingerprint {
+        bytes.extend_from_slice(&lane.to_le_bytes());
+    }
+    xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
 impl<V: StoreView + ?Sized> Planner<'_, V> {
@@ -463,12 +495,14 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         let signature = doc.signature;
         let keys = signature.index_keys();
         let own = self.holder(&id)?;
-        let matches = self.near(&signature, &keys, own)?;
-        if only_if_unique && !matches.is_empty() {
+        let ident = identity(&signature);
+        let (matches, more_matches) = self.near(&signature, ident, &keys, own)?;
+        if only_if_unique && (!matches.is_empty() || more_matches > 0) {
             return Ok(Outcome::Put {
                 inserted: false,
                 replaced: false,
                 matches,
+                more_matches,
             });
         }
         let replaced = self.remove(&id, own);
@@ -477,6 +511,7 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         self.pending.push(Pending {
             internal,
             signature,
+            ident,
             keys,
             name: id.clone(),
         });
@@ -491,32 +526,89 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
             inserted: true,
             replaced,
             matches,
+            more_matches,
         })
     }
 
-    /// The near-duplicates of a put with `signature` (and its band `keys`) stored now,
-    /// but `own`, the document its id holds, which it would replace: live stored
-    /// documents the batch has not removed, and the batch's earlier puts, each found by
-    /// its band keys alike. The batch's own puts match whatever their expiry: only a
+    /// The near-duplicates of a put with `signature` (its identity `ident`, its band
+    /// `keys`) stored now, but `own`, the document its id holds, which it would replace:
+    /// live stored documents the batch has not removed, and the batch's earlier puts,
+    /// each found by its band keys alike; the most similar [`Planner::max_matches`] of
+    /// them, and how many more. The batch's own puts match whatever their expiry: only a
     /// zero ttl makes one expired at once, and both backends have always let it match the
     /// rest of its batch.
-    fn near(&self, signature: &Signature, keys: &BandKeys, own: Option<u64>) -> Result<Vec<Hit>> {
+    ///
+    /// Work grows with the candidates, not with their square: each stored candidate is
+    /// read once a batch, and each pair of distinct texts decided once.
+    fn near(
+        &mut self,
+        signature: &Signature,
+        ident: u64,
+        keys: &BandKeys,
+        own: Option<u64>,
+    ) -> Result<(Vec<Hit>, usize)> {
         let found = self.view.candidates(keys)?;
-        let mut candidates = Candidates::with_capacity(found.len());
+        let mut scored: Vec<(u64, Match)> = Vec::new();
         for internal in found {
             if Some(internal) == own || self.removed.contains(&internal) {
                 continue;
             }
-            if let Some(doc) = self.view.document(internal)? {
-                candidates.stored(internal, doc, self.now);
+            if !self.records.contains_key(&internal) {
+                let record = self.view.document(internal)?.map(|d| {
+                    let id = identity(&d.signature);
+                    (d, id)
+                });
+                self.records.insert(internal, record);
+            }
+            let Some(Some((doc, other))) = self.records.get(&internal) else {
+                continue;
+            };
+            if expired(doc.expires, self.now) {
+                continue;
+            }
+            let verdict = *self
+                .verdicts
+                .entry((ident, *other))
+                .or_insert_with(|| self.rule.decide(signature, &doc.signature));
+            if let Some(m) = verdict {
+                scored.push((internal, m));
             }
         }
         for p in self.pending.sharing(keys) {
-            if Some(p.internal) != own {
-                candidates.add(p.internal, p.name.clone(), p.signature);
+            if Some(p.internal) == own {
+                continue;
+            }
+            let verdict = *self
+                .verdicts
+                .entry((ident, p.ident))
+                .or_insert_with(|| self.rule.decide(signature, &p.signature));
+            if let Some(m) = verdict {
+                scored.push((p.internal, m));
             }
         }
-        Ok(candidates.decide(self.rule, signature))
+        let more = scored.len().saturating_sub(self.max_matches);
+        let best = |(i, a): &(u64, Match), (j, b): &(u64, Match)| {
+            b.similarity
+                .total_cmp(&a.similarity)
+                .then(a.distance.cmp(&b.distance))
+                .then(i.cmp(j))
+        };
+        if more > 0 && self.max_matches > 0 {
+            scored.select_nth_unstable_by(self.max_matches - 1, best);
+        }
+        scored.truncate(self.max_matches);
+        scored.sort_by(best);
+        let hits = scored
+            .into_iter()
+            .filter_map(|(internal, m)| {
+                let name = match self.records.get(&internal) {
+                    Some(Some((doc, _))) => doc.id.clone(),
+                    _ => self.pending.name(internal)?.to_string(),
+                };
+                Some(hit(name, m))
+            })
+            .collect();
+        Ok((hits, more))
     }
 }
 
@@ -525,6 +617,9 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
 struct Pending {
     internal: u64,
     signature: Signature,
+    /// The text's [`identity`]: copies of a text listed earlier in the batch share its
+    /// listings instead of making their own.
+    ident: u64,
     keys: BandKeys,
     name: String,
 }
@@ -548,6 +643,12 @@ struct PendingPuts {
     /// Per listing: the put (its index in `puts`) and the listing before it under the
     /// same band key ([`NO_LISTING`] for none).
     chain: Vec<(u32, u32)>,
+    /// Text identity → the first put of that text, whose listings stand for all its
+    /// copies: a bulk of a page's thousand copies walks one listing a band, not a
+    /// thousand.
+    first_of: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    /// The first put of a text → every put of that text, itself included, in order.
+    copies: HashMap<u32, Vec<u32>, BuildHasherDefault<IdHasher>>,
 }
 
 /// The end of a chain of [`PendingPuts`] listings.
@@ -562,6 +663,8 @@ impl PendingPuts {
             puts: Vec::with_capacity(puts),
             heads: HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
             chain: Vec::with_capacity(puts * BANDS),
+            first_of: HashMap::default(),
+            copies: HashMap::default(),
         }
     }
 
@@ -569,6 +672,17 @@ impl PendingPuts {
     fn push(&mut self, p: Pending) {
         debug_assert_eq!(p.internal, self.first + self.puts.len() as u64);
         let at = self.puts.len() as u32;
+        if let Some(&first) = self.first_of.get(&p.ident) {
+            // A copy of a text put before in this batch: found through that one's
+            // listings (the same band keys), not listed again.
+            self.copies
+                .entry(first)
+                .or_insert_with(|| vec![first])
+                .push(at);
+            self.puts.push(Some(p));
+            return;
+        }
+        self.first_of.insert(p.ident, at);
         for (band, &key) in p.keys.iter().enumerate() {
             if key != 0 {
                 let listing = self.chain.len() as u32;
@@ -611,9 +725,25 @@ impl PendingPuts {
         }
         at.sort_unstable();
         at.dedup();
-        at.iter()
+        let mut all: Vec<u32> = Vec::with_capacity(at.len());
+        for i in at {
+            match self.copies.get(&i) {
+                Some(copies) => all.extend_from_slice(copies),
+                None => all.push(i),
+            }
+        }
+        all.iter()
             .filter_map(|&i| self.puts.get(i as usize)?.as_ref())
             .collect()
+    }
+
+    /// The id of the put `internal`, if it is one of the batch's and still stands.
+    fn name(&self, internal: u64) -> Option<&str> {
+        let i = internal.checked_sub(self.first)?;
+        self.puts
+            .get(usize::try_from(i).ok()?)?
+            .as_ref()
+            .map(|p| p.name.as_str())
     }
 }
 
@@ -695,7 +825,7 @@ mod tests {
         /// Decides `writes` at `now` and carries the plan out, as a backend does.
         fn apply(&mut self, writes: Vec<Write>, now: u64) -> Plan {
             let rule = DocConfig::default().rule();
-            let plan = match plan(&*self, rule, now, self.next_id, writes) {
+            let plan = match plan(&*self, rule, now, self.next_id, MAX_MATCHES, writes) {
                 Ok(plan) => plan,
                 Err(e) => panic!("an in-memory view does not fail: {e}"),
             };
@@ -750,6 +880,113 @@ mod tests {
         assert_eq!(plan.next_id, 3);
     }
 
+    /// A view that counts the records read.
+    struct Counting<'a> {
+        inner: &'a Memory,
+        reads: std::cell::Cell<usize>,
+    }
+
+    impl StoreView for Counting<'_> {
+        fn id(&self, id: &str) -> Result<Option<u64>> {
+            self.inner.id(id)
+        }
+
+        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+            self.inner.candidates(keys)
+        }
+
+        fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
+            self.reads.set(self.reads.get() + 1);
+            self.inner.document(internal)
+        }
+    }
+
+    #[test]
+    fn copies_of_one_text_cost_one_read_each_and_answers_list_a_bounded_number() {
+        // A crawler's error page, stored 300 times, then put 300 more times in one batch:
+        // each stored copy is read once for the whole batch, every put's answer lists the
+        // most similar `max` and counts the rest, and an only-if-unique copy is refused.
+        let mut m = Memory::default();
+        let page = |i: usize| put(&format!("stored{i}"), doc(5, &[]), false);
+        m.apply((0..300).map(page).collect(), 0);
+        let view = Counting {
+            inner: &m,
+            reads: std::cell::Cell::new(0),
+        };
+        let max = 7;
+        let mut writes: Vec<Write> = (0..300)
+            .map(|i| put(&format!("new{i}"), doc(5, &[]), false))
+            .collect();
+        writes.push(put("gate", doc(5, &[]), true));
+        writes.push(put("other", doc(6, &[]), true));
+        let rule = DocConfig::default().rule();
+        let plan = match plan(&view, rule, 0, m.next_id, max, writes) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(view.reads.get(), 300, "each stored copy read once");
+        for (i, o) in plan.outcomes.iter().take(300).enumerate() {
+            let Outcome::Put {
+                inserted,
+                matches,
+                more_matches,
+                ..
+            } = o
+            else {
+                panic!("{o:?}")
+            };
+            assert!(inserted);
+            // Every stored copy and every earlier put of the batch: all exact copies.
+            assert_eq!(
+                (matches.len(), *more_matches),
+                (max, 300 + i - max),
+                "put {i}"
+            );
+            assert!(matches.iter().all(|h| h.similarity == 1.0));
+            // The lowest internal ids first among equals.
+            assert_eq!(matches[0].id, "stored0");
+        }
+        let Outcome::Put {
+            inserted,
+            matches,
+            more_matches,
+            ..
+        } = &plan.outcomes[300]
+        else {
+            panic!()
+        };
+        assert!(!inserted);
+        assert_eq!(matches.len() + more_matches, 600);
+        assert_eq!(put_outcome(&plan.outcomes[301]), (true, vec![]));
+    }
+
+    #[test]
+    fn a_limit_of_no_matches_still_refuses_a_unique_put() {
+        let mut m = Memory::default();
+        m.apply(vec![put("a", doc(0, &[]), false)], 0);
+        let rule = DocConfig::default().rule();
+        let plan = match plan(
+            &m,
+            rule,
+            0,
+            m.next_id,
+            0,
+            vec![put("b", doc(0, &[3]), true)],
+        ) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(
+            plan.outcomes,
+            [Outcome::Put {
+                inserted: false,
+                replaced: false,
+                matches: vec![],
+                more_matches: 1,
+            }]
+        );
+    }
+
     #[test]
     fn of_two_near_identical_unique_puts_in_one_batch_only_the_first_gets_in() {
         let mut m = Memory::default();
@@ -777,7 +1014,7 @@ mod tests {
         let at = |now| {
             let rule = DocConfig::default().rule();
             let writes = vec![put("new", doc(0, &[]), true)];
-            match plan(&m, rule, now, m.next_id, writes) {
+            match plan(&m, rule, now, m.next_id, MAX_MATCHES, writes) {
                 Ok(plan) => put_outcome(&plan.outcomes[0]).0,
                 Err(e) => panic!("{e}"),
             }
@@ -797,6 +1034,7 @@ mod tests {
                 inserted: true,
                 replaced: true,
                 matches: vec![],
+                more_matches: 0,
             }]
         );
         assert!(matches!(
@@ -837,7 +1075,7 @@ mod tests {
         // Its id's earlier put is replaced, not matched.
         assert!(matches!(
             &plan.outcomes[6],
-            Outcome::Put { inserted: true, replaced: true, matches } if matches.is_empty()
+            Outcome::Put { inserted: true, replaced: true, matches, more_matches: 0 } if matches.is_empty()
         ));
         let survivors: Vec<(&str, u64)> = plan.survivors().map(|i| (&*i.id, i.internal)).collect();
         assert_eq!(survivors, [("d", 3)]);

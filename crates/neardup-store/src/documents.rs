@@ -179,6 +179,8 @@ pub struct DocumentStore {
     docs: BandIndex,
     paras: BandIndex,
     next_id: u64,
+    /// Matches a put's outcome lists ([`DocumentStore::with_max_matches`]).
+    max_matches: usize,
     /// Write transactions committed (the "commit" setting).
     commit: u64,
     /// The commit of the snapshot on disk, when it is known to be this store's.
@@ -187,7 +189,9 @@ pub struct DocumentStore {
     instance: Option<u64>,
     opened: Opened,
     /// A call met damage (a panic in redb): the database may be in any state.
-    broken: bool,
+    /// Why the store takes no more calls, once its database or log failed
+    /// ([`DocumentStore::failure`]).
+    failed: Option<String>,
     /// Commits save redb's allocator state ([`DocumentStore::with_quick_repair`]).
     quick_repair: bool,
     /// Opening walked the whole file to repair it ([`DocumentStore::repaired`]).
@@ -484,7 +488,8 @@ impl DocumentStore {
                 snapshot_commit: None,
                 instance: Some(instance),
                 opened: Opened::Created,
-                broken: false,
+                failed: None,
+                max_matches: decide::MAX_MATCHES,
                 quick_repair: false,
                 repaired: false,
                 log,
@@ -640,7 +645,8 @@ impl DocumentStore {
             snapshot_commit,
             instance,
             opened,
-            broken: false,
+            failed: None,
+            max_matches: decide::MAX_MATCHES,
             quick_repair: false,
             repaired,
             log,
@@ -728,9 +734,7 @@ impl DocumentStore {
         self.refuse_if_broken()?;
         let path = self.view.path.clone();
         let result = guard(&path, || self.checkpoint_now());
-        if matches!(result, Err(StoreError::Damaged { .. })) {
-            self.broken = true;
-        }
+        self.note_failure(&result);
         result
     }
 
@@ -816,13 +820,42 @@ impl DocumentStore {
     }
 
     fn refuse_if_broken(&self) -> Result<()> {
-        if self.broken {
-            return Err(StoreError::Damaged {
+        match &self.failed {
+            Some(detail) => Err(StoreError::Failed {
                 path: self.view.path.clone(),
-                detail: "an earlier call met damage in it; see `neardup index check`".into(),
-            });
+                detail: detail.clone(),
+            }),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Lists at most `n` matches in a put's outcome (the most similar), counting the
+    /// rest ([`decide::MAX_MATCHES`] by default).
+    pub fn with_max_matches(mut self, n: usize) -> DocumentStore {
+        self.max_matches = n;
+        self
+    }
+
+    /// Why the store takes no more calls, if it does not: a call met damage, or its
+    /// database or log failed in a way it cannot go on from (redb refuses every call after
+    /// an I/O error in a commit). Opening it again recovers every acknowledged write.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Marks the store failed after `result`, when its error leaves the store unusable:
+    /// damage, an I/O error of the database, a batch whose outcome is unknown. A write
+    /// refused before anything was written (its log record cut off again) leaves it be.
+    fn note_failure<T>(&mut self, result: &Result<T>) {
+        if let Err(e) = result {
+            let fatal = matches!(
+                e,
+                StoreError::Damaged { .. } | StoreError::Db { .. } | StoreError::Unsure { .. }
+            );
+            if fatal && self.failed.is_none() {
+                self.failed = Some(e.to_string());
+            }
+        }
     }
 
     /// Applies `writes` in order, in one transaction, durable (its record fsynced in the
@@ -833,9 +866,7 @@ impl DocumentStore {
         self.refuse_if_broken()?;
         let path = self.view.path.clone();
         let result = guard(&path, || self.apply_unguarded(writes));
-        if matches!(result, Err(StoreError::Damaged { .. })) {
-            self.broken = true;
-        }
+        self.note_failure(&result);
         result
     }
 
@@ -869,7 +900,8 @@ impl DocumentStore {
                 tables: &t,
                 index: &self.docs,
             };
-            let plan = decide::plan(&before, self.view.config.rule(), now, self.next_id, writes)?;
+            let rule = self.view.config.rule();
+            let plan = decide::plan(&before, rule, now, self.next_id, self.max_matches, writes)?;
             let removed = carry_out(path, &mut t, &plan, self.view.config.paragraphs)?;
             let mut meta = db!(path, txn.open_table(META))?;
             db!(path, meta.insert("next_id", plan.next_id))?;
@@ -881,14 +913,22 @@ impl DocumentStore {
             (plan, removed)
         };
         if let Some(record) = record {
-            // On failure the transaction is dropped, undone.
+            // On failure the transaction is dropped, undone, and the record cut off: the
+            // batch stored nothing. Past this point it may be durable whatever fails.
             self.log.append(record)?;
         }
-        db!(path, txn.commit())?;
+        let unsure = |e: StoreError| match record {
+            Some(_) => StoreError::Unsure {
+                path: path.clone(),
+                detail: e.to_string(),
+            },
+            None => e,
+        };
+        db!(path, txn.commit()).map_err(unsure)?;
         self.writeback.committed();
         self.next_id = plan.next_id;
         self.commit = commit;
-        self.update_indexes(&plan, removed)?;
+        self.update_indexes(&plan, removed).map_err(unsure)?;
         Ok(plan.outcomes)
     }
 
@@ -1178,6 +1218,14 @@ impl Backend for DocumentStore {
 
     fn snapshot_due(&self) -> bool {
         DocumentStore::snapshot_due(self)
+    }
+
+    fn failure(&self) -> Option<String> {
+        DocumentStore::failure(self).map(str::to_string)
+    }
+
+    fn limit_matches(&mut self, n: usize) {
+        self.max_matches = n;
     }
 }
 

@@ -62,7 +62,10 @@ pub enum StoreError {
     },
     /// A `create` was interrupted before it finished (by a version that made stores in
     /// place): the file holds nothing. `create` replaces it.
-    #[error("{}: its creation was interrupted and it holds nothing: create it again", .0.display())]
+    #[error(
+        "{}: a neardup store whose creation was interrupted: it holds nothing; create it again",
+        .0.display()
+    )]
     Unfinished(PathBuf),
     /// Settings that cannot make a store.
     #[error("{0}")]
@@ -79,6 +82,30 @@ pub enum StoreError {
     /// A layout the core refuses.
     #[error(transparent)]
     Core(#[from] neardup::Error),
+    /// A batch of writes failed after its record reached the write-ahead log: it may be
+    /// durable, and then the next open applies it. Its outcome is unknown; the store
+    /// takes no more writes (it [`failed`](crate::DocumentStore::failure)).
+    #[error(
+        "{}: {detail}: the writes' outcome is unknown (their log record may be durable, and \
+         the next start applies them if it is)",
+        path.display()
+    )]
+    Unsure {
+        /// The database file.
+        path: PathBuf,
+        /// What failed.
+        detail: String,
+    },
+    /// The store failed earlier (its database or log met an I/O error it cannot go on
+    /// from) and takes no more calls until it is opened again, which recovers every
+    /// acknowledged write from the write-ahead log.
+    #[error("{}: the store failed earlier ({detail}); open it again", path.display())]
+    Failed {
+        /// The database file.
+        path: PathBuf,
+        /// The first failure.
+        detail: String,
+    },
     /// The directory cannot be made.
     #[error("{}: {source}", path.display())]
     Io {
@@ -87,6 +114,13 @@ pub enum StoreError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl StoreError {
+    /// Whether the call certainly changed nothing: false for [`StoreError::Unsure`].
+    pub fn stored_nothing(&self) -> bool {
+        !matches!(self, StoreError::Unsure { .. })
+    }
 }
 
 fn holder(pid: Option<u32>) -> String {

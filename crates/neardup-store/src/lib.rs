@@ -57,7 +57,7 @@ mod snapshot;
 
 pub use backend::{Backend, BackendReader};
 pub use clock::{Clock, SystemClock};
-pub use decide::{Hit, Outcome, ParagraphHit, SpanMatch, StoredDoc, Write};
+pub use decide::{Hit, Outcome, ParagraphHit, SpanMatch, StoredDoc, Write, MAX_MATCHES};
 pub use dir::{DOC_FORMAT, FILE, FORMAT, LOG_FILE};
 pub use documents::{DocumentReader, DocumentStore, OpenOptions, Opened, CHECKPOINT_EVERY};
 pub use error::{Result, StoreError};

@@ -90,17 +90,28 @@ impl Log {
     /// Appends a record and waits until it is on disk. On failure the log is cut back to
     /// where it was, so a record that was not acknowledged cannot be replayed after
     /// records that were; if even that fails, the error says the log may now be wrong.
+    /// Appends `payload` as one record and makes it durable. On failure the record is
+    /// cut off again, durably, and the batch stored nothing; when even that fails, the
+    /// record may be durable, and the error is [`StoreError::Unsure`].
     pub(crate) fn append(&mut self, payload: &[u8]) -> Result<()> {
-        let appended = self.append_io(payload);
-        at(&self.path, || appended)
+        match self.append_io(payload) {
+            Ok(()) => Ok(()),
+            Err((e, false)) => at(&self.path, || Err(e)),
+            Err((e, true)) => Err(StoreError::Unsure {
+                path: self.path.clone(),
+                detail: e.to_string(),
+            }),
+        }
     }
 
-    fn append_io(&mut self, payload: &[u8]) -> std::io::Result<()> {
+    /// The error, and whether the record may be left in the file.
+    fn append_io(&mut self, payload: &[u8]) -> std::result::Result<(), (std::io::Error, bool)> {
         let len = u32::try_from(payload.len()).map_err(|_| {
-            std::io::Error::new(
+            let e = std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "a batch of writes over 4 GiB",
-            )
+            );
+            (e, false)
         })?;
         let mut record = Vec::with_capacity(HEAD + payload.len());
         record.extend_from_slice(&len.to_le_bytes());
@@ -117,10 +128,13 @@ impl Log {
                 Ok(())
             }
             Err(e) => match self.cut(before) {
-                Ok(()) => Err(e),
-                Err(cut) => Err(std::io::Error::new(
-                    e.kind(),
-                    format!("{e}; then cutting the record off failed too ({cut})"),
+                Ok(()) => Err((e, false)),
+                Err(cut) => Err((
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("{e}; then cutting the record off failed too ({cut})"),
+                    ),
+                    true,
                 )),
             },
         }

@@ -839,6 +839,8 @@ fn docs_of<'a>(found: impl IntoIterator<Item = &'a Found>) -> Vec<(u16, u64)> {
 pub struct RedisStore {
     shared: Arc<Shared>,
     options: RedisOptions,
+    /// Matches a put's outcome lists ([`Backend::limit_matches`]).
+    max_matches: usize,
     /// The writer's own connection: `WAIT` blocks the connection it is sent on, so
     /// readers do not share it.
     writer: Option<ClusterConnection>,
@@ -1076,6 +1078,7 @@ impl RedisStore {
         Ok(RedisStore {
             shared: Arc::new(shared),
             options,
+            max_matches: decide::MAX_MATCHES,
             writer,
         })
     }
@@ -1195,9 +1198,11 @@ impl RedisStore {
     fn apply_inner(&mut self, writes: Vec<Write>, stop: Option<Interrupt>) -> Result<Vec<Outcome>> {
         let shared = Arc::clone(&self.shared);
         let now = shared.clock.now();
+        let max_matches = self.max_matches;
         let con = self.writer()?;
         let before = Before::read(&shared, con, &writes)?;
-        let plan = decide::plan(&before, shared.config.rule(), now, before.first, writes)?;
+        let rule = shared.config.rule();
+        let plan = decide::plan(&before, rule, now, before.first, max_matches, writes)?;
         index_new(&shared, con, &plan)?;
         if stop == Some(Interrupt::BeforeCommit) {
             return Ok(Vec::new());
@@ -1814,6 +1819,10 @@ impl RedisReader {
 
 impl Backend for RedisStore {
     type Reader = RedisReader;
+
+    fn limit_matches(&mut self, n: usize) {
+        self.max_matches = n;
+    }
 
     fn reader(&self) -> RedisReader {
         RedisStore::reader(self)

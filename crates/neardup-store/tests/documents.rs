@@ -198,8 +198,9 @@ proptest! {
                         ttl: ttl.map(Duration::from_secs),
                         only_if_unique: unique,
                     }]).unwrap();
-                    let Outcome::Put { inserted, replaced, matches } = &out[0] else { panic!("{out:?}") };
+                    let Outcome::Put { inserted, replaced, matches, more_matches } = &out[0] else { panic!("{out:?}") };
                     prop_assert!(same(matches, &want), "{matches:?} != {want:?}");
+                    prop_assert_eq!(*more_matches, 0, "fewer than MAX_MATCHES: all listed");
                     prop_assert_eq!(*inserted, !unique || want.is_empty());
                     if *inserted {
                         let was = model.insert(id, (doc.signature, ttl.map_or(0, |t| now + t)));
@@ -228,7 +229,7 @@ proptest! {
                         let matches = model_hits(&model, config, &doc.signature, now, Some(&id));
                         let inserted = !unique || matches.is_empty();
                         let replaced = inserted && model.insert(id.clone(), (doc.signature, 0)).is_some();
-                        wants.push(Outcome::Put { inserted, replaced, matches });
+                        wants.push(Outcome::Put { inserted, replaced, matches, more_matches: 0 });
                         writes.push(Write::Put { id, doc: Box::new(doc), ttl: None, only_if_unique: unique });
                     }
                     logged += 1;
@@ -237,11 +238,11 @@ proptest! {
                     for (got, want) in out.iter().zip(&wants) {
                         match (got, want) {
                             (
-                                Outcome::Put { inserted, replaced, matches },
-                                Outcome::Put { inserted: i, replaced: r, matches: m },
+                                Outcome::Put { inserted, replaced, matches, more_matches },
+                                Outcome::Put { inserted: i, replaced: r, matches: m, more_matches: n },
                             ) => {
                                 prop_assert!(same(matches, m), "{matches:?} != {m:?}");
-                                prop_assert_eq!((inserted, replaced), (i, r));
+                                prop_assert_eq!((inserted, replaced, more_matches), (i, r, n));
                             }
                             _ => prop_assert_eq!(got, want),
                         }
