@@ -25,6 +25,3 @@ pub mod serve;
 pub mod truth;
 
 pub use failure::Failure;
-
-#[global_allocator]
-static ALLOCATOR: memory::Allocator = memory::Allocator;
