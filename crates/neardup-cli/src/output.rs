@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 
-use crate::docs::DocArgs;
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::fpconfig::FingerprintArgs;
 
@@ -208,12 +208,7 @@ pub fn refuse_overwrite(writes: &[Named<'_>], reads: &[Named<'_>]) -> Result<(),
 /// What a command that reads documents reads: its inputs (standard input when none is
 /// given), and the fingerprinter's --idf and --weights files.
 pub fn reads_of<'a>(docs: &'a DocArgs, fingerprint: Option<&'a FingerprintArgs>) -> Vec<Named<'a>> {
-    let mut reads: Vec<Named<'a>> = docs
-        .inputs
-        .iter()
-        .chain(&docs.input_flags)
-        .map(|p| ("an input", p.as_str()))
-        .collect();
+    let mut reads: Vec<Named<'a>> = docs.named().map(|p| ("an input", p.as_str())).collect();
     if reads.is_empty() {
         reads.push(("an input", "-"));
     }
