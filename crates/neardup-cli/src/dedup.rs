@@ -15,7 +15,6 @@
 //!
 //! Standard input is copied to a temporary file first, for the second pass.
 
-use std::fmt::Write as _;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::time::Instant;
 
@@ -26,6 +25,7 @@ use neardup::fingerprint::{Fingerprinter, Wide, DEFAULT_LANE_DISTANCE, LANES};
 use neardup::jaccard::{self, BandKeys, Banding, Sketch, Threshold, BANDS};
 use neardup::tables::Blocks;
 use neardup_io::docs::{self, Doc, ReadOptions, ReadStats};
+use neardup_io::records;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
@@ -548,26 +548,12 @@ fn write_outputs(
         let mut line = String::new();
         for (c, cluster) in found.clusters.iter().enumerate() {
             line.clear();
-            let _ = write!(
-                line,
-                r#"{{"cluster":{c},"size":{},"representative":{},"members":["#,
-                cluster.members.len(),
-                id(cluster.representative)
-            );
-            for (i, m) in cluster.members.iter().enumerate() {
-                if i > 0 {
-                    line.push(',');
-                }
-                // Into the line itself: no string per member.
-                let _ = write!(
-                    line,
-                    r#"{{"id":{},"similarity":{},"distance":{}}}"#,
-                    id(m.doc),
-                    Similarity(m.similarity),
-                    m.distance
-                );
-            }
-            line.push_str("]}");
+            let members = cluster.members.iter().map(|m| records::Member {
+                id: id(m.doc),
+                similarity: m.similarity,
+                distance: m.distance,
+            });
+            records::cluster_line(&mut line, c as u64, id(cluster.representative), members);
             out.line(line.as_bytes())?;
         }
     }
@@ -575,30 +561,11 @@ fn write_outputs(
         let mut line = String::new();
         for p in &found.pairs {
             line.clear();
-            let _ = write!(
-                line,
-                r#"{{"a":{},"b":{},"similarity":{},"distance":{}}}"#,
-                id(p.a),
-                id(p.b),
-                Similarity(p.similarity),
-                p.distance
-            );
+            records::pair_line(&mut line, id(p.a), id(p.b), p.similarity, p.distance);
             out.line(line.as_bytes())?;
         }
     }
     Ok(())
-}
-
-/// An estimated similarity in JSON: three decimals are all the estimate holds.
-struct Similarity(f32);
-
-impl std::fmt::Display for Similarity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = format!("{:.3}", self.0);
-        // 1.000 → 1, 0.850 → 0.85: shortest form, still a JSON number.
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        f.write_str(if s.is_empty() { "0" } else { s })
-    }
 }
 
 /// The summary, as --stats-json writes it.

@@ -10,6 +10,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
+use neardup_io::records;
 
 use crate::doc_args::DocArgs;
 use crate::failure::Failure;
@@ -56,24 +57,12 @@ impl Output {
         }
     }
 
-    /// Writes `[v0,v1,…]` and a newline: a JSON array, as simhash-cpp's binaries print
-    /// them (they put a space after each comma; the JSON is the same).
+    /// Writes `[v0,v1,…]` and a newline ([`records::write_array`]).
     pub fn array(&mut self, values: &[u64]) -> Result<(), Failure> {
         if self.closed {
             return Ok(());
         }
-        let mut num = itoa::Buffer::new();
-        let out = &mut self.out;
-        let r = (|| {
-            out.write_all(b"[")?;
-            for (i, v) in values.iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                out.write_all(num.format(*v).as_bytes())?;
-            }
-            out.write_all(b"]\n")
-        })();
+        let r = records::write_array(&mut self.out, values);
         self.check(r)
     }
 
