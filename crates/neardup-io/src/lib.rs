@@ -64,5 +64,5 @@ mod progress;
 pub mod records;
 pub mod weights;
 
-pub use error::{Error, LineError};
+pub use error::Error;
 pub use progress::{NoProgress, Progress};
