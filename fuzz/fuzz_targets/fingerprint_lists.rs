@@ -5,10 +5,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use neardup_cli::index::parse_fingerprint_line;
-use neardup_cli::input::{parse_line, read_decimal, Source};
-use neardup_cli::progress::Progress;
 use neardup_fuzz::{file, lines};
+use neardup_io::fingerprints::{parse_fingerprint_line, parse_line, read_decimal, Source};
+use neardup_io::NoProgress;
 
 /// What a decimal line holds: nothing (blank), a value, or an error.
 fn oracle(line: &[u8]) -> Result<Option<u64>, ()> {
@@ -39,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let path = file("fingerprints.txt", data);
-    let got = read_decimal(Source::open(&path).expect("opens"), &Progress::hidden());
+    let got = read_decimal(Source::open(&path).expect("opens"), &NoProgress);
     match (got, want) {
         (Ok(values), Ok(expected)) => assert_eq!(values, expected),
         (Err(e), Err(line)) => {

@@ -12,9 +12,9 @@
 use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
-use neardup_cli::docs::{self, Doc, DocArgs};
-use neardup_cli::progress::Progress;
 use neardup_fuzz::{file, lines};
+use neardup_io::docs::{self, Doc, ReadOptions};
+use neardup_io::{Error, NoProgress};
 use serde_json::Value;
 
 /// `bytes` gzipped as members of `size` bytes each.
@@ -54,15 +54,15 @@ fuzz_target!(|data: &[u8]| {
         ),
     };
     let path = file(name, &bytes);
-    let mut args = DocArgs::paths(vec![path.clone()]);
+    let mut args = ReadOptions::paths(vec![path.clone()]);
     args.skip_invalid = flags & 4 != 0;
     args.keep_records = flags & 8 != 0;
     args.text_field = text_field.into();
     args.id_field = id_field.into();
     let mut got: Vec<Doc> = Vec::new();
-    let read = docs::read(&args, &Progress::hidden(), |batch| {
+    let read = docs::read(&args, &NoProgress, |batch| {
         got.extend(batch);
-        Ok(())
+        Ok::<(), Error>(())
     });
     if !checked {
         return;

@@ -3,17 +3,17 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use neardup_cli::docs::{self, Doc, DocArgs};
-use neardup_cli::progress::Progress;
 use neardup_fuzz::file;
+use neardup_io::docs::{self, Doc, ReadOptions};
+use neardup_io::{Error, NoProgress};
 
 fn read(path: &str, skip_invalid: bool) -> Result<Vec<Doc>, String> {
-    let mut args = DocArgs::paths(vec![path.to_string()]);
+    let mut args = ReadOptions::paths(vec![path.to_string()]);
     args.skip_invalid = skip_invalid;
     let mut got = Vec::new();
-    docs::read(&args, &Progress::hidden(), |batch| {
+    docs::read(&args, &NoProgress, |batch| {
         got.extend(batch);
-        Ok(())
+        Ok::<(), Error>(())
     })
     .map(|_| got)
     .map_err(|e| e.to_string())

@@ -8,6 +8,10 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use neardup::batch::{self, Distinct, Matcher};
 use neardup::tables::Blocks;
 
+// The allocator of the `neardup` binary, whose all-pairs this measures (memory.rs).
+#[global_allocator]
+static ALLOCATOR: neardup_cli::memory::Allocator = neardup_cli::memory::Allocator;
+
 fn find_all(c: &mut Criterion) {
     let (fps, _) = neardup_cli::bench::generate(1_000_000, 10_000);
     let mut group = c.benchmark_group("find_all_1m_d3");

@@ -12,12 +12,12 @@ use std::time::Instant;
 use anyhow::anyhow;
 use neardup::batch::{self, planner, Distinct, Matcher};
 use neardup::tables::Blocks;
+use neardup_io::docs::{self, ReadOptions};
+use neardup_io::fingerprints::{read_decimal, read_u64_le, Source};
 use serde_json::{json, Value};
 
-use crate::docs::{self, DocArgs};
 use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
-use crate::input::{read_decimal, read_u64_le, Source};
 use crate::output::{refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::rng::SplitMix64;
@@ -329,9 +329,9 @@ fn fingerprint_corpus(
 
     let load = loadavg();
     let pipeline = args.fingerprint.pipeline()?;
-    let doc_args = DocArgs::paths(vec![input.to_string()]);
+    let doc_args = ReadOptions::paths(vec![input.to_string()]);
     let mut texts: Vec<String> = Vec::new();
-    docs::read(&doc_args, &Progress::hidden(), |batch| {
+    docs::read::<Failure>(&doc_args, &Progress::hidden(), |batch| {
         texts.extend(batch.into_iter().map(|d| d.text));
         Ok(())
     })?;

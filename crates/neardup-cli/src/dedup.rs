@@ -15,7 +15,6 @@
 //!
 //! Standard input is copied to a temporary file first, for the second pass.
 
-use std::fmt::Write as _;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::time::Instant;
 
@@ -25,10 +24,12 @@ use neardup::decide::Signature;
 use neardup::fingerprint::{Fingerprinter, Wide, DEFAULT_LANE_DISTANCE, LANES};
 use neardup::jaccard::{self, BandKeys, Banding, Sketch, Threshold, BANDS};
 use neardup::tables::Blocks;
+use neardup_io::docs::{self, Doc, ReadOptions, ReadStats};
+use neardup_io::records;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::docs::{self, Doc, DocArgs, ReadStats};
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::fpconfig::FingerprintArgs;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
@@ -224,7 +225,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     };
     let mut outputs = Outputs::create(cmd)?;
 
-    let mut args = cmd.docs.clone();
+    let mut args = cmd.docs.options();
     let _stdin_copy = spool_stdin(&mut args)?;
     let progress = Progress::for_stderr();
     let mut timings = Timings::default();
@@ -347,9 +348,10 @@ impl Outputs {
 
 /// Copies standard input, if it is an input, to a temporary file the second pass can read
 /// again; the file is deleted when the returned handle drops.
-pub(crate) fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTempFile>, Failure> {
-    let names = args.inputs.iter().chain(&args.input_flags);
-    let reads_stdin = names.clone().count() == 0 || names.into_iter().any(|n| n == "-");
+pub(crate) fn spool_stdin(
+    args: &mut ReadOptions,
+) -> Result<Option<tempfile::NamedTempFile>, Failure> {
+    let reads_stdin = args.inputs.is_empty() || args.inputs.iter().any(|n| n == "-");
     if !reads_stdin {
         return Ok(None);
     }
@@ -373,7 +375,7 @@ pub(crate) fn spool_stdin(args: &mut DocArgs) -> Result<Option<tempfile::NamedTe
 /// runs on its own thread, a couple of batches ahead of the fingerprinting
 /// ([`docs::read_mapped`]).
 pub(crate) fn fingerprint_all(
-    args: &DocArgs,
+    args: &ReadOptions,
     fingerprinter: &Fingerprinter,
     bandings: &[Banding],
     progress: &Progress,
@@ -408,22 +410,23 @@ pub(crate) fn fingerprint_all(
             })
             .collect()
     };
-    let stats = docs::read_mapped(args, progress, "fingerprinting", rows_of, |rows| {
-        for (sig, len, keys) in rows {
-            out.fps.push(sig.fingerprint);
-            out.text_hashes.push(sig.text_hash);
-            out.lens.push(len);
-            for (list, k) in out.bands.iter_mut().zip(keys) {
-                list.push(k);
+    let stats =
+        docs::read_mapped::<_, Failure>(args, progress, "fingerprinting", rows_of, |rows| {
+            for (sig, len, keys) in rows {
+                out.fps.push(sig.fingerprint);
+                out.text_hashes.push(sig.text_hash);
+                out.lens.push(len);
+                for (list, k) in out.bands.iter_mut().zip(keys) {
+                    list.push(k);
+                }
+                out.sketches
+                    .write_all(&sig.sketch.to_bytes())
+                    .map_err(|e| {
+                        Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
+                    })?;
             }
-            out.sketches
-                .write_all(&sig.sketch.to_bytes())
-                .map_err(|e| {
-                    Failure::io(anyhow!("cannot write the sketches' temporary file: {e}"))
-                })?;
-        }
-        Ok(())
-    })?;
+            Ok(())
+        })?;
     // Growth left up to half of each vector spare: give it back before matching.
     out.fps.shrink_to_fit();
     out.text_hashes.shrink_to_fit();
@@ -459,7 +462,7 @@ pub(crate) fn read_sketches(
 
 /// Pass 2 and the writes: ids of clustered documents, the kept records, clusters, pairs.
 fn write_outputs(
-    args: &mut DocArgs,
+    args: &mut ReadOptions,
     outputs: &mut Outputs,
     found: &Dedup,
     n: usize,
@@ -497,7 +500,7 @@ fn write_outputs(
     let mut ids: Vec<String> = Vec::with_capacity(involved.len());
     let mut next = 0usize;
     let mut index = 0usize;
-    let stats = docs::read_as(args, progress, "writing", |batch| {
+    let stats = docs::read_as::<Failure>(args, progress, "writing", |batch| {
         for doc in batch {
             if index >= n {
                 index += 1;
@@ -545,26 +548,12 @@ fn write_outputs(
         let mut line = String::new();
         for (c, cluster) in found.clusters.iter().enumerate() {
             line.clear();
-            let _ = write!(
-                line,
-                r#"{{"cluster":{c},"size":{},"representative":{},"members":["#,
-                cluster.members.len(),
-                id(cluster.representative)
-            );
-            for (i, m) in cluster.members.iter().enumerate() {
-                if i > 0 {
-                    line.push(',');
-                }
-                // Into the line itself: no string per member.
-                let _ = write!(
-                    line,
-                    r#"{{"id":{},"similarity":{},"distance":{}}}"#,
-                    id(m.doc),
-                    Similarity(m.similarity),
-                    m.distance
-                );
-            }
-            line.push_str("]}");
+            let members = cluster.members.iter().map(|m| records::Member {
+                id: id(m.doc),
+                similarity: m.similarity,
+                distance: m.distance,
+            });
+            records::cluster_line(&mut line, c as u64, id(cluster.representative), members);
             out.line(line.as_bytes())?;
         }
     }
@@ -572,30 +561,11 @@ fn write_outputs(
         let mut line = String::new();
         for p in &found.pairs {
             line.clear();
-            let _ = write!(
-                line,
-                r#"{{"a":{},"b":{},"similarity":{},"distance":{}}}"#,
-                id(p.a),
-                id(p.b),
-                Similarity(p.similarity),
-                p.distance
-            );
+            records::pair_line(&mut line, id(p.a), id(p.b), p.similarity, p.distance);
             out.line(line.as_bytes())?;
         }
     }
     Ok(())
-}
-
-/// An estimated similarity in JSON: three decimals are all the estimate holds.
-struct Similarity(f32);
-
-impl std::fmt::Display for Similarity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = format!("{:.3}", self.0);
-        // 1.000 → 1, 0.850 → 0.85: shortest form, still a JSON number.
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        f.write_str(if s.is_empty() { "0" } else { s })
-    }
 }
 
 /// The summary, as --stats-json writes it.

@@ -22,10 +22,11 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use neardup::fingerprint::{Fingerprinter, IdfBuilder, Normalize, Tokenizer, Weighting};
 use neardup::jaccard::{exact, shingle_set};
+use neardup_io::docs;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::docs::{self, DocArgs};
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::output::{reads_of, refuse_overwrite, Output};
 use crate::progress::Progress;
@@ -302,7 +303,7 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
         return Err(Failure::input(anyhow!("--levels must lie between 0 and 1")));
     }
     let mut corpus: Vec<(String, String)> = Vec::new();
-    docs::read(&cmd.docs, &Progress::hidden(), |batch| {
+    docs::read::<Failure>(&cmd.docs.options(), &Progress::hidden(), |batch| {
         corpus.extend(batch.into_iter().map(|d| {
             let id = match d.id {
                 Value::String(s) => s,

@@ -1,11 +1,8 @@
 //! Errors at the edge, each with the exit status it ends the process with.
 
-use std::cell::Cell;
 use std::fmt;
 use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::ExitCode;
-use std::sync::Once;
 
 /// Exit status of a usage or input error: bad flags, a missing or unreadable input, a line
 /// that is not a fingerprint, an output that cannot be created.
@@ -44,6 +41,18 @@ impl Failure {
     pub fn report(self, program: &str) -> ExitCode {
         note(format_args!("{program}: error: {:#}", self.error));
         ExitCode::from(self.status)
+    }
+}
+
+/// A reading error of `neardup-io`, its message as it is: an input's fault is a usage or
+/// input error (exit 2), a read that failed on the way a failure while working (exit 1).
+impl From<neardup_io::Error> for Failure {
+    fn from(e: neardup_io::Error) -> Failure {
+        if e.is_input() {
+            Failure::input(e)
+        } else {
+            Failure::io(e)
+        }
     }
 }
 
@@ -86,36 +95,5 @@ pub fn parse<P: clap::Parser>(program: &str) -> Result<P, ExitCode> {
             let to = if e.use_stderr() { "stderr" } else { "stdout" };
             Failure::io(anyhow::anyhow!("cannot write <{to}>: {io}")).report(program)
         }
-    })
-}
-
-thread_local! {
-    /// Inside [`catch_panic`] on this thread: a panic is caught, its report not printed.
-    static CATCHING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f`, a panic inside it turned into `Err` with the panic's message (and not
-/// reported on standard error): for third-party readers that panic on some damaged files
-/// instead of returning an error (the parquet crate's record reader). Only for code whose
-/// state is dropped with the error.
-pub fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    static QUIET_HOOK: Once = Once::new();
-    QUIET_HOOK.call_once(|| {
-        let report = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !CATCHING.with(Cell::get) {
-                report(info);
-            }
-        }));
-    });
-    let outer = CATCHING.with(|c| c.replace(true));
-    let result = catch_unwind(AssertUnwindSafe(f));
-    CATCHING.with(|c| c.set(outer));
-    result.map_err(|payload| {
-        payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "no message".into())
     })
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use neardup::batch::{self, Distinct, Matcher};
 use neardup::tables::{Blocks, Layout};
+use neardup_io::fingerprints::{read_decimal, Source};
 
 use crate::failure::Failure;
-use crate::input::{read_decimal, Source};
 use crate::output::{refuse_overwrite, Output};
 use crate::progress::Progress;
 
@@ -72,7 +72,7 @@ pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
             path => crate::note!("Reading hashes from {path}"),
         }
     }
-    let fps = read_decimal(source, &progress)?;
+    let fps = read_decimal(source, &*progress)?;
     let layout = batch::layout(opts.blocks, fps.len(), opts.distance)
         .map_err(|e| Failure::input(anyhow::anyhow!("invalid --blocks/--distance: {e}")))?;
     progress.phase("sorting", None);

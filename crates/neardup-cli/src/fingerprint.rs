@@ -3,10 +3,11 @@
 
 use anyhow::anyhow;
 use neardup::fingerprint::{paragraph_spans, IdfBuilder};
+use neardup_io::docs::{self, Doc, ReadStats};
 use rayon::prelude::*;
 use serde_json::Value;
 
-use crate::docs::{self, Doc, DocArgs, ReadStats};
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
 use crate::output::{reads_of, refuse_overwrite, Output};
@@ -145,8 +146,8 @@ pub fn run(cmd: &FingerprintCmd) -> Result<(), Failure> {
             .collect();
         (chunks, empty)
     };
-    let stats = docs::read_mapped(
-        &cmd.docs,
+    let stats = docs::read_mapped::<_, Failure>(
+        &cmd.docs.options(),
         &progress,
         "reading",
         render_batch,
@@ -200,7 +201,7 @@ pub fn idf(cmd: &IdfCmd) -> Result<(), Failure> {
         .map_err(|e| Failure::input(anyhow!("cannot create output '{}': {e}", cmd.output)))?;
     let progress = Progress::for_stderr();
     let mut builder = IdfBuilder::new();
-    let stats = docs::read(&cmd.docs, &progress, |batch| {
+    let stats = docs::read::<Failure>(&cmd.docs.options(), &progress, |batch| {
         let texts: Vec<&str> = batch.iter().map(|d| d.text.as_str()).collect();
         builder.add_texts(&fp, &texts);
         Ok(())

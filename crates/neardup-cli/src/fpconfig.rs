@@ -1,12 +1,12 @@
 //! The fingerprinter's settings as command-line flags, shared by every command that
 //! fingerprints text. A flag left out takes the core's default (`Config::default()`).
 
-use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use neardup::fingerprint::{compat, Config, Fingerprinter, Idf, Normalize, Tokenizer, Weighting};
+use neardup::fingerprint::{compat, Config, Fingerprinter, Normalize, Tokenizer, Weighting};
+use neardup_io::weights::{read_idf, read_weights};
 
 use crate::failure::Failure;
 
@@ -117,10 +117,6 @@ impl Pipeline {
 /// λ of --weighting lenpos when --lambda is left out.
 const DEFAULT_LAMBDA: f32 = 0.5;
 
-fn read_file(path: &str, what: &str) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| Failure::input(anyhow!("cannot read {what} '{path}': {e}")))
-}
-
 impl FingerprintArgs {
     /// The configuration these flags give (without loading --idf or --weights).
     fn config(&self) -> Config {
@@ -159,21 +155,13 @@ impl FingerprintArgs {
                     .idf
                     .as_deref()
                     .ok_or_else(|| Failure::input(anyhow!("--weighting tfidf needs --idf FILE")))?;
-                let idf = Idf::from_bytes(&read_file(path, "idf table")?)
-                    .map_err(|e| Failure::input(anyhow!("'{path}': {e}")))?;
-                Weighting::TfIdf(Arc::new(idf))
+                Weighting::TfIdf(Arc::new(read_idf(path)?))
             }
             Some(WeightingArg::Custom) => {
                 let path = self.weights.as_deref().ok_or_else(|| {
                     Failure::input(anyhow!("--weighting custom needs --weights FILE"))
                 })?;
-                let map: HashMap<String, f32> =
-                    serde_json::from_slice(&read_file(path, "weights")?).map_err(|e| {
-                        Failure::input(anyhow!(
-                            "'{path}': expected a JSON object of token weights: {e}"
-                        ))
-                    })?;
-                Weighting::Custom(Arc::new(map))
+                Weighting::Custom(Arc::new(read_weights(path)?))
             }
         };
         Fingerprinter::new(config).map_err(|e| match (&e, &self.weights) {

@@ -12,14 +12,15 @@ use anyhow::anyhow;
 use neardup::fingerprint::VERSION;
 use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
+use neardup_io::docs::{self, id_text};
+use neardup_io::fingerprints::{parse_fingerprint_line, Source};
 use neardup_store::{Backend, BackendReader, DocConfig, Outcome, Store, StoreConfig, Write};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::docs::{self, DocArgs};
+use crate::doc_args::DocArgs;
 use crate::failure::{note, Failure};
 use crate::fpconfig::FingerprintArgs;
-use crate::input::Source;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::redis::RedisArgs;
@@ -592,7 +593,7 @@ fn insert_docs<B: Backend>(
 ) -> Result<usize, Failure> {
     let preparer = store.preparer();
     let mut count = 0usize;
-    docs::read(&source.docs, &Progress::hidden(), |batch| {
+    docs::read::<Failure>(&source.docs.options(), &Progress::hidden(), |batch| {
         for chunk in batch.chunks(DOC_BATCH) {
             let writes: Vec<Write> = chunk
                 .par_iter()
@@ -615,7 +616,7 @@ fn insert_docs<B: Backend>(
 fn query_docs<B: Backend>(store: &B, source: &Inputs, out: &mut Output) -> Result<(), Failure> {
     let reader = store.reader();
     let preparer = store.preparer();
-    docs::read(&source.docs, &Progress::hidden(), |batch| {
+    docs::read::<Failure>(&source.docs.options(), &Progress::hidden(), |batch| {
         let answers: Vec<Result<Value, Failure>> = batch
             .par_iter()
             .map(|d| {
@@ -647,13 +648,7 @@ fn each_batch(
 ) -> Result<(), Failure> {
     if source.fingerprints {
         let mut batch = Vec::new();
-        let names: Vec<String> = source
-            .docs
-            .inputs
-            .iter()
-            .chain(&source.docs.input_flags)
-            .cloned()
-            .collect();
+        let names: Vec<String> = source.docs.named().cloned().collect();
         let names = if names.is_empty() {
             vec!["-".to_string()]
         } else {
@@ -684,7 +679,7 @@ fn each_batch(
     }
     let pipeline = source.fingerprint.pipeline()?;
     let mut pending: Vec<(String, u64)> = Vec::new();
-    docs::read(&source.docs, &Progress::hidden(), |batch| {
+    docs::read::<Failure>(&source.docs.options(), &Progress::hidden(), |batch| {
         let rows: Vec<(String, u64)> = batch
             .par_iter()
             .map(|d| (id_text(&d.id), pipeline.fingerprint(&d.text)))
@@ -699,33 +694,4 @@ fn each_batch(
         f(pending)?;
     }
     Ok(())
-}
-
-/// An id as a string: a JSON string as is, any other JSON value as its JSON text.
-fn id_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
-    }
-}
-
-/// One line of `neardup fingerprint` output, `{"id", "fingerprint"}` (the fingerprint a
-/// decimal string or a number; the id any JSON value but null): `None` for a blank line,
-/// or why the line is not one.
-pub fn parse_fingerprint_line(line: &str) -> Result<Option<(String, u64)>, String> {
-    if line.trim().is_empty() {
-        return Ok(None);
-    }
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
-    let fp = match v.get("fingerprint") {
-        // Digits only, as `neardup fingerprint` writes them (Rust's parser takes a `+`).
-        Some(Value::String(s)) if s.bytes().all(|b| b.is_ascii_digit()) => s.parse::<u64>().ok(),
-        Some(Value::Number(x)) => x.as_u64(),
-        _ => None,
-    }
-    .ok_or("no \"fingerprint\" that is a u64 (decimal string or number)")?;
-    match v.get("id") {
-        Some(id) if !id.is_null() => Ok(Some((id_text(id), fp))),
-        _ => Err("no \"id\"".into()),
-    }
 }

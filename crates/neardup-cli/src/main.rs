@@ -12,6 +12,11 @@ use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
 use neardup_cli::index::{self, IndexCmd};
 use neardup_cli::serve::{self, ServeCmd};
 
+// Huge pages for the batch jobs' large buffers (memory.rs); declared here, in the
+// binary, so that no library linked into another program chooses its allocator.
+#[global_allocator]
+static ALLOCATOR: neardup_cli::memory::Allocator = neardup_cli::memory::Allocator;
+
 /// Near-duplicate detection with 64-bit simhash fingerprints.
 #[derive(Parser)]
 #[command(name = "neardup", version, propagate_version = true)]

@@ -264,6 +264,61 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Bytes on [`Allocator`], called by name: the binaries declare it as the global
+    /// allocator, the library (and so its test binary) does not.
+    struct Block {
+        ptr: *mut u8,
+        size: usize,
+    }
+
+    impl Block {
+        fn layout(size: usize) -> Layout {
+            Layout::from_size_align(size, 1).unwrap()
+        }
+
+        /// `size` bytes (not zero), zeroed when asked, else to be written before read.
+        fn new(size: usize, zeroed: bool) -> Block {
+            // SAFETY: a layout of non-zero size; the block goes back in `drop`.
+            let ptr = unsafe {
+                if zeroed {
+                    Allocator.alloc_zeroed(Block::layout(size))
+                } else {
+                    Allocator.alloc(Block::layout(size))
+                }
+            };
+            assert!(!ptr.is_null());
+            Block { ptr, size }
+        }
+
+        /// Grown or shrunk to `size` bytes (not zero), as a `Vec` is.
+        fn resize(&mut self, size: usize) {
+            // SAFETY: the block is this allocator's, of this layout.
+            self.ptr = unsafe { Allocator.realloc(self.ptr, Block::layout(self.size), size) };
+            assert!(!self.ptr.is_null());
+            self.size = size;
+        }
+
+        /// Writes `byte` from `from` to the end.
+        fn fill_from(&mut self, from: usize, byte: u8) {
+            // SAFETY: within the block.
+            unsafe { self.ptr.add(from).write_bytes(byte, self.size - from) };
+        }
+
+        /// The first `n` bytes, which have been written (or zeroed).
+        fn bytes(&self, n: usize) -> &[u8] {
+            assert!(n <= self.size);
+            // SAFETY: within the block, and initialised (above).
+            unsafe { std::slice::from_raw_parts(self.ptr, n) }
+        }
+    }
+
+    impl Drop for Block {
+        fn drop(&mut self) {
+            // SAFETY: the block is this allocator's, of this layout, freed once.
+            unsafe { Allocator.dealloc(self.ptr, Block::layout(self.size)) };
+        }
+    }
+
     proptest! {
         // Each case writes up to 60 MB.
         #![proptest_config(ProptestConfig::with_cases(48))]
@@ -305,18 +360,25 @@ mod tests {
         ) {
             // Grown and shrunk across the huge-page line and within it: every kept byte
             // survives, new room reads as written, and large blocks sit on huge pages.
-            let mut v: Vec<u8> = Vec::new();
+            let mut block: Option<Block> = None;
             for (round, &size) in sizes.iter().enumerate() {
                 let fill = round as u8;
-                let kept = v.len().min(size);
-                let before = v[..kept].to_vec();
-                v.resize(size, fill);
-                v.shrink_to_fit();
-                prop_assert_eq!(&v[..kept], &before[..]);
-                prop_assert!(v[kept..].iter().all(|&b| b == fill));
-                if v.capacity() >= HUGE_FROM {
-                    prop_assert_eq!(v.as_ptr() as usize % HUGE_PAGE, 0);
+                let kept = block.as_ref().map_or(0, |b| b.size.min(size));
+                let before = block.as_ref().map_or(vec![], |b| b.bytes(kept).to_vec());
+                let mut b = match block.take() {
+                    Some(mut b) => {
+                        b.resize(size);
+                        b
+                    }
+                    None => Block::new(size, false),
+                };
+                b.fill_from(kept, fill);
+                prop_assert_eq!(b.bytes(kept), &before[..]);
+                prop_assert!(b.bytes(size)[kept..].iter().all(|&x| x == fill));
+                if size >= HUGE_FROM {
+                    prop_assert_eq!(b.ptr as usize % HUGE_PAGE, 0);
                 }
+                block = Some(b);
             }
         }
     }
@@ -347,13 +409,13 @@ mod tests {
         keep_freed_memory();
         for size in [3 << 20, HUGE_FROM + 1, 9 << 20] {
             for _ in 0..4 {
-                let mut v = vec![0u8; size];
+                let mut b = Block::new(size, true);
                 assert!(
-                    v.iter().all(|&b| b == 0),
+                    b.bytes(size).iter().all(|&x| x == 0),
                     "a zeroed block of {size} holds old bytes"
                 );
-                v.fill(0xA5);
-                drop(v);
+                b.fill_from(0, 0xA5);
+                drop(b);
             }
         }
     }

@@ -10,8 +10,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
+use neardup_io::records;
 
-use crate::docs::DocArgs;
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::fpconfig::FingerprintArgs;
 
@@ -56,24 +57,12 @@ impl Output {
         }
     }
 
-    /// Writes `[v0,v1,…]` and a newline: a JSON array, as simhash-cpp's binaries print
-    /// them (they put a space after each comma; the JSON is the same).
+    /// Writes `[v0,v1,…]` and a newline ([`records::write_array`]).
     pub fn array(&mut self, values: &[u64]) -> Result<(), Failure> {
         if self.closed {
             return Ok(());
         }
-        let mut num = itoa::Buffer::new();
-        let out = &mut self.out;
-        let r = (|| {
-            out.write_all(b"[")?;
-            for (i, v) in values.iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                out.write_all(num.format(*v).as_bytes())?;
-            }
-            out.write_all(b"]\n")
-        })();
+        let r = records::write_array(&mut self.out, values);
         self.check(r)
     }
 
@@ -208,12 +197,7 @@ pub fn refuse_overwrite(writes: &[Named<'_>], reads: &[Named<'_>]) -> Result<(),
 /// What a command that reads documents reads: its inputs (standard input when none is
 /// given), and the fingerprinter's --idf and --weights files.
 pub fn reads_of<'a>(docs: &'a DocArgs, fingerprint: Option<&'a FingerprintArgs>) -> Vec<Named<'a>> {
-    let mut reads: Vec<Named<'a>> = docs
-        .inputs
-        .iter()
-        .chain(&docs.input_flags)
-        .map(|p| ("an input", p.as_str()))
-        .collect();
+    let mut reads: Vec<Named<'a>> = docs.named().map(|p| ("an input", p.as_str())).collect();
     if reads.is_empty() {
         reads.push(("an input", "-"));
     }

@@ -86,3 +86,14 @@ impl Progress {
         }
     }
 }
+
+/// The readers of `neardup-io` draw this bar.
+impl neardup_io::Progress for Progress {
+    fn phase(&self, name: &'static str, total: Option<u64>) {
+        Progress::phase(self, name, total);
+    }
+
+    fn set(&self, done: u64) {
+        Progress::set(self, done);
+    }
+}

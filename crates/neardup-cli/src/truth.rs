@@ -23,10 +23,11 @@ use anyhow::anyhow;
 use neardup::batch::{self, Options, Rule};
 use neardup::fingerprint::Fingerprinter;
 use neardup::jaccard::{Banding, Sketch, Threshold};
+use neardup_io::docs;
 use serde_json::{json, Value};
 
 use crate::dedup;
-use crate::docs::{self, DocArgs};
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::progress::Progress;
@@ -61,7 +62,7 @@ pub fn run(
         .map(|&t| Threshold::new(t).map_err(Failure::input))
         .collect::<Result<_, _>>()?;
     let start = Instant::now();
-    let mut args = args.clone();
+    let mut args = args.options();
     let _stdin_copy = dedup::spool_stdin(&mut args)?;
     let progress = Progress::for_stderr();
     let bandings: Vec<Banding> = thresholds
@@ -72,7 +73,7 @@ pub fn run(
         dedup::fingerprint_all(&args, &Fingerprinter::default(), &bandings, &progress)?;
     let n = prints.fps.len();
     let mut ids: Vec<String> = Vec::with_capacity(n);
-    docs::read_as(&args, &progress, "reading ids", |batch| {
+    docs::read_as::<Failure>(&args, &progress, "reading ids", |batch| {
         ids.extend(batch.into_iter().map(|d| match d.id {
             Value::String(s) => s,
             other => other.to_string(),

@@ -4,25 +4,25 @@
 //! here, on the core's code, so that the job answers as `neardup dedup` does on one
 //! machine: signatures of documents ([`Signature::of_text`]), candidates within a bucket
 //! of band keys ([`batch::band_candidates`]), verification ([`batch::measure`] and
-//! [`Rule::accepts`]), assignment ([`batch::assign`]), and the clusters' JSON lines as the
-//! CLI writes them.
+//! [`Rule::accepts`]), assignment ([`batch::assign`]); and through `neardup-io`, as the
+//! CLI: its JSON Lines records ([`docs::json_record`]) and its clusters lines
+//! ([`records::cluster_line`]).
 //!
 //! Arrays cross the boundary as `bytes` of little-endian numbers, which Python reads with
 //! `numpy.frombuffer`: no Python object per document. Work on a batch runs with the GIL
 //! released, on `threads` threads (a Ray task is given its CPUs; 1 means this thread).
 
-use std::fmt::Write as _;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use rayon::prelude::*;
-use serde_json::Value;
 
 use neardup::batch::{self, Edge, Keep, Rank, Rule};
 use neardup::decide::Signature;
 use neardup::fingerprint::{self as core, Wide, LANES};
 use neardup::jaccard::{self, BandKeys, Banding, Sketch, Threshold, BANDS};
+use neardup_io::docs::{self, ReadOptions};
+use neardup_io::records::{self, Member};
 
 use crate::convert::{bytes_arg, core_error};
 use crate::own::{default_fingerprinter, Fingerprinter};
@@ -160,52 +160,24 @@ fn sign(fp: &core::Fingerprinter, banding: Banding, text: &str) -> (Signature, u
     )
 }
 
-/// One line of JSON Lines as `neardup dedup` reads it: its bytes without the `\n` and one
-/// `\r` before it, decoded with invalid UTF-8 as U+FFFD (and whether there was any).
-fn decode_line(line: &[u8]) -> (std::borrow::Cow<'_, str>, bool) {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    match std::str::from_utf8(line) {
-        Ok(s) => (std::borrow::Cow::Borrowed(s), false),
-        Err(_) => (String::from_utf8_lossy(line), true),
+/// How `neardup dedup` reads a JSON line: the text and id in the fields named so; with
+/// `ids_only`, the text of a line of the common shape left unread.
+fn read_options(text_field: &str, id_field: &str, ids_only: bool) -> ReadOptions {
+    ReadOptions {
+        text_field: text_field.into(),
+        id_field: id_field.into(),
+        ids_only,
+        ..ReadOptions::default()
     }
-}
-
-/// The lines of `data`, each without its `\n`; a last line without one counts too.
-fn lines(data: &[u8]) -> Vec<&[u8]> {
-    let mut out: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
-    if data.is_empty() || data.last() == Some(&b'\n') {
-        out.pop();
-    }
-    out
 }
 
 /// The id (if the record has one, as JSON text) and the text of a JSON line, or why it
-/// has none: what `neardup dedup` reads from a line (its `docs::record`).
-fn record(
-    line: &str,
-    text_field: &str,
-    id_field: &str,
-) -> Result<(Option<String>, String), String> {
-    let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
-    let Value::Object(mut fields) = value else {
-        return Err("not a JSON object".into());
-    };
-    let text = match fields.remove(text_field) {
-        Some(Value::String(s)) => s,
-        Some(other) => {
-            let kind = match other {
-                Value::Null => "null",
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                Value::String(_) => "a string",
-                Value::Array(_) => "an array",
-                Value::Object(_) => "an object",
-            };
-            return Err(format!("field \"{text_field}\" is not a string but {kind}"));
-        }
-        None => return Err(format!("no \"{text_field}\" field")),
-    };
-    Ok((fields.remove(id_field).map(|v| v.to_string()), text))
+/// has none: what `neardup dedup` reads from a line.
+fn record<'a>(
+    line: &'a str,
+    options: &ReadOptions,
+) -> Result<(Option<String>, std::borrow::Cow<'a, str>), String> {
+    docs::json_record(line, options).map(|(id, text)| (id.map(|v| v.to_string()), text))
 }
 
 /// Signatures of the documents in `data`, whole lines of JSON Lines: per document its line
@@ -227,16 +199,17 @@ pub fn sign_jsonl<'py>(
     let data = bytes_arg(data, "sign_jsonl")?;
     let banding = jaccard_rule(threshold)?.banding();
     let fp = self::fingerprinter(fingerprinter);
+    let options = read_options(text_field, id_field, false);
     type Parsed = Result<Option<(u32, Option<String>, Signature, u32, bool)>, (u32, String)>;
     let (all, parsed) = py.detach(|| {
-        let all = lines(&data);
+        let all: Vec<&[u8]> = docs::lines(&data).collect();
         let numbered: Vec<(u32, &[u8])> = (0u32..).zip(all.iter().copied()).collect();
         let parsed: Vec<Parsed> = map_items(&numbered, threads, |&(i, line)| {
-            let (text, bad) = decode_line(line);
+            let (text, bad) = docs::decode_line(line);
             if text.trim().is_empty() {
                 return Ok(None);
             }
-            let (id, body) = record(&text, text_field, id_field).map_err(|why| (i, why))?;
+            let (id, body) = record(&text, &options).map_err(|why| (i, why))?;
             let (sig, len) = sign(&fp, banding, &body);
             Ok(Some((i, id, sig, len, bad)))
         });
@@ -294,13 +267,14 @@ pub fn pick_jsonl<'py>(
 ) -> PyResult<(Py<PyBytes>, Vec<LineId>, u32)> {
     let data = bytes_arg(data, "pick_jsonl")?;
     let (drop, want) = (u32s(drop, "drop")?, u32s(want, "want")?);
-    let (kept, ids, docs) = py.detach(|| {
+    let options = read_options(text_field, id_field, true);
+    let (kept, ids, count) = py.detach(|| {
         let mut kept = Vec::with_capacity(if records { data.len() } else { 0 });
         let mut ids = Vec::with_capacity(want.len());
         let (mut d, mut w) = (drop.iter().peekable(), want.iter().peekable());
         let mut doc = 0u32;
-        for (i, line) in (0u32..).zip(lines(&data)) {
-            let (text, _) = decode_line(line);
+        for (i, line) in (0u32..).zip(docs::lines(&data)) {
+            let (text, _) = docs::decode_line(line);
             if text.trim().is_empty() {
                 continue;
             }
@@ -313,14 +287,14 @@ pub fn pick_jsonl<'py>(
             if w.peek() == Some(&&doc) {
                 w.next();
                 // The first pass read this line as a record.
-                let id = record(&text, text_field, id_field).ok().and_then(|r| r.0);
+                let id = record(&text, &options).ok().and_then(|r| r.0);
                 ids.push((i, id));
             }
             doc += 1;
         }
         (kept, ids, doc)
     });
-    Ok((PyBytes::new(py, &kept).unbind(), ids, docs))
+    Ok((PyBytes::new(py, &kept).unbind(), ids, count))
 }
 
 /// Signatures of texts held as Arrow holds strings: `offsets` (n + 1 little-endian
@@ -529,14 +503,6 @@ pub fn assign(
     ))
 }
 
-/// An estimated similarity as `neardup dedup` writes it: three decimals, the shortest
-/// form (1.000 → 1, 0.850 → 0.85).
-fn similarity_text(out: &mut String, s: f32) {
-    let text = format!("{s:.3}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    out.push_str(if text.is_empty() { "0" } else { text });
-}
-
 /// Clusters as `neardup dedup --clusters` writes them, one JSON line each, numbered from
 /// `first`: the rows `(reps[i], docs[i], similarity[i], distance[i])` with `ids[i]` the
 /// JSON text of `docs[i]`'s id, sorted by representative then document, the
@@ -568,22 +534,13 @@ pub fn cluster_lines(
             let Some(own) = (start..end).find(|&i| docs[i] == rep) else {
                 return Err(format!("cluster of {rep} without its representative's row"));
             };
-            let _ = write!(
-                out,
-                r#"{{"cluster":{},"size":{},"representative":{},"members":["#,
-                first + count,
-                end - start,
-                ids[own]
-            );
-            for i in start..end {
-                if i > start {
-                    out.push(',');
-                }
-                let _ = write!(out, r#"{{"id":{},"similarity":"#, ids[i]);
-                similarity_text(&mut out, sim[i]);
-                let _ = write!(out, r#","distance":{}}}"#, dist[i]);
-            }
-            out.push_str("]}\n");
+            let members = (start..end).map(|i| Member {
+                id: &ids[i],
+                similarity: sim[i],
+                distance: dist[i],
+            });
+            records::cluster_line(&mut out, first + count, &ids[own], members);
+            out.push('\n');
             count += 1;
             start = end;
         }

@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use neardup_cli::failure;
 use neardup_cli::find::{self, Job, Voice};
 
+// Huge pages for the batch jobs' large buffers (memory.rs); declared here, in the
+// binary, so that no library linked into another program chooses its allocator.
+#[global_allocator]
+static ALLOCATOR: neardup_cli::memory::Allocator = neardup_cli::memory::Allocator;
+
 /// Read simhashes from input, find all pairs within distance bits of each other, writing
 /// them to output.
 #[derive(clap::Parser)]

@@ -16,6 +16,7 @@
 use std::collections::BinaryHeap;
 
 use neardup::batch::{Cluster, Dedup, Member, Rule};
+use neardup_io::docs::Doc;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -23,7 +24,7 @@ use super::diff::{self, Diff};
 use super::plot::{fmt4, BarChart, Bin, Scale, XAxis};
 use super::sources::{Sources, Table};
 use super::{grouped, Figure};
-use crate::docs::{Doc, DocArgs};
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::output::Output;
 use crate::rng::SplitMix64;

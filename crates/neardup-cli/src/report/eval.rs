@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::plot::{fmt4, LineChart, Series};
 use super::{grouped, Figure};
-use crate::docs::DocArgs;
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::output::Output;
 

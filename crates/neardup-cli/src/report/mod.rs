@@ -25,7 +25,7 @@ use minijinja::value::Serde;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::Serialize;
 
-use crate::docs::DocArgs;
+use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::output::Output;
 
@@ -61,12 +61,7 @@ fn write(mut out: Output, name: &str, page: &impl Serialize) -> Result<(), Failu
 
 /// The inputs a page names: as given on the command line, or standard input.
 fn inputs(docs: &DocArgs) -> Vec<String> {
-    let named: Vec<String> = docs
-        .inputs
-        .iter()
-        .chain(&docs.input_flags)
-        .cloned()
-        .collect();
+    let named: Vec<String> = docs.named().cloned().collect();
     if named.is_empty() {
         vec!["standard input".into()]
     } else {

@@ -1,14 +1,18 @@
 //! Reading fingerprints: newline-separated decimal u64 (the simhash-cpp format), from a
 //! file or standard input (`-`), strictly: a line that is not a decimal u64 is an error that
-//! names the file and the line; blank lines are skipped.
+//! names the file and the line; blank lines are skipped. Also the little-endian u64 files
+//! of the peers' workloads, and the JSON lines `neardup fingerprint` writes.
 
 use std::fs::File;
 use std::io::{self, Read};
 
-use anyhow::anyhow;
+use serde_json::Value;
 
-use crate::failure::Failure;
-use crate::progress::Progress;
+use crate::docs::id_text;
+use crate::mapped::{block_end, mapped, release, PAGE};
+use crate::{Error, Progress};
+
+pub use crate::error::LineError;
 
 /// Where fingerprints come from, with the name used in messages.
 pub struct Source {
@@ -23,7 +27,7 @@ pub struct Source {
 
 impl Source {
     /// Opens `path`, or standard input for `-`.
-    pub fn open(path: &str) -> Result<Source, Failure> {
+    pub fn open(path: &str) -> Result<Source, Error> {
         if path == "-" {
             return Ok(Source {
                 name: "<stdin>".into(),
@@ -32,15 +36,14 @@ impl Source {
                 map: None,
             });
         }
-        let file = File::open(path)
-            .map_err(|e| Failure::input(anyhow!("cannot open input '{path}': {e}")))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| Failure::input(anyhow!("cannot open input '{path}': {e}")))?;
+        let open = |error| Error::Open {
+            path: path.into(),
+            error,
+        };
+        let file = File::open(path).map_err(open)?;
+        let meta = file.metadata().map_err(open)?;
         if meta.is_dir() {
-            return Err(Failure::input(anyhow!(
-                "cannot read input '{path}': it is a directory"
-            )));
+            return Err(Error::IsDirectory { path: path.into() });
         }
         Ok(Source {
             name: path.into(),
@@ -51,52 +54,10 @@ impl Source {
     }
 }
 
-/// The mapping of `file` into memory, for reading its lines where they lie, when it is a
-/// regular file large enough for it to pay: no copy through a buffer (on the natural
-/// corpus, cutting the lines of a read file took 85 ms, of a mapped one 32). A file
-/// truncated by another process while it is read ends the process (SIGBUS), as it does
-/// for any program that maps its input.
-pub(crate) fn mapped(file: &File) -> Option<memmap2::Mmap> {
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() < 1 << 16 {
-        return None;
-    }
-    // SAFETY: a private, read-only mapping; the one hazard, another process truncating
-    // the file meanwhile, is the SIGBUS documented above.
-    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
-    #[cfg(unix)]
-    let _ = map.advise(memmap2::Advice::Sequential);
-    Some(map)
-}
-
 impl Source {
     /// The bytes, buffered (for reading lines as bytes: `BufRead::read_until`).
     pub fn into_reader(self) -> std::io::BufReader<Box<dyn Read>> {
         std::io::BufReader::with_capacity(1 << 20, self.reader)
-    }
-}
-
-/// Why a line is not a fingerprint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LineError {
-    /// `+` or `-` in front.
-    Sign,
-    /// A byte that is not a decimal digit.
-    NotDigit(u8),
-    /// More than 2^64 − 1.
-    TooLarge,
-}
-
-impl std::fmt::Display for LineError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LineError::Sign => f.write_str("a sign is not allowed"),
-            LineError::NotDigit(b) if b.is_ascii_graphic() => {
-                write!(f, "unexpected character '{}'", *b as char)
-            }
-            LineError::NotDigit(b) => write!(f, "unexpected byte 0x{b:02x}"),
-            LineError::TooLarge => f.write_str("above 18446744073709551615"),
-        }
     }
 }
 
@@ -532,7 +493,7 @@ fn bad_line(number: u64, why: LineError, line: &[u8]) -> BadLine {
 /// Reads every fingerprint of `source`, reporting bytes read to `progress`. Blocks of
 /// lines are parsed in parallel, a wave at a time, and joined in input order. A mapped
 /// file is parsed where it lies; other input is read into reused block buffers.
-pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>, Failure> {
+pub fn read_decimal(mut source: Source, progress: &dyn Progress) -> Result<Vec<u64>, Error> {
     progress.phase("reading", source.len);
     let wave = rayon::current_num_threads().max(1) * 2;
     let mut joined = Joined {
@@ -581,7 +542,10 @@ pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>,
             let n = (&mut source.reader)
                 .take(BLOCK as u64)
                 .read_to_end(&mut block)
-                .map_err(|e| Failure::io(anyhow!("cannot read {}: {e}", source.name)))?;
+                .map_err(|error| Error::Read {
+                    name: source.name.clone(),
+                    error,
+                })?;
             read_total += n as u64;
             progress.set(read_total);
             if n < BLOCK {
@@ -607,23 +571,6 @@ pub fn read_decimal(mut source: Source, progress: &Progress) -> Result<Vec<u64>,
     Ok(joined.out)
 }
 
-/// Bytes of a page, for giving back the pages of a mapped file already parsed.
-const PAGE: usize = 4096;
-
-/// Drops the whole pages of bytes `from..to` of `map` from this process's resident memory
-/// (they stay in the page cache): a large file read through holds what is being read, not
-/// all of it.
-pub(crate) fn release(map: &memmap2::Mmap, from: usize, to: usize) {
-    let (start, end) = (from.next_multiple_of(PAGE), to.min(map.len()) / PAGE * PAGE);
-    if end > start {
-        // SAFETY: the mapping is private and read-only: a page dropped from it reads back
-        // from the file, unchanged, if it is touched again. A failure only keeps the pages.
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-        };
-    }
-}
-
 /// Bytes of a mapped file parsed by one task: a block costs no buffer there, so blocks
 /// are smaller than [`BLOCK`], and the threads' shares of a wave come out even (three
 /// blocks of 8 MB on two threads left one thread a third of the time alone).
@@ -631,18 +578,6 @@ const MAPPED_BLOCK: usize = 1 << 20;
 
 /// Blocks of a mapped file in a wave, per thread.
 const MAPPED_WAVE: usize = 8;
-
-/// Where the block of `b` that starts at `at` ends: after the last newline within `size`
-/// bytes, or after the first one past them when a line is longer, or at the end.
-pub(crate) fn block_end(b: &[u8], at: usize, size: usize) -> usize {
-    if b.len() - at <= size {
-        return b.len();
-    }
-    match memchr::memrchr(b'\n', &b[at..at + size]) {
-        Some(i) => at + i + 1,
-        None => memchr::memchr(b'\n', &b[at + size..]).map_or(b.len(), |i| at + size + i + 1),
-    }
-}
 
 /// The fingerprints of the blocks parsed so far, in input order.
 struct Joined<'a> {
@@ -658,7 +593,7 @@ impl Joined<'_> {
     /// them. Each block is parsed in parallel straight into its own stretch of the output,
     /// as long as its lines: no vector per block, and no copy to join them but to close
     /// the gaps that blank lines leave.
-    fn add<B: AsRef<[u8]> + Sync>(&mut self, blocks: &[B]) -> Result<(), Failure> {
+    fn add<B: AsRef<[u8]> + Sync>(&mut self, blocks: &[B]) -> Result<(), Error> {
         self.add_then(blocks, |_| {})
     }
 
@@ -668,7 +603,7 @@ impl Joined<'_> {
         &mut self,
         blocks: &[B],
         parsed: impl Fn(&[u8]) + Sync,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Error> {
         use rayon::prelude::*;
 
         let room: Vec<usize> = blocks.par_iter().map(|b| line_count(b.as_ref())).collect();
@@ -707,12 +642,13 @@ impl Joined<'_> {
                     from += n;
                     self.lines_before += lines;
                 }
-                Err((line, e, shown)) => {
-                    return Err(Failure::input(anyhow!(
-                        "{}:{}: not a decimal u64: {shown:?} ({e})",
-                        self.name,
-                        self.lines_before + line
-                    )));
+                Err((line, why, shown)) => {
+                    return Err(Error::Decimal {
+                        name: self.name.into(),
+                        line: self.lines_before + line,
+                        shown,
+                        why,
+                    });
                 }
             }
         }
@@ -725,14 +661,16 @@ impl Joined<'_> {
 }
 
 /// Reads little-endian u64 values (the peers' `.u64` workload files).
-pub fn read_u64_le(path: &str) -> Result<Vec<u64>, Failure> {
-    let bytes =
-        std::fs::read(path).map_err(|e| Failure::input(anyhow!("cannot read '{path}': {e}")))?;
+pub fn read_u64_le(path: &str) -> Result<Vec<u64>, Error> {
+    let bytes = std::fs::read(path).map_err(|error| Error::ReadFile {
+        path: path.into(),
+        error,
+    })?;
     if bytes.len() % 8 != 0 {
-        return Err(Failure::input(anyhow!(
-            "'{path}': {} bytes is not a whole number of little-endian u64",
-            bytes.len()
-        )));
+        return Err(Error::NotU64 {
+            path: path.into(),
+            len: bytes.len(),
+        });
     }
     Ok(bytes
         .chunks_exact(8)
@@ -744,9 +682,31 @@ pub fn read_u64_le(path: &str) -> Result<Vec<u64>, Failure> {
         .collect())
 }
 
+/// One line of `neardup fingerprint` output, `{"id", "fingerprint"}` (the fingerprint a
+/// decimal string or a number; the id any JSON value but null): `None` for a blank line,
+/// or why the line is not one. The id comes as [`id_text`] gives it.
+pub fn parse_fingerprint_line(line: &str) -> Result<Option<(String, u64)>, String> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let fp = match v.get("fingerprint") {
+        // Digits only, as `neardup fingerprint` writes them (Rust's parser takes a `+`).
+        Some(Value::String(s)) if s.bytes().all(|b| b.is_ascii_digit()) => s.parse::<u64>().ok(),
+        Some(Value::Number(x)) => x.as_u64(),
+        _ => None,
+    }
+    .ok_or("no \"fingerprint\" that is a u64 (decimal string or number)")?;
+    match v.get("id") {
+        Some(id) if !id.is_null() => Ok(Some((id_text(id), fp))),
+        _ => Err("no \"id\"".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NoProgress;
     use proptest::prelude::*;
 
     #[test]
@@ -1038,14 +998,14 @@ mod tests {
             source
         };
         for mapped in [true, false] {
-            let got = read_decimal(open(mapped), &Progress::hidden()).unwrap();
+            let got = read_decimal(open(mapped), &NoProgress).unwrap();
             assert_eq!(got, expected, "mapped {mapped}");
         }
 
         text.push_str("12a\n");
         std::fs::write(&path, &text).unwrap();
         for mapped in [true, false] {
-            let err = read_decimal(open(mapped), &Progress::hidden()).unwrap_err();
+            let err = read_decimal(open(mapped), &NoProgress).unwrap_err();
             assert_eq!(
                 err.to_string(),
                 format!(

@@ -1,5 +1,5 @@
 //! Reading documents: JSON Lines, text files (one document per file, or one per line),
-//! directories (recursively), gzip or zstd around any of them, and standard input.
+//! directories (recursively), gzip or zstd around any of them, Parquet, and standard input.
 //!
 //! Documents come out in input order, in batches, so a caller can work on a batch in
 //! parallel and write results in order while memory stays bounded.
@@ -10,75 +10,69 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use anyhow::anyhow;
 use serde_json::Value;
 
-use crate::failure::Failure;
-use crate::progress::Progress;
+use crate::{Error, Progress};
 
 mod scan;
 
 /// How an input's bytes are cut into documents.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// One JSON object per line; the text and id come from `--text-field` and `--id-field`.
+    /// One JSON object per line; the text and id come from the fields
+    /// [`ReadOptions::text_field`] and [`ReadOptions::id_field`] name.
     Jsonl,
     /// The whole input is one document, its id the path.
     Text,
     /// Every line is a document, its id `path:line`.
     Lines,
-    /// Parquet: a row per document, text and id from the columns `--text-field` and
-    /// `--id-field` name (also spelled `--text-column`, `--id-column`).
+    /// Parquet: a row per document, text and id from the columns
+    /// [`ReadOptions::text_field`] and [`ReadOptions::id_field`] name.
     Parquet,
 }
 
 /// Where documents come from and how to read them.
-#[derive(clap::Args, Clone, Debug)]
-pub struct DocArgs {
-    /// Files or directories to read ('-' for standard input, the default). Directories
-    /// are read recursively, files in name order.
-    #[arg(value_name = "INPUT")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Files or directories to read, `-` for standard input (also when there are none).
+    /// Directories are read recursively, files in name order.
     pub inputs: Vec<String>,
-    /// More inputs, as with the positional INPUT.
-    #[arg(short, long = "input", value_name = "INPUT")]
-    pub input_flags: Vec<String>,
-    /// Input format. Default: from the file name (.jsonl or .ndjson: JSON Lines, .parquet:
-    /// Parquet, anything else: text; .gz and .zst are decompressed first); standard input
-    /// is JSON Lines when it starts with '{', text otherwise.
-    #[arg(long, value_enum)]
+    /// The format of every input. `None`: from the file name (`.jsonl` or `.ndjson`: JSON
+    /// Lines, `.parquet`: Parquet, anything else: text, or lines with [`Self::lines`];
+    /// `.gz` and `.zst` are decompressed first); standard input is JSON Lines when it
+    /// starts with `{`, text otherwise.
     pub format: Option<Format>,
-    /// Text inputs hold one document per line (same as --format lines for them).
-    #[arg(long)]
+    /// Text inputs hold one document per line (as [`Format::Lines`] for them).
     pub lines: bool,
     /// JSON Lines and Parquet: the field (column) holding the text.
-    #[arg(long, alias = "text-column", default_value = "text")]
     pub text_field: String,
     /// JSON Lines and Parquet: the field (column) holding the id (any value); records
     /// without it get `path:line` (`path:row` for Parquet, from 1).
-    #[arg(long, alias = "id-column", default_value = "id")]
     pub id_field: String,
-    /// Skip JSON lines that do not parse or lack the text field, and count them, instead
-    /// of stopping at the first.
-    #[arg(long)]
+    /// Skip JSON lines that do not parse or lack the text field (and Parquet rows without
+    /// a text), and count them, instead of stopping at the first.
     pub skip_invalid: bool,
     /// Keep each document's input line in [`Doc::record`] (JSON Lines and lines).
-    #[arg(skip)]
     pub keep_records: bool,
     /// JSON Lines of the common shape: leave [`Doc::text`] empty, its string only checked,
     /// for a pass that needs the ids alone.
-    #[arg(skip)]
     pub ids_only: bool,
     /// Read standard input from this file instead (a copy of it, for a second pass).
-    #[arg(skip)]
     pub stdin_file: Option<String>,
 }
 
-impl DocArgs {
+impl Default for ReadOptions {
+    /// Standard input, its format guessed, the fields `text` and `id`.
+    fn default() -> ReadOptions {
+        ReadOptions::paths(vec![])
+    }
+}
+
+impl ReadOptions {
     /// Reading `paths` with every other setting at its default.
-    pub fn paths(paths: Vec<String>) -> DocArgs {
-        DocArgs {
+    pub fn paths(paths: Vec<String>) -> ReadOptions {
+        ReadOptions {
             inputs: paths,
-            input_flags: vec![],
             format: None,
             lines: false,
             text_field: "text".into(),
@@ -98,7 +92,7 @@ pub struct Doc {
     pub id: Value,
     /// Its text (invalid UTF-8 read as U+FFFD).
     pub text: String,
-    /// Its input line as read, when [`DocArgs::keep_records`] asks for it and the input has
+    /// Its input line as read, when [`ReadOptions::keep_records`] asks for it and the input has
     /// lines.
     pub record: Option<String>,
 }
@@ -112,7 +106,7 @@ pub struct ReadStats {
     pub bytes: u64,
     /// Documents that held invalid UTF-8.
     pub invalid_utf8: u64,
-    /// Invalid JSON lines skipped (with --skip-invalid).
+    /// Invalid JSON lines and Parquet rows skipped ([`ReadOptions::skip_invalid`]).
     pub skipped: u64,
 }
 
@@ -165,9 +159,9 @@ enum Source {
     File(String),
 }
 
-impl DocArgs {
-    fn sources(&self) -> Result<Vec<Source>, Failure> {
-        let mut names: Vec<&String> = self.inputs.iter().chain(&self.input_flags).collect();
+impl ReadOptions {
+    fn sources(&self) -> Result<Vec<Source>, Error> {
+        let mut names: Vec<&String> = self.inputs.iter().collect();
         let dash = "-".to_string();
         if names.is_empty() {
             names.push(&dash);
@@ -178,12 +172,15 @@ impl DocArgs {
                 out.push(Source::Stdin);
                 continue;
             }
-            let meta = std::fs::metadata(name)
-                .map_err(|e| Failure::input(anyhow!("cannot read input '{name}': {e}")))?;
+            let meta = std::fs::metadata(name).map_err(|error| Error::Unreadable {
+                path: name.clone(),
+                error,
+            })?;
             if meta.is_dir() {
                 for entry in walkdir::WalkDir::new(name).sort_by_file_name() {
-                    let entry = entry.map_err(|e| {
-                        Failure::input(anyhow!("cannot read directory '{name}': {e}"))
+                    let entry = entry.map_err(|error| Error::Walk {
+                        path: name.clone(),
+                        error,
                     })?;
                     if entry.file_type().is_file() {
                         out.push(Source::File(entry.path().to_string_lossy().into_owned()));
@@ -239,28 +236,29 @@ enum Compression {
 }
 
 /// Reads every document of `args`' inputs and hands them to `batch` in order, a batch at a
-/// time. Progress counts input bytes, in a phase called "reading".
-pub fn read(
-    args: &DocArgs,
-    progress: &Progress,
-    batch: impl FnMut(Vec<Doc>) -> Result<(), Failure>,
-) -> Result<ReadStats, Failure> {
+/// time. Progress counts input bytes, in a phase called "reading". The first error of
+/// `batch` stops the reading and is returned, as is the first error reading.
+pub fn read<E: From<Error>>(
+    args: &ReadOptions,
+    progress: &dyn Progress,
+    batch: impl FnMut(Vec<Doc>) -> Result<(), E>,
+) -> Result<ReadStats, E> {
     read_as(args, progress, "reading", batch)
 }
 
 /// [`read`], the progress phase called `phase`.
-pub fn read_as(
-    args: &DocArgs,
-    progress: &Progress,
+pub fn read_as<E: From<Error>>(
+    args: &ReadOptions,
+    progress: &dyn Progress,
     phase: &'static str,
-    batch: impl FnMut(Vec<Doc>) -> Result<(), Failure>,
-) -> Result<ReadStats, Failure> {
+    batch: impl FnMut(Vec<Doc>) -> Result<(), E>,
+) -> Result<ReadStats, E> {
     read_with(args, progress, phase, batch, None)
 }
 
 /// Whole lines of a mapped input, still to be read: bytes `start..end` of `map`, the first
 /// of them line `first_line` (from 1) of input `name`.
-pub struct Lines {
+struct Lines {
     map: Arc<memmap2::Mmap>,
     start: usize,
     end: usize,
@@ -274,11 +272,10 @@ impl Lines {
     /// (see [`line_doc`]); the failure of the first bad line instead. The lines' pages then leave the
     /// process's resident memory (all but the two at the ends, which the lines before and
     /// after may share): the documents are copies.
-    fn read(&self, args: &DocArgs) -> Result<(Vec<Doc>, ReadStats), Failure> {
+    fn read(&self, args: &ReadOptions) -> Result<(Vec<Doc>, ReadStats), Error> {
         let mut stats = ReadStats::default();
         let mut docs = Vec::new();
-        let mut line_no = self.first_line;
-        each_line(&self.map[self.start..self.end], |line| {
+        for (line_no, line) in (self.first_line..).zip(lines(&self.map[self.start..self.end])) {
             docs.extend(line_doc(
                 line,
                 line_no,
@@ -287,40 +284,54 @@ impl Lines {
                 args,
                 &mut stats,
             )?);
-            line_no += 1;
-            Ok(())
-        })?;
-        crate::input::release(&self.map, self.start, self.end);
+        }
+        crate::mapped::release(&self.map, self.start, self.end);
         Ok((docs, stats))
     }
 }
 
-/// Calls `line` with each line of `bytes` (without its newline), the last one too when
-/// `bytes` does not end with a newline.
-fn each_line(
-    bytes: &[u8],
-    mut line: impl FnMut(&[u8]) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    let mut start = 0;
-    for end in memchr::memchr_iter(b'\n', bytes) {
-        line(&bytes[start..end])?;
-        start = end + 1;
+/// The lines of `bytes` as the readers cut them: each without its newline, the last one
+/// too when `bytes` does not end with a newline (and none in empty `bytes`).
+pub fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    SplitLines {
+        bytes,
+        newlines: memchr::memchr_iter(b'\n', bytes),
+        start: 0,
     }
-    if start < bytes.len() {
-        line(&bytes[start..])?;
+}
+
+/// The iterator of [`lines`].
+struct SplitLines<'a> {
+    bytes: &'a [u8],
+    newlines: memchr::Memchr<'a>,
+    /// Where the next line starts.
+    start: usize,
+}
+
+impl<'a> Iterator for SplitLines<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let end = match self.newlines.next() {
+            Some(end) => end,
+            None if self.start < self.bytes.len() => self.bytes.len(),
+            None => return None,
+        };
+        let line = &self.bytes[self.start..end];
+        self.start = end + 1;
+        Some(line)
     }
-    Ok(())
 }
 
 /// [`read_as`]; the lines of mapped inputs handed to `hand_over` unread, about
 /// [`BATCH_BYTES`] at a time, when it is given.
-fn read_with(
-    args: &DocArgs,
-    progress: &Progress,
+fn read_with<E: From<Error>>(
+    args: &ReadOptions,
+    progress: &dyn Progress,
     phase: &'static str,
-    mut batch: impl FnMut(Vec<Doc>) -> Result<(), Failure>,
-    mut hand_over: Option<&mut dyn FnMut(Lines) -> Result<(), Failure>>,
-) -> Result<ReadStats, Failure> {
+    mut batch: impl FnMut(Vec<Doc>) -> Result<(), E>,
+    mut hand_over: Option<&mut dyn FnMut(Lines) -> Result<(), E>>,
+) -> Result<ReadStats, E> {
     let sources = args.sources()?;
     let total: u64 = sources
         .iter()
@@ -344,7 +355,7 @@ fn read_with(
     let mut full_at = sizes.next();
     // A document to the pending batch, which goes (and is counted) when full; `None`
     // sends it now.
-    let mut send = |doc: Option<Doc>, stats: &mut ReadStats| -> Result<(), Failure> {
+    let mut send = |doc: Option<Doc>, stats: &mut ReadStats| -> Result<(), E> {
         let full = match doc {
             Some(doc) => {
                 pending_bytes += doc.text.len();
@@ -378,17 +389,17 @@ fn read_with(
         };
         if args.format.or(format) == Some(Format::Parquet) {
             let Some(path) = file else {
-                return Err(Failure::input(anyhow!(
-                    "Parquet input must be a file, not standard input"
-                )));
+                return Err(Error::ParquetStdin.into());
             };
             // The parquet crate panics on some damaged files (arrow-rs #9992): an error.
             let mut push = |doc, stats: &mut ReadStats| send(Some(doc), stats);
-            crate::failure::catch_panic(|| parquet_docs(path, &name, args, &mut stats, &mut push))
+            crate::panic::catch_panic(|| parquet_docs(path, &name, args, &mut stats, &mut push))
                 .unwrap_or_else(|why| {
-                    Err(Failure::input(anyhow!(
-                        "{name}: not readable as Parquet: {why}"
-                    )))
+                    Err(Error::Parquet {
+                        name: name.clone(),
+                        why,
+                    }
+                    .into())
                 })?;
             if let Source::File(p) = source {
                 read_bytes.fetch_add(
@@ -399,11 +410,12 @@ fn read_with(
             continue;
         }
         let opened = match file {
-            Some(path) => Some(File::open(path).map_err(|e| match source {
-                Source::File(_) => Failure::input(anyhow!("cannot open input '{path}': {e}")),
-                Source::Stdin => {
-                    Failure::io(anyhow!("cannot reopen the copy of standard input: {e}"))
-                }
+            Some(path) => Some(File::open(path).map_err(|error| match source {
+                Source::File(_) => Error::Open {
+                    path: path.into(),
+                    error,
+                },
+                Source::Stdin => Error::StdinCopy(error),
             })?),
             None => None,
         };
@@ -419,14 +431,14 @@ fn read_with(
         if let (Some(f @ (Format::Lines | Format::Jsonl)), Compression::None, Some(map)) = (
             given,
             compression,
-            opened.as_ref().and_then(crate::input::mapped),
+            opened.as_ref().and_then(crate::mapped::mapped),
         ) {
             let map = Arc::new(map);
             let shown: Arc<str> = name.as_str().into();
             let (mut at, mut first_line) = (0, 1u64);
             let mut sizes = Ramp::new();
             while at < map.len() {
-                let end = crate::input::block_end(&map, at, sizes.next());
+                let end = crate::mapped::block_end(&map, at, sizes.next());
                 let lines = Lines {
                     map: map.clone(),
                     start: at,
@@ -467,13 +479,20 @@ fn read_with(
         let decoded: Box<dyn Read> = match compression {
             Compression::None => Box::new(counted),
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(counted)),
-            Compression::Zstd => Box::new(
-                zstd::stream::read::Decoder::new(counted)
-                    .map_err(|e| Failure::input(anyhow!("cannot read '{name}' as zstd: {e}")))?,
-            ),
+            Compression::Zstd => {
+                Box::new(zstd::stream::read::Decoder::new(counted).map_err(|error| {
+                    Error::Zstd {
+                        path: name.clone(),
+                        error,
+                    }
+                })?)
+            }
         };
         let mut reader = BufReader::with_capacity(1 << 20, decoded);
-        let io_err = |e: io::Error| Failure::io(anyhow!("cannot read {name}: {e}"));
+        let io_err = |error: io::Error| Error::Read {
+            name: name.clone(),
+            error,
+        };
         let format = match given {
             Some(f) => f,
             None => {
@@ -487,9 +506,7 @@ fn read_with(
         };
         match format {
             Format::Parquet => {
-                return Err(Failure::input(anyhow!(
-                    "{name}: Parquet input must be a file"
-                )));
+                return Err(Error::ParquetStream { name }.into());
             }
             Format::Text => {
                 let mut bytes = Vec::new();
@@ -513,7 +530,7 @@ fn read_with(
                     }
                 })
                 .map_err(|e| match e {
-                    LineFailure::Io(e) => io_err(e),
+                    LineFailure::Io(e) => io_err(e).into(),
                     LineFailure::Line(f) => f,
                 })?;
             }
@@ -526,16 +543,15 @@ fn read_with(
 
 /// The document of line `line_no` (from 1) of the input `name`, read as `format` (lines or
 /// JSON Lines); `None` for a line that holds none (a blank JSON line, or a bad one skipped
-/// with `--skip-invalid`).
+/// with [`ReadOptions::skip_invalid`]).
 fn line_doc(
     line: &[u8],
     line_no: u64,
     name: &str,
     format: Format,
-    args: &DocArgs,
+    args: &ReadOptions,
     stats: &mut ReadStats,
-) -> Result<Option<Doc>, Failure> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+) -> Result<Option<Doc>, Error> {
     let (text, bad) = decode_line(line);
     stats.invalid_utf8 += u64::from(bad);
     if format == Format::Lines {
@@ -548,17 +564,7 @@ fn line_doc(
     if text.trim().is_empty() {
         return Ok(None);
     }
-    // The common shape by hand, anything else as `Value` parses it.
-    let simple = if args.ids_only {
-        scan::simple_id(&text, &args.text_field, &args.id_field).map(|id| (id, Cow::Borrowed("")))
-    } else {
-        scan::simple_record(&text, &args.text_field, &args.id_field)
-    };
-    let parsed = match simple.or_else(|| fast_record(&text, args)) {
-        Some((id, body)) => Ok((id, body.into_owned())),
-        None => record(&text, args),
-    };
-    match parsed {
+    match json_record(&text, args).map(|(id, body)| (id, body.into_owned())) {
         Ok((id, body)) => Ok(Some(Doc {
             id: id.unwrap_or_else(|| Value::String(format!("{name}:{line_no}"))),
             text: body,
@@ -568,7 +574,38 @@ fn line_doc(
             stats.skipped += 1;
             Ok(None)
         }
-        Err(why) => Err(Failure::input(anyhow!("{name}:{line_no}: {why}"))),
+        Err(why) => Err(Error::Record {
+            name: name.into(),
+            line: line_no,
+            why,
+        }),
+    }
+}
+
+/// An id as a string: a JSON string as is, any other JSON value as its JSON text.
+pub fn id_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// The id (if the record has one) and text of a JSON line as the readers read it, or why
+/// it is no record: lines of the common shape by hand, anything else as `Value` parses it
+/// (the same answer, faster). With [`ReadOptions::ids_only`] the text of a line of the
+/// common shape is left empty.
+pub fn json_record<'a>(
+    line: &'a str,
+    args: &ReadOptions,
+) -> Result<(Option<Value>, Cow<'a, str>), String> {
+    let simple = if args.ids_only {
+        scan::simple_id(line, &args.text_field, &args.id_field).map(|id| (id, Cow::Borrowed("")))
+    } else {
+        scan::simple_record(line, &args.text_field, &args.id_field)
+    };
+    match simple.or_else(|| fast_record(line, args)) {
+        Some(parsed) => Ok(parsed),
+        None => record(line, args).map(|(id, text)| (id, Cow::Owned(text))),
     }
 }
 
@@ -585,13 +622,13 @@ fn line_doc(
 /// ahead: two fingerprinting threads took 257 ms on the natural corpus with two batches
 /// ahead, 247 with six, medians of 11 alternating runs), and when `sink` falls behind, a
 /// bounded queue of results stops the workers and then the reader.
-pub fn read_mapped<R: Send>(
-    args: &DocArgs,
-    progress: &Progress,
+pub fn read_mapped<R: Send, E: From<Error>>(
+    args: &ReadOptions,
+    progress: &dyn Progress,
     phase: &'static str,
     work: impl Fn(&[Doc]) -> R + Sync,
-    sink: impl FnMut(R) -> Result<(), Failure>,
-) -> Result<ReadStats, Failure> {
+    sink: impl FnMut(R) -> Result<(), E>,
+) -> Result<ReadStats, E> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let lines_in_workers = rayon::current_num_threads() >= cores;
     read_mapped_with(args, progress, phase, work, sink, lines_in_workers)
@@ -608,14 +645,14 @@ enum Batch {
 /// with as many workers as cores it took turns with them (two workers on two cores: 0.40 s
 /// of CPU for 0.22 s of wall on the natural corpus, the workers 0.28 s against 0.205 s
 /// alone).
-fn read_mapped_with<R: Send>(
-    args: &DocArgs,
-    progress: &Progress,
+fn read_mapped_with<R: Send, E: From<Error>>(
+    args: &ReadOptions,
+    progress: &dyn Progress,
     phase: &'static str,
     work: impl Fn(&[Doc]) -> R + Sync,
-    mut sink: impl FnMut(R) -> Result<(), Failure>,
+    mut sink: impl FnMut(R) -> Result<(), E>,
     lines_in_workers: bool,
-) -> Result<ReadStats, Failure> {
+) -> Result<ReadStats, E> {
     use rayon::iter::{ParallelBridge, ParallelIterator};
     use std::collections::BTreeMap;
     use std::sync::mpsc::sync_channel;
@@ -623,16 +660,16 @@ fn read_mapped_with<R: Send>(
     let ahead = 2 * rayon::current_num_threads() + 2;
     std::thread::scope(|scope| {
         let (batches, to_work) = sync_channel::<Batch>(ahead);
-        let (results, done) = sync_channel::<(usize, Result<(R, ReadStats), Failure>)>(ahead);
+        let (results, done) = sync_channel::<(usize, Result<(R, ReadStats), Error>)>(ahead);
         // Documents the reader sent, back from the workers once worked on.
         let (give_back, given_back) = std::sync::mpsc::channel::<Vec<Doc>>();
         let reader = scope.spawn(move || {
             // The workers only hang up after the sink failed, which is reported below.
-            let stopped = || Failure::io(anyhow!("the work on the documents stopped"));
+            let stopped = || Error::Stopped;
             let lines_to = batches.clone();
             let mut hand = |lines: Lines| lines_to.send(Batch::Lines(lines)).map_err(|_| stopped());
             let hand_over = lines_in_workers.then_some(&mut hand as &mut dyn FnMut(Lines) -> _);
-            read_with(
+            read_with::<Error>(
                 args,
                 progress,
                 phase,
@@ -670,7 +707,7 @@ fn read_mapped_with<R: Send>(
                 })
         });
         // Results that came before their turn, by batch number.
-        let mut early: BTreeMap<usize, Result<(R, ReadStats), Failure>> = BTreeMap::new();
+        let mut early: BTreeMap<usize, Result<(R, ReadStats), Error>> = BTreeMap::new();
         let mut next = 0;
         let mut failed = None;
         // What the workers counted reading lines.
@@ -679,7 +716,7 @@ fn read_mapped_with<R: Send>(
             early.insert(k, result);
             while let Some(result) = early.remove(&next) {
                 next += 1;
-                if let Err(why) = result.and_then(|(result, read)| {
+                if let Err(why) = result.map_err(E::from).and_then(|(result, read)| {
                     counted.add(&read);
                     sink(result)
                 }) {
@@ -693,12 +730,10 @@ fn read_mapped_with<R: Send>(
         }
         // Hanging up stops the workers, and through them the reader.
         drop(done);
-        let read = reader
-            .join()
-            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread failed"))));
+        let read = reader.join().unwrap_or(Err(Error::ReaderFailed));
         match failed {
             Some(why) => Err(why),
-            None => read.map(|mut stats| {
+            None => read.map_err(E::from).map(|mut stats| {
                 stats.add(&counted);
                 stats
             }),
@@ -708,25 +743,28 @@ fn read_mapped_with<R: Send>(
 
 /// The documents of a Parquet file: one per row, through `push`.
 #[cfg(feature = "parquet")]
-fn parquet_docs(
+fn parquet_docs<E: From<Error>>(
     path: &str,
     shown: &str,
-    args: &DocArgs,
+    args: &ReadOptions,
     stats: &mut ReadStats,
-    push: &mut impl FnMut(Doc, &mut ReadStats) -> Result<(), Failure>,
-) -> Result<(), Failure> {
+    push: &mut impl FnMut(Doc, &mut ReadStats) -> Result<(), E>,
+) -> Result<(), E> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::reader::RowIter;
     use parquet::record::Field;
     use parquet::schema::types::Type;
 
-    let file = File::open(path)
-        .map_err(|e| Failure::input(anyhow!("cannot open input '{shown}': {e}")))?;
-    crate::parquet_guard::check(path)
-        .map_err(|why| Failure::input(anyhow!("{shown}: not readable as Parquet: {why}")))?;
-    let bad = |e: parquet::errors::ParquetError| {
-        Failure::input(anyhow!("{shown}: not readable as Parquet: {e}"))
+    let file = File::open(path).map_err(|error| Error::Open {
+        path: shown.into(),
+        error,
+    })?;
+    let unreadable = |why: String| Error::Parquet {
+        name: shown.into(),
+        why,
     };
+    crate::parquet_guard::check(path).map_err(unreadable)?;
+    let bad = |e: parquet::errors::ParquetError| unreadable(e.to_string());
     let reader = SerializedFileReader::new(file).map_err(bad)?;
     let schema = reader.metadata().file_metadata().schema();
     let column = |name: &str| {
@@ -738,11 +776,12 @@ fn parquet_docs(
     };
     let Some(text_col) = column(&args.text_field) else {
         let names: Vec<&str> = schema.get_fields().iter().map(|f| f.name()).collect();
-        return Err(Failure::input(anyhow!(
-            "{shown}: no column \"{}\" (columns: {})",
-            args.text_field,
-            names.join(", ")
-        )));
+        return Err(Error::NoColumn {
+            name: shown.into(),
+            column: args.text_field.clone(),
+            columns: names.join(", "),
+        }
+        .into());
     };
     let id_col = column(&args.id_field);
     let mut fields = vec![text_col];
@@ -775,11 +814,13 @@ fn parquet_docs(
                     Some(Field::Null) | None => "null".to_string(),
                     Some(f) => format!("not a string but {f}"),
                 };
-                return Err(Failure::input(anyhow!(
-                    "{shown}:{}: column \"{}\" is {what}",
-                    n + 1,
-                    args.text_field
-                )));
+                return Err(Error::Column {
+                    name: shown.into(),
+                    row: n as u64 + 1,
+                    column: args.text_field.clone(),
+                    what,
+                }
+                .into());
             }
         };
         let id = match id {
@@ -799,31 +840,29 @@ fn parquet_docs(
 }
 
 #[cfg(not(feature = "parquet"))]
-fn parquet_docs(
+fn parquet_docs<E: From<Error>>(
     _: &str,
     shown: &str,
-    _: &DocArgs,
+    _: &ReadOptions,
     _: &mut ReadStats,
-    _: &mut impl FnMut(Doc, &mut ReadStats) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    Err(Failure::input(anyhow!(
-        "{shown}: this neardup was built without Parquet support (cargo feature \"parquet\")"
-    )))
+    _: &mut impl FnMut(Doc, &mut ReadStats) -> Result<(), E>,
+) -> Result<(), E> {
+    Err(Error::NoParquet { name: shown.into() }.into())
 }
 
 /// Why reading lines stopped: the input, or what a line's handler said.
-enum LineFailure {
+enum LineFailure<E> {
     Io(io::Error),
-    Line(Failure),
+    Line(E),
 }
 
 /// Calls `line` with every line of `reader` (without its `\n`; the last one too when it
 /// lacks one), in order. Lines are cut in the reader's own buffer, a buffer at a time; only
 /// a line that runs past the buffer's end is copied, to join its pieces.
-fn for_each_line(
+fn for_each_line<E>(
     reader: &mut impl BufRead,
-    mut line: impl FnMut(&[u8]) -> Result<(), Failure>,
-) -> Result<(), LineFailure> {
+    mut line: impl FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), LineFailure<E>> {
     let mut carry: Vec<u8> = Vec::new();
     loop {
         let buf = match reader.fill_buf() {
@@ -864,9 +903,11 @@ fn for_each_line(
     }
 }
 
-/// UTF-8 text of a line, borrowed when it is valid, else with invalid sequences as U+FFFD;
-/// and whether there were any.
-fn decode_line(line: &[u8]) -> (Cow<'_, str>, bool) {
+/// UTF-8 text of a line (without its `\n`) as the readers read it: one `\r` at its end
+/// dropped, borrowed when it is valid, else with invalid sequences as U+FFFD; and whether
+/// there were any.
+pub fn decode_line(line: &[u8]) -> (Cow<'_, str>, bool) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     match std::str::from_utf8(line) {
         Ok(s) => (Cow::Borrowed(s), false),
         Err(_) => (String::from_utf8_lossy(line), true),
@@ -880,7 +921,7 @@ fn decode_line(line: &[u8]) -> (Cow<'_, str>, bool) {
 /// and surrogate pairs checked), so a line is accepted exactly when [`record`] accepts it,
 /// with the same id and text. `None` for a line it does not accept; [`record`] then says
 /// why.
-pub fn fast_record<'a>(line: &'a str, args: &DocArgs) -> Option<(Option<Value>, Cow<'a, str>)> {
+pub fn fast_record<'a>(line: &'a str, args: &ReadOptions) -> Option<(Option<Value>, Cow<'a, str>)> {
     use serde::de::DeserializeSeed;
 
     let mut de = serde_json::Deserializer::from_str(line);
@@ -1096,7 +1137,7 @@ fn decode(bytes: Vec<u8>) -> (String, bool) {
 /// The id (if the record has one) and text of a JSON line, or why it has none: the line
 /// parsed whole as a `Value` (the definition [`fast_record`] is tested against, and the
 /// source of every error message).
-pub fn record(line: &str, args: &DocArgs) -> Result<(Option<Value>, String), String> {
+pub fn record(line: &str, args: &ReadOptions) -> Result<(Option<Value>, String), String> {
     let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
     let Value::Object(mut fields) = value else {
         return Err("not a JSON object".into());
@@ -1129,6 +1170,7 @@ fn kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NoProgress;
     use proptest::prelude::*;
 
     #[test]
@@ -1147,7 +1189,7 @@ mod tests {
 
     #[test]
     fn records() {
-        let args = DocArgs::paths(vec![]);
+        let args = ReadOptions::paths(vec![]);
         assert_eq!(
             record(r#"{"id": 7, "text": "hi"}"#, &args),
             Ok((Some(Value::from(7)), "hi".to_string()))
@@ -1180,7 +1222,7 @@ mod tests {
 
     /// The DOM-free reading where the DOM accepts the line, and nothing where it does not;
     /// the hand scanner the same where it reads the line at all.
-    fn agrees(line: &str, args: &DocArgs) -> Result<(), TestCaseError> {
+    fn agrees(line: &str, args: &ReadOptions) -> Result<(), TestCaseError> {
         let fast = fast_record(line, args).map(|(id, text)| (id, text.into_owned()));
         let simple = scan::simple_record(line, &args.text_field, &args.id_field)
             .map(|(id, text)| (id, text.into_owned()));
@@ -1205,7 +1247,7 @@ mod tests {
     /// The shapes of line the hand scanner is for are read by it, not passed on.
     #[test]
     fn the_common_shapes_take_the_scanner() {
-        let args = DocArgs::paths(vec![]);
+        let args = ReadOptions::paths(vec![]);
         for line in [
             r#"{"id": "a/b.py", "text": "def f():\n    return \"\\\"\n"}"#,
             r#"{"text":"plain","id":12}"#,
@@ -1223,7 +1265,7 @@ mod tests {
 
     #[test]
     fn fast_records_examples() {
-        let args = DocArgs::paths(vec![]);
+        let args = ReadOptions::paths(vec![]);
         for line in [
             r#"{"id": 7, "text": "hi"}"#,
             r#"{"text": "a\"b\\c\nd\u00e9\ud83d\ude00"}"#,
@@ -1248,7 +1290,7 @@ mod tests {
     /// A JSON Lines file of `n` documents, every 97th of them long (so batches end at
     /// uneven places and take uneven time), the arguments that read it, and the ids in
     /// file order.
-    fn uneven_corpus(n: usize) -> (tempfile::NamedTempFile, DocArgs, Vec<String>) {
+    fn uneven_corpus(n: usize) -> (tempfile::NamedTempFile, ReadOptions, Vec<String>) {
         use std::io::Write as _;
         let mut file = tempfile::Builder::new()
             .suffix(".jsonl")
@@ -1267,7 +1309,7 @@ mod tests {
             ids.push(format!("d{i}"));
         }
         file.flush().unwrap();
-        let args = DocArgs::paths(vec![file.path().to_string_lossy().into_owned()]);
+        let args = ReadOptions::paths(vec![file.path().to_string_lossy().into_owned()]);
         (file, args, ids)
     }
 
@@ -1302,20 +1344,18 @@ mod tests {
         }
         file.flush().unwrap();
         let path = file.path().to_string_lossy().into_owned();
-        let mut args = DocArgs::paths(vec![path.clone()]);
+        let mut args = ReadOptions::paths(vec![path.clone()]);
         args.lines = lines;
         args.skip_invalid = true;
         args.keep_records = true;
         let mut docs = Vec::new();
         let take = |batch: Vec<Doc>| {
             docs.extend(batch);
-            Ok(())
+            Ok::<(), Error>(())
         };
         let stats = match workers {
-            None => read(&args, &Progress::hidden(), take),
-            Some(w) => {
-                read_mapped_with(&args, &Progress::hidden(), "test", <[Doc]>::to_vec, take, w)
-            }
+            None => read(&args, &NoProgress, take),
+            Some(w) => read_mapped_with(&args, &NoProgress, "test", <[Doc]>::to_vec, take, w),
         }
         .unwrap();
         for doc in &mut docs {
@@ -1394,11 +1434,10 @@ mod tests {
             let mut seen: Vec<String> = Vec::new();
             let take = |batch: Vec<String>| {
                 seen.extend(batch);
-                Ok(())
+                Ok::<(), Error>(())
             };
             let stats =
-                read_mapped_with(&args, &Progress::hidden(), "test", work, take, in_workers)
-                    .unwrap();
+                read_mapped_with(&args, &NoProgress, "test", work, take, in_workers).unwrap();
             assert_eq!(stats.docs, ids.len() as u64);
             assert_eq!(seen, ids, "lines read in the workers: {in_workers}");
         }
@@ -1417,7 +1456,7 @@ mod tests {
         small.flush().unwrap();
         let (big, _, ids) = uneven_corpus(3_000);
         let paths = [small.path(), big.path()];
-        let args = DocArgs::paths(paths.map(|p| p.to_string_lossy().into_owned()).to_vec());
+        let args = ReadOptions::paths(paths.map(|p| p.to_string_lossy().into_owned()).to_vec());
         let ids_of = |batch: &[Doc]| -> Vec<String> {
             batch
                 .iter()
@@ -1427,9 +1466,9 @@ mod tests {
         let mut seen = Vec::new();
         let take = |batch: Vec<String>| {
             seen.extend(batch);
-            Ok(())
+            Ok::<(), Error>(())
         };
-        read_mapped_with(&args, &Progress::hidden(), "test", ids_of, take, true).unwrap();
+        read_mapped_with(&args, &NoProgress, "test", ids_of, take, true).unwrap();
         assert_eq!(seen.first().map(String::as_str), Some("first"));
         assert_eq!(seen[1..], ids[..]);
     }
@@ -1440,15 +1479,15 @@ mod tests {
         let (_file, args, _) = uneven_corpus(20_000);
         for in_workers in [false, true] {
             let mut taken = 0;
-            let got = read_mapped_with(
+            let got: Result<_, Box<dyn std::error::Error + Send + Sync>> = read_mapped_with(
                 &args,
-                &Progress::hidden(),
+                &NoProgress,
                 "test",
                 |batch| batch.len(),
                 |n| {
                     taken += n;
                     if taken > 5_000 {
-                        return Err(Failure::io(anyhow!("the sink is full")));
+                        return Err("the sink is full".into());
                     }
                     Ok(())
                 },
@@ -1470,10 +1509,10 @@ mod tests {
         for in_workers in [false, true] {
             let got = read_mapped_with(
                 &args,
-                &Progress::hidden(),
+                &NoProgress,
                 "test",
                 |b| b.len(),
-                |_| Ok(()),
+                |_| Ok::<(), Error>(()),
                 in_workers,
             );
             let why = got.err().map(|f| f.to_string()).unwrap_or_default();
@@ -1566,14 +1605,14 @@ mod tests {
         ) {
             let body: Vec<String> = fields.iter().map(|(k, v)| format!("{k}: {v}")).collect();
             let line = format!("{{{}}}{garbage}", body.join(", "));
-            let mut args = DocArgs::paths(vec![]);
+            let mut args = ReadOptions::paths(vec![]);
             args.text_field = text_field.to_string();
             agrees(&line, &args)?;
         }
 
         #[test]
         fn fast_records_agree_on_any_line(line in "\\PC{0,40}") {
-            agrees(&line, &DocArgs::paths(vec![]))?;
+            agrees(&line, &ReadOptions::paths(vec![]))?;
         }
 
         /// Lines of the common shape, with every escape, spacing and id the scanner must
@@ -1599,7 +1638,7 @@ mod tests {
                 let (x, y) = if id_first { (&id_field, &text_field) } else { (&text_field, &id_field) };
                 format!("{c}{{{d}{x}{e},{f}{y}{g}}}{h}")
             };
-            agrees(&line, &DocArgs::paths(vec![]))?;
+            agrees(&line, &ReadOptions::paths(vec![]))?;
         }
     }
 }
