@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use neardup::batch::{self, Distinct, Matcher};
-use neardup::tables::{Blocks, Layout};
-use neardup_io::fingerprints::{read_decimal, Source};
+use neardup::batch::{self, planner, Distinct, Matcher};
+use neardup::tables::{Layout, Levels};
+use neardup_io::fingerprints::{read_decimal, Format, Source, U64File};
 
 use crate::failure::Failure;
 use crate::output::{refuse_overwrite, Output};
@@ -27,12 +27,48 @@ pub struct Options {
     pub input: String,
     /// Output path, `-` for standard output.
     pub output: String,
-    /// Block count, or `auto`.
-    pub blocks: Blocks,
+    /// Block count, two levels of them, or `auto`.
+    pub blocks: Levels,
     /// Largest Hamming distance reported.
     pub distance: u32,
     /// Also report `[v,v]` for each fingerprint given more than once (pairs only).
     pub exact_duplicates: bool,
+    /// How the input is written.
+    pub format: Format,
+    /// Bytes matching may hold (`None`: [`default_memory`]).
+    pub memory: Option<u64>,
+}
+
+/// The memory budget when none is given: three quarters of the machine's RAM (8 GB where
+/// that cannot be read).
+pub fn default_memory() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    });
+    total.map_or(8_000_000_000, |kb| kb * 1024 / 4 * 3)
+}
+
+/// A size in bytes: a number with an optional K, M, G or T (powers of 1024), e.g. `16G`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        Some('T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: f64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a size such as 4G, 512M or 1000000, got '{s}'"))?;
+    let bytes = n * (1u64 << shift) as f64;
+    if !(1.0..1.8e19).contains(&bytes) {
+        return Err(format!("a size of {s} bytes is out of range"));
+    }
+    Ok(bytes as u64)
 }
 
 /// How the job talks: neardup's own commands, or the simhash-cpp binaries they replace.
@@ -45,12 +81,13 @@ pub enum Voice {
 }
 
 /// Checks the layout settings before any input is read.
-fn check_layout(blocks: Blocks, distance: u32) -> Result<(), Failure> {
+fn check_layout(blocks: Levels, distance: u32) -> Result<(), Failure> {
     match blocks {
-        Blocks::Fixed(m) => Layout::new(m, distance).map(drop),
+        Levels::One(m) => Layout::new(m, distance).map(drop),
+        Levels::Two(a, b) => Layout::two_level(a, b, distance).map(drop),
         // The layout of distance + 1 blocks (the fewest tables) is valid when any is:
         // checked without pricing every layout.
-        Blocks::Auto => Layout::new(distance as usize + 1, distance).map(drop),
+        Levels::Auto => Layout::new(distance as usize + 1, distance).map(drop),
     }
     .map_err(|e| Failure::input(anyhow::anyhow!("invalid --blocks/--distance: {e}")))
 }
@@ -72,21 +109,44 @@ pub fn run(job: Job, opts: &Options, voice: Voice) -> Result<(), Failure> {
             path => crate::note!("Reading hashes from {path}"),
         }
     }
-    let fps = read_decimal(source, &*progress)?;
-    let layout = batch::layout(opts.blocks, fps.len(), opts.distance)
-        .map_err(|e| Failure::input(anyhow::anyhow!("invalid --blocks/--distance: {e}")))?;
-    progress.phase("sorting", None);
     // The values given more than once take a pass of their own over the sorted values
     // (about a millisecond at 1M): only when they are printed.
-    let (set, repeats) = if job == Job::Pairs && opts.exact_duplicates {
-        Distinct::from_vec_with_repeats(fps)
-    } else {
-        Distinct::from_vec(fps).map(|set| (set, Vec::new()))
+    let repeats_wanted = job == Job::Pairs && opts.exact_duplicates;
+    let (set, repeats) = match opts.format.detect(&opts.input) {
+        Format::U64 => {
+            drop(source);
+            // Sorted straight from the mapping into the distinct array: no copy of the
+            // input, and the mapping goes before matching.
+            let file = U64File::open(&opts.input)?;
+            progress.phase("sorting", None);
+            if repeats_wanted {
+                Distinct::from_slice_with_repeats(file.values())
+            } else {
+                Distinct::from_slice(file.values()).map(|set| (set, Vec::new()))
+            }
+        }
+        Format::Decimal | Format::Auto => {
+            let fps = read_decimal(source, &*progress)?;
+            progress.phase("sorting", None);
+            if repeats_wanted {
+                Distinct::from_vec_with_repeats(fps)
+            } else {
+                Distinct::from_vec(fps).map(|set| (set, Vec::new()))
+            }
+        }
     }
     .map_err(Failure::input)?;
+    let budget = opts.memory.unwrap_or_else(default_memory);
+    let plan = planner::plan_with_memory(set.len(), opts.distance, opts.blocks, budget)
+        .map_err(|e| Failure::input(anyhow::anyhow!("{e} (--memory)")))?;
+    let layout = batch::layout(plan.plan.layout, set.len(), opts.distance)
+        .map_err(|e| Failure::input(anyhow::anyhow!("invalid --blocks/--distance: {e}")))?;
     progress.phase("matching", Some(layout.tables().len() as u64));
     let bar = progress.clone();
-    let matcher = Matcher::new(layout).on_progress(move |p| bar.set(p.done));
+    let mut matcher = Matcher::new(layout).on_progress(move |p| bar.set(p.done));
+    if plan.passes > 1 {
+        matcher = matcher.with_pass_keys(plan.pass_keys);
+    }
     if chatty {
         crate::note!(
             "{}",
@@ -142,12 +202,22 @@ pub struct DropInArgs {
     /// Path to output ('-' for stdout): one JSON array per line.
     #[arg(short, long, default_value = "-")]
     pub output: String,
-    /// Number of bit blocks to use (more than the distance, at most 64), or 'auto'.
+    /// Number of bit blocks to use (more than the distance, at most 64), two levels of
+    /// them as BLOCKSxSUBBLOCKS (Manku's nested blocks, e.g. 4x4), or 'auto' (the
+    /// planner's choice of either).
     #[arg(short, long, default_value = "auto")]
-    pub blocks: Blocks,
+    pub blocks: Levels,
     /// Maximum bit distance of matches (0 to 63).
     #[arg(short, long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=63))]
     pub distance: u32,
+    /// How the input is written: decimal (one per line), u64 (raw little-endian, 8 bytes
+    /// each), or auto (u64 for a '.u64' name or bytes no decimal text has).
+    #[arg(long, default_value = "auto")]
+    pub format: Format,
+    /// Memory matching may hold, e.g. 16G [default: three quarters of the RAM]: tables that
+    /// do not fit are scanned in passes, with the same output.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: Option<u64>,
 }
 
 impl DropInArgs {
@@ -159,6 +229,8 @@ impl DropInArgs {
             blocks: self.blocks,
             distance: self.distance,
             exact_duplicates: false,
+            format: self.format,
+            memory: self.memory,
         }
     }
 }

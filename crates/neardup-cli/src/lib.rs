@@ -18,6 +18,7 @@ pub mod progress;
 pub mod redis;
 pub mod report;
 mod rng;
+pub mod scale;
 pub mod serve;
 pub mod truth;
 

@@ -10,6 +10,7 @@ use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
 use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
 use neardup_cli::index::{self, IndexCmd};
+use neardup_cli::scale;
 use neardup_cli::serve::{self, ServeCmd};
 
 // Huge pages for the batch jobs' large buffers (memory.rs); declared here, in the
@@ -86,6 +87,12 @@ enum BenchCommand {
     Fingerprint(FingerprintBench),
     /// The online corpus: build from an index file, then find_all every query.
     Index(IndexBench),
+    /// Writes N random fingerprints with planted near copies, raw u64, from a seed (the
+    /// billion-fingerprint workload of docs/benchmarks.md).
+    GenFingerprints(scale::GenFingerprints),
+    /// Checks what find-all wrote: every planted pair found, a random sample brute-forced
+    /// against the whole input.
+    CheckPairs(scale::CheckPairs),
 }
 
 fn main() -> ExitCode {
@@ -115,5 +122,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
         Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
         Command::Bench(BenchCommand::Index(args)) => bench::index(&args),
+        Command::Bench(BenchCommand::GenFingerprints(args)) => scale::gen_fingerprints(&args),
+        Command::Bench(BenchCommand::CheckPairs(args)) => scale::check_pairs(&args),
     })
 }

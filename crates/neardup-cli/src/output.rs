@@ -78,6 +78,15 @@ impl Output {
         self.check(r)
     }
 
+    /// Writes `bytes` as they are.
+    pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self.out.write_all(bytes);
+        self.check(r)
+    }
+
     /// Whether the reader of standard output has gone away: further output is dropped.
     pub fn is_closed(&self) -> bool {
         self.closed

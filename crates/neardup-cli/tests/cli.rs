@@ -425,3 +425,167 @@ fn bench_index_finds_every_planted_query() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("10 values for 400 queries"));
 }
+
+/// 20,000 fingerprints with 300 planted near pairs, as decimal text and as raw u64.
+fn many() -> (Vec<u64>, String, Vec<u8>) {
+    let mut x = 0x5eed_u64;
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut fps: Vec<u64> = (0..20_000).map(|_| next()).collect();
+    for i in 0..300 {
+        let flip = next();
+        fps.push(fps[i * 13] ^ (1 << (flip % 64)) ^ (1 << ((flip >> 8) % 64)));
+    }
+    fps.push(fps[5]); // an exact copy
+    let text: String = fps.iter().map(|v| format!("{v}\n")).collect();
+    let raw: Vec<u8> = fps.iter().flat_map(|v| v.to_le_bytes()).collect();
+    (fps, text, raw)
+}
+
+#[test]
+fn raw_u64_input_two_levels_and_a_memory_budget_give_the_same_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fps, text, raw) = many();
+    let dec = dir.path().join("fps.txt");
+    let bin = dir.path().join("fps.bin"); // no .u64 name: found by its bytes
+    std::fs::write(&dec, &text).unwrap();
+    std::fs::write(&bin, &raw).unwrap();
+    let (dec, bin) = (dec.to_str().unwrap(), bin.to_str().unwrap());
+    let pairs = |args: &[&str]| {
+        let mut all = vec!["find-all", "--exact-duplicates", "-d", "3"];
+        all.extend_from_slice(args);
+        let o = neardup(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let one = pairs(&["-i", dec, "-b", "5"]);
+    assert!(arrays(&one).len() >= 301, "planted pairs and the copy");
+    // Raw u64, detected and named: the same bytes out.
+    assert_eq!(pairs(&["-i", bin, "-b", "5"]), one);
+    assert_eq!(pairs(&["-i", bin, "-b", "5", "--format", "u64"]), one);
+    // A memory budget that holds a few hundred keys of a table at a time: the same bytes.
+    assert_eq!(pairs(&["-i", bin, "-b", "5", "--memory", "200K"]), one);
+    // Two levels of blocks find the same pairs (in their own order).
+    let two = pairs(&["-i", bin, "-b", "4x4"]);
+    assert_eq!(sorted(arrays(&two)), sorted(arrays(&one)));
+    assert_eq!(pairs(&["-i", bin, "-b", "4x4", "--memory", "200K"]), two);
+    // Every pair within 3 bits, by brute force over the distinct values.
+    let mut sorted_fps = fps.clone();
+    sorted_fps.sort_unstable();
+    let repeated = sorted_fps
+        .chunk_by(|a, b| a == b)
+        .filter(|run| run.len() > 1)
+        .count();
+    let mut distinct = sorted_fps;
+    distinct.dedup();
+    let mut brute = 0;
+    for (i, &a) in distinct.iter().enumerate() {
+        brute += distinct[i + 1..]
+            .iter()
+            .filter(|&&b| (a ^ b).count_ones() <= 3)
+            .count();
+    }
+    assert!(repeated >= 1 && brute >= 250);
+    assert_eq!(
+        arrays(&two).len(),
+        brute + repeated,
+        "brute force, and [v,v] for each value given twice"
+    );
+    // Clusters alike.
+    let o = neardup(&["find-clusters", "-i", bin, "-b", "4x4", "--memory", "200K"]);
+    let c = neardup(&["find-clusters", "-i", dec, "-b", "5"]);
+    assert_eq!(stdout(&o), stdout(&c));
+    // A budget too small for the fingerprints themselves, a file that is not whole u64s,
+    // a bad layout: errors with exit 2, naming the problem.
+    let o = neardup(&["find-all", "-i", bin, "--memory", "100K"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("memory budget"), "{}", stderr(&o));
+    let cut = dir.path().join("cut.u64");
+    std::fs::write(&cut, &raw[..raw.len() - 3]).unwrap();
+    let o = neardup(&["find-all", "-i", cut.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cut.u64"), "{}", stderr(&o));
+    let o = neardup(&["find-all", "-i", bin, "-b", "4x3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--blocks"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_scale_workload_is_found_whole_and_its_check_catches_a_missing_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (fps, truth, pairs) = (p("fps.u64"), p("truth.jsonl"), p("pairs.jsonl"));
+    let gen = |out: &str| {
+        neardup(&[
+            "bench",
+            "gen-fingerprints",
+            "-n",
+            "60000",
+            "--planted",
+            "600",
+            "--seed",
+            "5",
+            "-o",
+            out,
+            "--truth",
+            &truth,
+        ])
+    };
+    let o = gen(&fps);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&fps).unwrap().len(), 60_000 * 8);
+    // The same seed writes the same file.
+    let again = p("again.u64");
+    assert!(gen(&again).status.success());
+    assert_eq!(std::fs::read(&fps).unwrap(), std::fs::read(&again).unwrap());
+    let o = neardup(&["find-all", "-i", &fps, "-o", &pairs, "--memory", "1M"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let check = |pairs: &str| {
+        neardup(&[
+            "bench",
+            "check-pairs",
+            "-i",
+            &fps,
+            "--pairs",
+            pairs,
+            "--truth",
+            &truth,
+            "--sample",
+            "300",
+        ])
+    };
+    let o = check(&pairs);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(report["planted"], 600);
+    assert_eq!(report["planted_missed"], 0);
+    assert_eq!(report["ok"], true);
+    // Without one planted pair, the check fails, and says which count is off.
+    let text = std::fs::read_to_string(&pairs).unwrap();
+    let planted_line = std::fs::read_to_string(&truth)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let short: String = text
+        .lines()
+        .filter(|l| *l != planted_line)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(short.lines().count() + 1, text.lines().count());
+    let cut = p("cut.jsonl");
+    std::fs::write(&cut, short).unwrap();
+    let o = check(&cut);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"planted_missed\":1"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -660,6 +660,129 @@ impl Joined<'_> {
     }
 }
 
+/// How a fingerprint file is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// One decimal per line, or raw u64 when the file says so ([`Format::detect`]).
+    #[default]
+    Auto,
+    /// One decimal u64 per line (simhash-cpp's format).
+    Decimal,
+    /// Raw little-endian u64, eight bytes each: a billion fingerprints in 8 GB, read
+    /// where they lie.
+    U64,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "auto" => Ok(Format::Auto),
+            "decimal" => Ok(Format::Decimal),
+            "u64" => Ok(Format::U64),
+            _ => Err(format!("expected auto, decimal or u64, got '{s}'")),
+        }
+    }
+}
+
+impl Format {
+    /// The format of `path` (`-`: standard input, decimal): as named, or for
+    /// [`Format::Auto`] raw u64 when the name ends in `.u64`, or when the file's length is
+    /// a multiple of 8 and its first 64 bytes hold a byte no decimal text has (a control
+    /// byte other than white space, or one above ASCII). Random fingerprints all but never
+    /// start with 64 bytes of digits and white space; a decimal file with a stray letter
+    /// stays decimal, and its error names the line.
+    pub fn detect(self, path: &str) -> Format {
+        if self != Format::Auto {
+            return self;
+        }
+        if path == "-" {
+            return Format::Decimal;
+        }
+        if path.ends_with(".u64") {
+            return Format::U64;
+        }
+        let mut head = [0u8; 64];
+        let Ok(mut file) = File::open(path) else {
+            return Format::Decimal;
+        };
+        let len = file.metadata().map_or(0, |m| m.len());
+        let read = file.read(&mut head).unwrap_or(0);
+        let binary = head[..read]
+            .iter()
+            .any(|&b| b >= 0x80 || (b < 0x20 && !b"\t\n\r".contains(&b)));
+        if len > 0 && len % 8 == 0 && binary {
+            Format::U64
+        } else {
+            Format::Decimal
+        }
+    }
+}
+
+/// A file of raw little-endian u64, mapped: its values read where they lie, without a
+/// copy (on a little-endian machine).
+pub struct U64File {
+    map: Option<memmap2::Mmap>,
+    /// The values, on a big-endian machine, or of a file too small to map.
+    owned: Vec<u64>,
+}
+
+impl U64File {
+    /// Maps `path`; an error names it when it cannot be read or its length is not a
+    /// multiple of 8 bytes.
+    pub fn open(path: &str) -> Result<U64File, Error> {
+        let open = |error| Error::Open {
+            path: path.into(),
+            error,
+        };
+        let file = File::open(path).map_err(open)?;
+        let meta = file.metadata().map_err(open)?;
+        if meta.is_dir() {
+            return Err(Error::IsDirectory { path: path.into() });
+        }
+        let len = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+        if len % 8 != 0 {
+            return Err(Error::NotU64 {
+                path: path.into(),
+                len,
+            });
+        }
+        if cfg!(target_endian = "little") && len > 0 {
+            // SAFETY: a private, read-only mapping; another process truncating the file
+            // meanwhile ends this one (SIGBUS), as for any program that maps its input.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(open)?;
+            #[cfg(unix)]
+            let _ = map.advise(memmap2::Advice::Sequential);
+            return Ok(U64File {
+                map: Some(map),
+                owned: Vec::new(),
+            });
+        }
+        Ok(U64File {
+            map: None,
+            owned: read_u64_le(path)?,
+        })
+    }
+
+    /// The values.
+    pub fn values(&self) -> &[u64] {
+        match &self.map {
+            Some(map) => {
+                let bytes: &[u8] = map;
+                // SAFETY: every bit pattern is a u64. The mapping starts on a page, so on a
+                // u64, and its length is a multiple of 8 (checked on opening), so nothing
+                // is left over; on this little-endian machine the bytes of each u64 are
+                // its little-endian encoding.
+                let (head, values, tail) = unsafe { bytes.align_to::<u64>() };
+                debug_assert!(head.is_empty() && tail.is_empty());
+                values
+            }
+            None => &self.owned,
+        }
+    }
+}
+
 /// Reads little-endian u64 values (the peers' `.u64` workload files).
 pub fn read_u64_le(path: &str) -> Result<Vec<u64>, Error> {
     let bytes = std::fs::read(path).map_err(|error| Error::ReadFile {

@@ -92,8 +92,24 @@ impl Distinct {
     /// The distinct values of `fps`, which is only read (a mapped file of a billion
     /// fingerprints sorts into one array of its size, without a copy of it).
     pub fn from_slice(fps: &[u64]) -> Result<Distinct> {
+        Distinct::from_slice_sorted(fps, |_| {})
+    }
+
+    /// As [`Distinct::from_slice`], also returning every value that `fps` holds more than
+    /// once, in increasing order.
+    pub fn from_slice_with_repeats(fps: &[u64]) -> Result<(Distinct, Vec<u64>)> {
+        let mut repeats = Vec::new();
+        let set = Distinct::from_slice_sorted(fps, |sorted| {
+            repeats.extend(sorted.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]));
+            repeats.dedup();
+        })?;
+        Ok((set, repeats))
+    }
+
+    fn from_slice_sorted(fps: &[u64], sorted_values: impl FnOnce(&[u64])) -> Result<Distinct> {
         let mut sorted = vec![0u64; fps.len()];
         radix::sort_from(fps, &mut sorted);
+        sorted_values(&sorted);
         sorted.dedup();
         if sorted.len() < sorted.capacity() / 2 {
             sorted.shrink_to_fit();
