@@ -14,8 +14,9 @@
 //! candidate term assumes fingerprints spread like random bits (true of simhash on distinct
 //! documents; near-duplicates add their own pairs whatever the layout). A two-level layout
 //! pays the first term per first-level table only (its second level runs inside runs of
-//! equal first-level bits, in cache), plus `SUB` per key and second-level table for the
-//! keys that share a run, and the candidate term on the bits of both levels. The
+//! equal first-level bits, in cache), plus `SORT` per key for sorting its buckets into
+//! those runs, `SUB` per key and second-level table for the keys that share a run, and the
+//! candidate term on the bits of both levels. The
 //! constants are nanoseconds per key or per pair, measured on the `find_all` benchmark
 //! and `examples/levels.rs`. The layout with the smallest total wins.
 //!
@@ -41,6 +42,9 @@ const CMP: f64 = 0.45;
 /// Per key in a run of equal first-level bits and second-level table: permuted into a
 /// cache-resident copy and split on the second level's bits.
 const SUB: f64 = 3.0;
+/// Per key and first-level table of a two-level layout: its buckets sorted to the first
+/// level's bits (to find the runs), where a single-level table only splits them.
+const SORT: f64 = 8.0;
 /// Second-level sub-blocks tried at most: past a dozen, tables multiply faster than
 /// candidates fall.
 const MAX_BLOCKS2: usize = 12;
@@ -198,7 +202,7 @@ pub fn cost_two_level(n: usize, blocks: usize, blocks2: usize, distance: u32) ->
             let passes = msd_passes(run, w2) as f64;
             second += count2 * (shared * (SUB + MOVE * blocks2 as f64 + MSD * passes) + CMP * c);
         }
-        cost += count * (first_level(n, blocks, w1) + second);
+        cost += count * (first_level(n, blocks, w1) + nf * SORT + second);
     }
     Some(Plan {
         layout: Levels::Two(blocks, blocks2),
