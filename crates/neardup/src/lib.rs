@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+mod classify;
 pub mod corpus;
 pub mod decide;
 mod error;
