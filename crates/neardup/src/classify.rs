@@ -197,7 +197,7 @@ mod tests {
             prop_assert_eq!(classes(&block), classes_scalar(&block));
             prop_assert_eq!(words(&block), words_scalar(&block));
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512bw") {
+            if crate::arch::cpu().avx512bw() {
                 // SAFETY: the CPU has AVX-512BW (and so F), checked just above.
                 prop_assert_eq!(unsafe { classes_avx512(&block) }, classes_scalar(&block));
             }
@@ -213,7 +213,7 @@ mod tests {
             prop_assert_eq!(classes(&block), classes_scalar(&block));
             prop_assert_eq!(words(&block), words_scalar(&block));
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512bw") {
+            if crate::arch::cpu().avx512bw() {
                 // SAFETY: the CPU has AVX-512BW (and so F), checked just above.
                 prop_assert_eq!(unsafe { classes_avx512(&block) }, classes_scalar(&block));
             }

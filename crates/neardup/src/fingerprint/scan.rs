@@ -84,9 +84,8 @@ struct Avx512(());
 #[cfg(target_arch = "x86_64")]
 impl Avx512 {
     fn detect() -> Option<Avx512> {
-        (std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw"))
-        .then_some(Avx512(()))
+        // BW implies F.
+        crate::arch::features().avx512bw().then_some(Avx512(()))
     }
 }
 

@@ -297,7 +297,7 @@ pub fn shingle_hashes(text: &str, mut shingle: impl FnMut(u64)) {
         }
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512dq") {
+        if crate::arch::features().avx512dq() {
             // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
             done = unsafe { shingles_avx512(words, &mut shingle) };
         }
