@@ -382,8 +382,8 @@ impl<S: Scheme> Engine<S> {
     }
 
     /// Stores every `(id, doc)`, in order (a later copy of an id wins): a few inserted
-    /// one by one into the top level; where folds run apart, up to a few top levels'
-    /// worth sorted into it; more sorted straight into the middle level (or into a
+    /// one by one into the top level; for a scheme that folds apart, up to a few top
+    /// levels' worth sorted into it; more sorted straight into the middle level (or into a
     /// rebuilt main part, when that is due).
     pub(super) fn insert_bulk(&mut self, docs: &[(u64, S::Doc)]) -> Result<()> {
         self.poll();
@@ -397,7 +397,7 @@ impl<S: Scheme> Engine<S> {
                 Ok(())
             });
         }
-        if S::FOLD_APART && self.background && docs.len() <= TOP_SLACK * cap {
+        if S::FOLD_APART && docs.len() <= TOP_SLACK * cap {
             // The fold then runs beside the writer, as for single writes.
             return self.write(|e, top| {
                 let from = top.docs.len();
@@ -773,11 +773,18 @@ pub(super) fn merge<K: Copy + Ord>(
     old: impl Iterator<Item = (K, u32)>,
     new: Vec<(K, u32)>,
 ) -> Vec<(K, u32)> {
-    Merge {
-        old: old.peekable(),
-        new: new.into_iter().peekable(),
+    // Sized up front (a filtered iterator would grow the vector by copies), and the new
+    // entries, usually far fewer, drive the loop.
+    let mut out = Vec::with_capacity(old.size_hint().1.unwrap_or(0) + new.len());
+    let mut old = old.peekable();
+    for e in new {
+        while let Some(o) = old.next_if(|o| *o < e) {
+            out.push(o);
+        }
+        out.push(e);
     }
-    .collect()
+    out.extend(old);
+    out
 }
 
 /// Two sorted runs of entries merged, as they are read.
