@@ -213,7 +213,7 @@ impl Signature {
             } else {
                 self.sketch.similarity(&other.sketch) as f32
             },
-            distance: crate::batch::wide_distance(&self.fingerprint, &other.fingerprint),
+            distance: crate::hamming::wide_distance(&self.fingerprint, &other.fingerprint),
         }
     }
 

@@ -1,4 +1,6 @@
-//! Hamming distance between 64-bit fingerprints.
+//! Hamming distance between 64-bit fingerprints, and between 256-bit ([`Wide`]) ones.
+
+use crate::fingerprint::Wide;
 
 /// Number of bits in which `a` and `b` differ.
 #[inline]
@@ -12,6 +14,12 @@ pub fn within(a: u64, b: u64, k: u32) -> bool {
     distance(a, b) <= k
 }
 
+/// The 256-bit Hamming distance: the distances of the four lanes added.
+#[inline]
+pub fn wide_distance(a: &Wide, b: &Wide) -> u32 {
+    a.iter().zip(b).map(|(&x, &y)| distance(x, y)).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -23,5 +31,6 @@ mod tests {
         assert_eq!(distance(0b1010, 0b0110), 2);
         assert!(within(0b1010, 0b0110, 2));
         assert!(!within(0b1010, 0b0110, 1));
+        assert_eq!(wide_distance(&[0, 1, 3, u64::MAX], &[0, 0, 0, 0]), 67);
     }
 }

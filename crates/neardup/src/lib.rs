@@ -34,7 +34,9 @@
 //! default `rayon` feature; results do not depend on it.
 #![warn(missing_docs)]
 
+pub mod arch;
 pub mod batch;
+mod classify;
 pub mod corpus;
 pub mod decide;
 mod error;

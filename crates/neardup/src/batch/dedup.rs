@@ -300,7 +300,7 @@ pub fn resolve(
             .map(|&doc| Member {
                 doc,
                 similarity: 1.0,
-                distance: super::wide_distance(&fps[doc as usize], &fps[rep as usize]),
+                distance: crate::hamming::wide_distance(&fps[doc as usize], &fps[rep as usize]),
             })
             .collect();
         for &(_, n) in &linked[from..at] {
@@ -314,7 +314,7 @@ pub fn resolve(
                 members.push(Member {
                     doc,
                     similarity: near.similarity,
-                    distance: super::wide_distance(&fps[doc as usize], &fps[rep as usize]),
+                    distance: crate::hamming::wide_distance(&fps[doc as usize], &fps[rep as usize]),
                 });
             }
         }
@@ -365,7 +365,7 @@ pub fn dedup(
 pub fn measure(a: &Sketch, b: &Sketch, fa: &Wide, fb: &Wide) -> Match {
     Match {
         similarity: a.similarity(b) as f32,
-        distance: super::wide_distance(fa, fb),
+        distance: crate::hamming::wide_distance(fa, fb),
     }
 }
 

@@ -23,6 +23,8 @@ use std::sync::Arc;
 
 pub use crate::decide::{Keep, Rule};
 use crate::error::{Error, Result};
+/// Moved to [`crate::hamming::wide_distance`]; kept here for callers of the old path.
+pub use crate::hamming::wide_distance;
 use crate::tables::{Layout, Levels, PermuteJob, Table};
 pub use bands::band_candidates;
 pub use dedup::{
@@ -31,7 +33,7 @@ pub use dedup::{
 };
 use radix::Keyed;
 pub use union_find::UnionFind;
-pub use wide::{wide_distance, WideMatcher};
+pub use wide::WideMatcher;
 
 /// The layout for batch matching of `n` fingerprints at `distance`: `blocks` as given
 /// ([`Blocks`] or two-level [`Levels`]), or the [`planner`]'s choice for `auto`.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::{Indexed, IndexedPair, Matcher, Progress, ProgressFn};
 use crate::error::Error;
 use crate::fingerprint::{Wide, LANES};
-use crate::hamming;
+use crate::hamming::{self, wide_distance};
 use crate::tables::Layout;
 
 /// Finds pairs of [`Wide`] fingerprints within a 256-bit distance.
@@ -34,15 +34,6 @@ impl std::fmt::Debug for WideMatcher {
             .field("distance", &self.distance)
             .finish_non_exhaustive()
     }
-}
-
-/// The 256-bit Hamming distance.
-#[inline]
-pub fn wide_distance(a: &Wide, b: &Wide) -> u32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| hamming::distance(x, y))
-        .sum()
 }
 
 impl WideMatcher {

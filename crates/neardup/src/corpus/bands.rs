@@ -4,11 +4,12 @@
 //! pair it with ([`crate::batch::band_candidates`]). The decision on each is then
 //! [`crate::decide::Rule`]'s, as in batch.
 //!
-//! The layout follows [`super::Corpus`]: a compact main part, rebuilt now and then (on
-//! another thread by default), under small sorted levels (frozen, middle, sealed, top),
-//! so a write costs O(top) and readers never wait. A full top level is sealed and folded
-//! into the middle one on a thread of its own (by default), so the writer does not wait
-//! for that either. Per band, the main part keeps a bucket
+//! It runs on the levelled engine of [`super::Corpus`] (`engine.rs`): a compact main
+//! part, rebuilt now and then (on another thread by default), under small sorted levels
+//! (frozen, middle, sealed, top), so a write costs O(top) and readers never wait. A full
+//! top level is sealed and folded into the middle one on a thread of its own (by default),
+//! so the writer does not wait for that either. What is its own is the [`Scheme`]: a
+//! document is its band keys, a table is a band. Per band, the main part keeps a bucket
 //! directory on the top bits of the keys, the low 16 bits of each key, and each entry's
 //! slot packed at the bits it needs: with `n` documents, about `20 · (2 + ⌈log₂ n⌉/8)`
 //! bytes a document (118 at 100 million), plus 12 for its id and the id index.
@@ -18,9 +19,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use super::engine::{self, folded, Engine, MainPart, Merge, Scheme};
 use super::main_part::Packed;
 use super::raw::{invalid, In, Out};
-use super::{mid_cap, top_cap, IdMap, SlotSet};
 use crate::error::{Error, Result};
 use crate::jaccard::{BandKeys, BANDS};
 
@@ -29,50 +30,59 @@ use crate::jaccard::{BandKeys, BANDS};
 const MAX_DIR_BITS: u32 = 24;
 const LOW_BITS: u32 = 16;
 
-/// Documents added since the main part was built, and slots removed: per band the
-/// `(key, slot)` entries, sorted; the keys and ids of the level's slots (which follow
-/// those of the levels below); the slots removed while this level was on top.
-#[derive(Clone, Debug, Default)]
-struct Level {
-    bands: Vec<Vec<(u32, u32)>>,
-    /// Per band of a large level that no longer changes, a directory on the top bits of
-    /// its keys ([`Level::indexed`]); empty otherwise.
-    dirs: Vec<Vec<u32>>,
-    keys: Vec<BandKeys>,
-    ids: Vec<u64>,
-    removed: SlotSet,
+/// The band index's part of the levelled engine: a document is its band keys, and table
+/// `b` holds the keys of band `b`. A full top level is folded on a thread of its own (with
+/// background rebuilds): a fold merges twenty bands.
+#[derive(Clone, Copy, Debug, Default)]
+struct Bands;
+
+impl Scheme for Bands {
+    type Doc = BandKeys;
+    type Key = u32;
+    type Main = Main;
+
+    const MAX_SLOT: usize = u32::MAX as usize - 1;
+    const FOLD_APART: bool = true;
+
+    fn tables(&self) -> usize {
+        BANDS
+    }
+
+    #[inline]
+    fn key(&self, band: usize, keys: &BandKeys) -> u32 {
+        keys[band]
+    }
+
+    fn empty_main(&self) -> Main {
+        Main::empty()
+    }
+
+    fn build(&self, snap: &Snap) -> Main {
+        build_main(snap)
+    }
+
+    fn index(&self, level: &mut Level) {
+        level.index();
+    }
 }
+
+/// A level of the band index: per band, `(key, slot)` entries sorted.
+type Level = engine::Level<Bands>;
+
+/// One consistent state; queries run on it, never on anything mutable.
+type Snap = engine::Snap<Bands>;
 
 /// Entries a band of a level needs before it gets a directory: below this a binary search
 /// stays in a few cache lines.
 const LEVEL_DIR_MIN: usize = 1024;
 
 impl Level {
-    fn empty() -> Level {
-        Level {
-            bands: vec![Vec::new(); BANDS],
-            ..Level::default()
-        }
-    }
-
-    fn weight(&self) -> usize {
-        self.keys.len() + self.removed.len()
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.bands.iter().map(|b| b.capacity() * 8).sum::<usize>()
-            + self.dirs.iter().map(|d| d.capacity() * 4).sum::<usize>()
-            + self.keys.capacity() * 4 * BANDS
-            + self.ids.capacity() * 8
-            + self.removed.capacity() * 8
-    }
-
     /// Calls `f(slot)` for every entry of band `band` with `key`: the plain lookup that
     /// [`Snap::find_levels`] is tested against.
     #[cfg(test)]
     fn find(&self, band: usize, key: u32, f: impl FnMut(u32)) {
         let (from, to) = self.run(band, key);
-        scan_run(&self.bands[band][from..to], key, f);
+        scan_run(&self.tables[band][from..to], key, f);
     }
 
     /// The entries of band `band` where `key`'s are: its directory's bucket, or the whole
@@ -84,7 +94,7 @@ impl Level {
                 let bucket = dir_bucket(dir, key);
                 (dir[bucket] as usize, dir[bucket + 1] as usize)
             }
-            None => (0, self.bands.get(band).map_or(0, Vec::len)),
+            None => (0, self.tables.get(band).map_or(0, Vec::len)),
         }
     }
 
@@ -92,9 +102,9 @@ impl Level {
     /// and a run of about four entries, where a binary search over a middle level of tens
     /// of thousands of entries waited on a cache miss at each of its steps, twenty bands
     /// over: most of a query's time while the middle level was large.
-    fn indexed(mut self) -> Level {
+    fn index(&mut self) {
         self.dirs = self
-            .bands
+            .tables
             .iter()
             .map(|entries| {
                 if entries.len() < LEVEL_DIR_MIN {
@@ -109,7 +119,6 @@ impl Level {
                 dir.finish()
             })
             .collect();
-        self
     }
 }
 
@@ -360,6 +369,25 @@ impl Iterator for Entries<'_> {
     }
 }
 
+impl MainPart for Main {
+    fn len(&self) -> usize {
+        Main::len(self)
+    }
+
+    #[inline]
+    fn id(&self, slot: usize) -> u64 {
+        self.ids[slot]
+    }
+
+    fn position(&self, id: u64) -> Option<u32> {
+        Main::position(self, id)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        Main::heap_bytes(self)
+    }
+}
+
 /// The directory bits of a main part of `n` documents: about one entry a bucket, at
 /// least 4 bits and at most [`MAX_DIR_BITS`].
 fn dir_bits(n: usize) -> u32 {
@@ -424,73 +452,7 @@ impl MainBand {
     }
 }
 
-/// One consistent state; queries run on it, never on anything mutable.
-#[derive(Debug)]
-struct Snap {
-    main: Arc<Main>,
-    frozen: Arc<Level>,
-    mid: Arc<Level>,
-    /// A full top level being folded into the middle one on another thread.
-    sealed: Arc<Level>,
-    top: Arc<Level>,
-}
-
 impl Snap {
-    fn empty() -> Snap {
-        Snap {
-            main: Arc::new(Main::empty()),
-            frozen: Arc::new(Level::empty()),
-            mid: Arc::new(Level::empty()),
-            sealed: Arc::new(Level::empty()),
-            top: Arc::new(Level::empty()),
-        }
-    }
-
-    fn levels(&self) -> [&Level; 4] {
-        [&self.frozen, &self.mid, &self.sealed, &self.top]
-    }
-
-    /// The first slot of the middle level.
-    fn mid_base(&self) -> usize {
-        self.main.len() + self.frozen.keys.len()
-    }
-
-    /// The first slot of the top level.
-    fn top_base(&self) -> usize {
-        self.slots() - self.top.keys.len()
-    }
-
-    fn slots(&self) -> usize {
-        self.main.len() + self.levels().iter().map(|l| l.keys.len()).sum::<usize>()
-    }
-
-    fn len(&self) -> usize {
-        self.slots() - self.levels().iter().map(|l| l.removed.len()).sum::<usize>()
-    }
-
-    fn removed(&self, slot: u32) -> bool {
-        removed_in(self.levels(), slot)
-    }
-
-    /// The level holding `slot` and its index there; `None` for the main part.
-    fn level_of(&self, slot: u32) -> Option<(&Level, usize)> {
-        let mut s = (slot as usize).checked_sub(self.main.len())?;
-        for level in self.levels() {
-            if s < level.keys.len() {
-                return Some((level, s));
-            }
-            s -= level.keys.len();
-        }
-        None
-    }
-
-    fn id(&self, slot: u32) -> u64 {
-        match self.level_of(slot) {
-            Some((level, i)) => level.ids[i],
-            None => self.main.ids[slot as usize],
-        }
-    }
-
     /// Calls `f(slot)` for every entry of the levels' bands with key `keys[band]`, zero
     /// keys skipped: [`Level::find`] of each level and band, in three passes as
     /// [`Main::find_bands`] reads. Each band of a large level is a directory entry, then a
@@ -502,7 +464,7 @@ impl Snap {
         let levels = self.levels();
         let mut runs = [[(0usize, 0usize); BANDS]; 4];
         for (level, runs) in levels.iter().zip(&mut runs) {
-            if level.keys.is_empty() {
+            if level.docs.is_empty() {
                 continue;
             }
             for (band, (&key, run)) in keys.iter().zip(runs.iter_mut()).enumerate() {
@@ -512,14 +474,14 @@ impl Snap {
             }
         }
         for (level, runs) in levels.iter().zip(&runs) {
-            for (entries, &(from, to)) in level.bands.iter().zip(runs) {
+            for (entries, &(from, to)) in level.tables.iter().zip(runs) {
                 if from < to {
                     crate::hint::prefetch(&entries[from]);
                 }
             }
         }
         for (level, runs) in levels.iter().zip(&runs) {
-            for ((entries, &(from, to)), &key) in level.bands.iter().zip(runs).zip(keys) {
+            for ((entries, &(from, to)), &key) in level.tables.iter().zip(runs).zip(keys) {
                 if from < to {
                     scan_run(&entries[from..to], key, &mut f);
                 }
@@ -544,30 +506,13 @@ impl Snap {
     }
 }
 
-/// Whether `slot` was removed in any of `levels`.
-fn removed_in(levels: [&Level; 4], slot: u32) -> bool {
-    levels
-        .iter()
-        .any(|l| !l.removed.is_empty() && l.removed.contains(&slot))
-}
-
 /// Documents by id with the band keys of their signatures, and the candidates of a query.
 ///
 /// Ids are the caller's `u64` document ids; inserting an id that is present replaces its
 /// keys. The `BandIndex` is the writer; [`BandIndex::reader`] gives query handles for
 /// other threads, which see each write as soon as it returns and never wait.
 pub struct BandIndex {
-    snap: Arc<Snap>,
-    published: Arc<ArcSwap<Snap>>,
-    /// Slots of the live documents of the levels (the rest are found through `Main`).
-    recent: IdMap,
-    /// A main part being built on another thread, from this snapshot.
-    pending: Option<(std::thread::JoinHandle<Main>, Arc<Snap>)>,
-    /// The middle level with the sealed one folded in, being built on another thread.
-    folding: Option<std::thread::JoinHandle<Level>>,
-    background: bool,
-    /// The top and middle levels' caps, when set for a test; else by the main part's size.
-    caps: Option<(usize, usize)>,
+    engine: Engine<Bands>,
 }
 
 impl std::fmt::Debug for BandIndex {
@@ -613,31 +558,16 @@ impl BandIndexReader {
     }
 }
 
-/// How far a top level may grow past its cap, in caps, while the previous one is still
-/// being folded, before a write waits for that fold.
-const TOP_SLACK: usize = 4;
-
 impl BandIndex {
     /// An empty index.
     pub fn new() -> BandIndex {
-        BandIndex::of(Snap::empty(), IdMap::default(), None)
+        BandIndex::of(Snap::of_main(Bands, Main::empty()))
     }
 
     /// The writer of `snap`.
-    fn of(
-        snap: Snap,
-        recent: IdMap,
-        pending: Option<(std::thread::JoinHandle<Main>, Arc<Snap>)>,
-    ) -> BandIndex {
-        let snap = Arc::new(snap);
+    fn of(snap: Snap) -> BandIndex {
         BandIndex {
-            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
-            snap,
-            recent,
-            pending,
-            folding: None,
-            background: true,
-            caps: None,
+            engine: Engine::new(snap),
         }
     }
 
@@ -661,17 +591,13 @@ impl BandIndex {
             entries.sort_unstable();
             entries.into_iter()
         });
-        let snap = Snap {
-            main: Arc::new(main),
-            ..Snap::empty()
-        };
-        Ok(BandIndex::of(snap, IdMap::default(), None))
+        Ok(BandIndex::of(Snap::of_main(Bands, main)))
     }
 
     /// Whether folds of the top level and rebuilds of the main part run on other threads
     /// (the default), as [`super::Corpus::background_rebuilds`].
     pub fn background_rebuilds(mut self, on: bool) -> BandIndex {
-        self.background = on;
+        self.engine.set_background(on);
         self
     }
 
@@ -680,24 +606,14 @@ impl BandIndex {
     /// rebuild.
     #[doc(hidden)]
     pub fn with_level_caps(mut self, top: usize, mid: usize) -> BandIndex {
-        self.caps = Some((top.max(1), mid.max(1)));
+        self.engine.set_caps(top, mid);
         self
-    }
-
-    fn top_cap(&self) -> usize {
-        self.caps
-            .map_or_else(|| top_cap(self.snap.main.len()), |(top, _)| top)
-    }
-
-    fn mid_cap(&self) -> usize {
-        self.caps
-            .map_or_else(|| mid_cap(self.snap.main.len()), |(_, mid)| mid)
     }
 
     /// The index as it is now, to write with [`BandSnapshot::write_to`] on any thread
     /// while writes go on (a few `Arc`s: nothing is copied).
     pub fn snapshot(&self) -> BandSnapshot {
-        BandSnapshot(Arc::clone(&self.snap))
+        BandSnapshot(Arc::clone(&self.engine.snap))
     }
 
     /// The index a [`BandSnapshot`] wrote, as it was then. A main part that was being
@@ -713,12 +629,12 @@ impl BandIndex {
         let mut levels = Vec::with_capacity(3);
         for _ in 0..3 {
             let level = read_level(&mut input, total)?;
-            total += level.keys.len();
+            total += level.docs.len();
             levels.push(level);
         }
         input.finish()?;
         let slots = levels.iter().flat_map(|l| {
-            let entries = l.bands.iter().flatten().map(|e| e.1);
+            let entries = l.tables.iter().flatten().map(|e| e.1);
             l.removed.iter().copied().chain(entries)
         });
         if let Some(slot) = slots.into_iter().find(|&s| s as usize >= total) {
@@ -727,47 +643,30 @@ impl BandIndex {
         let [frozen, mid, top]: [Level; 3] =
             levels.try_into().map_err(|_| invalid("three levels"))?;
         let snap = Snap {
-            main: Arc::new(main),
             frozen: Arc::new(frozen),
             mid: Arc::new(mid),
-            sealed: Arc::new(Level::empty()),
             top: Arc::new(top),
+            ..Snap::of_main(Bands, main)
         };
-        // The rebuild covered the main part and the frozen level only, as when it began.
-        // A frozen level of removals alone is rebuilt too: left in place, the next
-        // level frozen over it would drop its tombstones and bring those documents back.
-        let pending = (snap.frozen.weight() > 0).then(|| {
-            let base = Arc::new(Snap {
-                main: Arc::clone(&snap.main),
-                frozen: Arc::clone(&snap.frozen),
-                ..Snap::empty()
-            });
-            let job = Arc::clone(&base);
-            (std::thread::spawn(move || build_main(&job)), base)
-        });
-        let recent = recent_of(&snap);
-        Ok(BandIndex::of(snap, recent, pending))
+        Ok(BandIndex::of(snap))
     }
 
     /// Waits for the fold and the rebuild running in the background, if any, and
     /// installs them.
     pub fn finish_rebuild(&mut self) {
-        self.finish_fold();
-        if let Some((handle, base)) = self.pending.take() {
-            self.install(handle, &base);
-        }
+        self.engine.finish_rebuild();
     }
 
     /// A query handle for other threads.
     pub fn reader(&self) -> BandIndexReader {
         BandIndexReader {
-            published: Arc::clone(&self.published),
+            published: self.engine.published(),
         }
     }
 
     /// Documents stored.
     pub fn len(&self) -> usize {
-        self.snap.len()
+        self.engine.snap.len()
     }
 
     /// Whether no document is stored.
@@ -777,33 +676,27 @@ impl BandIndex {
 
     /// Whether `id` is stored.
     pub fn contains(&self, id: u64) -> bool {
-        self.slot_of(&self.snap.top, id).is_some()
+        let e = &self.engine;
+        e.slot_of(&e.snap.top, id).is_some()
     }
 
     /// Bytes of memory held for the bands, ids and recent changes.
     pub fn heap_bytes(&self) -> usize {
-        self.snap.main.heap_bytes()
-            + self
-                .snap
-                .levels()
-                .iter()
-                .map(|l| l.heap_bytes())
-                .sum::<usize>()
-            + self.recent.capacity() * 16
+        self.engine.heap_bytes()
     }
 
     /// Every stored document whose keys agree with `keys` in some band (a zero key
     /// agrees with nothing), by id.
     pub fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
-        self.snap.candidates(keys)
+        self.engine.snap.candidates(keys)
     }
 
     /// Stores `id` with `keys`; whether it replaced a stored document.
     pub fn insert(&mut self, id: u64, keys: &BandKeys) -> Result<bool> {
         let mut replaced = false;
-        self.write(|ix, top| {
-            replaced = ix.remove_in(top, id);
-            ix.add_in(top, id, keys, true)
+        self.engine.write(|e, top| {
+            replaced = e.remove_in(top, id).is_some();
+            e.add_in(top, id, keys, true)
         })?;
         Ok(replaced)
     }
@@ -812,65 +705,15 @@ impl BandIndex {
     /// one by one into the top level, up to a few top levels' worth sorted into it, more
     /// sorted straight into the middle level.
     pub fn insert_bulk(&mut self, docs: &[(u64, BandKeys)]) -> Result<()> {
-        let cap = self.top_cap();
-        if docs.len() <= cap / 4 {
-            return self.write(|ix, top| {
-                for (id, keys) in docs {
-                    ix.remove_in(top, *id);
-                    ix.add_in(top, *id, keys, true)?;
-                }
-                Ok(())
-            });
-        }
-        if docs.len() <= TOP_SLACK * cap {
-            // The fold then runs beside the writer, as for single writes.
-            return self.write(|ix, top| {
-                let from = top.keys.len();
-                let first = ix.snap.top_base() + from;
-                for (id, keys) in docs {
-                    ix.remove_in(top, *id);
-                    ix.add_in(top, *id, keys, false)?;
-                }
-                top.dirs.clear();
-                for (band, entries) in top.bands.iter_mut().enumerate() {
-                    let mut new: Vec<(u32, u32)> = top.keys[from..]
-                        .iter()
-                        .enumerate()
-                        .map(|(i, keys)| (keys[band], (first + i) as u32))
-                        .collect();
-                    new.sort_unstable();
-                    *entries = merge(entries.iter().copied(), new);
-                }
-                Ok(())
-            });
-        }
-        self.poll();
-        // The middle level is folded here, so the one being folded has to be in it.
-        self.finish_fold();
-        let mut top = (*self.snap.top).clone();
-        for (id, keys) in docs {
-            self.remove_in(&mut top, *id);
-            if let Err(e) = self.add_in(&mut top, *id, keys, false) {
-                self.recent = recent_of(&self.snap);
-                return Err(e);
-            }
-        }
-        let level = folded(
-            &self.snap.mid,
-            &top,
-            self.snap.mid_base(),
-            self.pending.is_none(),
-        );
-        self.install_fold(level, Level::empty());
-        Ok(())
+        self.engine.insert_bulk(docs)
     }
 
     /// Removes `id`; whether it was stored.
     pub fn remove(&mut self, id: u64) -> bool {
         let mut was = false;
         // Removal cannot fail.
-        let _ = self.write(|ix, top| {
-            was = ix.remove_in(top, id);
+        let _ = self.engine.write(|e, top| {
+            was = e.remove_in(top, id).is_some();
             Ok(())
         });
         was
@@ -879,320 +722,15 @@ impl BandIndex {
     /// Removes every id in `ids`; how many were stored.
     pub fn remove_bulk(&mut self, ids: &[u64]) -> usize {
         let mut n = 0;
-        let _ = self.write(|ix, top| {
-            n = ids.iter().filter(|&&id| ix.remove_in(top, id)).count();
+        let _ = self.engine.write(|e, top| {
+            n = ids
+                .iter()
+                .filter(|&&id| e.remove_in(top, id).is_some())
+                .count();
             Ok(())
         });
         n
     }
-
-    /// Runs `f` on a copy of the top level, then publishes it; a full top level is sealed
-    /// and folded into the middle one on another thread, while the next fills.
-    fn write(&mut self, f: impl FnOnce(&mut BandIndex, &mut Level) -> Result<()>) -> Result<()> {
-        self.poll();
-        if self.folding.is_some() && self.snap.top.weight() > TOP_SLACK * self.top_cap() {
-            // Each write copies the top level: past this, waiting for the fold costs less.
-            self.finish_fold();
-        }
-        let mut top = (*self.snap.top).clone();
-        if let Err(e) = f(self, &mut top) {
-            self.recent = recent_of(&self.snap);
-            return Err(e);
-        }
-        if top.weight() > self.top_cap() && self.folding.is_none() {
-            self.seal(top);
-        } else {
-            self.publish(Snap {
-                main: Arc::clone(&self.snap.main),
-                frozen: Arc::clone(&self.snap.frozen),
-                mid: Arc::clone(&self.snap.mid),
-                sealed: Arc::clone(&self.snap.sealed),
-                top: Arc::new(top),
-            });
-        }
-        Ok(())
-    }
-
-    fn publish(&mut self, snap: Snap) {
-        self.snap = Arc::new(snap);
-        self.published.store(Arc::clone(&self.snap));
-    }
-
-    /// The live slot of `id`, with `top` as the top level so far.
-    fn slot_of(&self, top: &Level, id: u64) -> Option<u32> {
-        match self.recent.get(&id) {
-            Some(&slot) => Some(slot),
-            None => {
-                let s = &self.snap;
-                s.main
-                    .position(id)
-                    .filter(|&p| !removed_in([&s.frozen, &s.mid, &s.sealed, top], p))
-            }
-        }
-    }
-
-    /// Removes `id` in `top`; whether it was stored.
-    fn remove_in(&mut self, top: &mut Level, id: u64) -> bool {
-        let Some(slot) = self.slot_of(top, id) else {
-            return false;
-        };
-        self.recent.remove(&id);
-        top.removed.insert(slot);
-        true
-    }
-
-    /// Adds `id` with `keys` in a new slot of `top` (and its bands, with `index`).
-    fn add_in(&mut self, top: &mut Level, id: u64, keys: &BandKeys, index: bool) -> Result<()> {
-        let next = self.snap.top_base() + top.keys.len();
-        let slot = u32::try_from(next).ok().filter(|&s| s < u32::MAX).ok_or(
-            Error::TooManyFingerprints {
-                got: next + 1,
-                max: u32::MAX as usize - 1,
-            },
-        )?;
-        top.keys.push(*keys);
-        top.ids.push(id);
-        if index {
-            // The directories would no longer match (the top level has none, unless it
-            // was read from a snapshot).
-            top.dirs.clear();
-            for (entries, &key) in top.bands.iter_mut().zip(keys) {
-                let at = entries.partition_point(|e| *e < (key, slot));
-                entries.insert(at, (key, slot));
-            }
-        }
-        self.recent.insert(id, slot);
-        Ok(())
-    }
-
-    /// Publishes `top` (with its bands filled) as the sealed level under a new empty top,
-    /// and folds it into the middle level: on another thread by default. No fold may be
-    /// running.
-    fn seal(&mut self, top: Level) {
-        let snap = Arc::clone(&self.snap);
-        self.publish(Snap {
-            main: Arc::clone(&snap.main),
-            frozen: Arc::clone(&snap.frozen),
-            mid: Arc::clone(&snap.mid),
-            sealed: Arc::new(top),
-            top: Arc::new(Level::empty()),
-        });
-        let snap = Arc::clone(&self.snap);
-        if self.background {
-            // On its own thread and not the pool: a rebuild may keep the pool busy for
-            // seconds, and the writer would wait on the fold behind it.
-            self.folding = Some(std::thread::spawn(move || {
-                folded(&snap.mid, &snap.sealed, snap.mid_base(), false)
-            }));
-        } else {
-            let level = folded(
-                &snap.mid,
-                &snap.sealed,
-                snap.mid_base(),
-                self.pending.is_none(),
-            );
-            self.install_fold(level, Level::empty());
-        }
-    }
-
-    /// Waits for the fold running in the background, if any, and installs it.
-    fn finish_fold(&mut self) {
-        if let Some(handle) = self.folding.take() {
-            let level = match handle.join() {
-                Ok(level) => level,
-                Err(_) => {
-                    let snap = &self.snap;
-                    folded(&snap.mid, &snap.sealed, snap.mid_base(), false)
-                }
-            };
-            let top = (*self.snap.top).clone();
-            self.install_fold(level, top);
-        }
-    }
-
-    /// Publishes `level` as the middle level (the old one and the sealed one folded) under
-    /// `top`. When it outgrows its share of the index, it becomes the frozen level of a
-    /// rebuild of the main part instead (as [`super::Corpus`] does); when there is nothing
-    /// to overlap the rebuild with, or rebuilds are not in the background, that is done
-    /// now.
-    fn install_fold(&mut self, level: Level, top: Level) {
-        let snap = Arc::clone(&self.snap);
-        let due = level.weight() > self.mid_cap() && self.pending.is_none();
-        if !due {
-            self.publish(Snap {
-                main: Arc::clone(&snap.main),
-                frozen: Arc::clone(&snap.frozen),
-                mid: Arc::new(level),
-                sealed: Arc::new(Level::empty()),
-                top: Arc::new(top),
-            });
-            return;
-        }
-        if !(self.background && snap.main.len() > 0) {
-            let all = Snap {
-                main: Arc::clone(&snap.main),
-                frozen: Arc::clone(&snap.frozen),
-                mid: Arc::new(level),
-                sealed: Arc::new(Level::empty()),
-                top: Arc::new(top),
-            };
-            let main = build_main(&all);
-            self.publish(Snap {
-                main: Arc::new(main),
-                ..Snap::empty()
-            });
-            // Every document is in the main part now, each in a new slot.
-            self.recent = IdMap::default();
-            return;
-        }
-        self.publish(Snap {
-            main: Arc::clone(&snap.main),
-            frozen: Arc::new(level),
-            mid: Arc::new(Level::empty()),
-            sealed: Arc::new(Level::empty()),
-            top: Arc::new(top),
-        });
-        let base = Arc::new(Snap {
-            main: Arc::clone(&snap.main),
-            frozen: Arc::clone(&self.snap.frozen),
-            ..Snap::empty()
-        });
-        let job = Arc::clone(&base);
-        let handle = std::thread::spawn(move || build_main(&job));
-        self.pending = Some((handle, base));
-    }
-
-    /// Installs the background fold and the background rebuild, each if it is done. A
-    /// rebuild waits for the fold: it renumbers the levels the fold reads.
-    fn poll(&mut self) {
-        if self.folding.as_ref().is_some_and(|h| h.is_finished()) {
-            self.finish_fold();
-        }
-        if self.folding.is_none()
-            && self
-                .pending
-                .as_ref()
-                .is_some_and(|(handle, _)| handle.is_finished())
-        {
-            self.finish_rebuild();
-        }
-    }
-
-    /// Installs the main part built by `handle` from `base`: the levels written since are
-    /// renumbered after it, and their tombstones of older documents moved to those
-    /// documents' new slots. No fold may be running.
-    fn install(&mut self, handle: std::thread::JoinHandle<Main>, base: &Snap) {
-        let main = match handle.join() {
-            Ok(main) => main,
-            Err(_) => build_main(base),
-        };
-        let snap = Arc::clone(&self.snap);
-        let old = snap.mid_base();
-        let new = main.len();
-        let shift = |slot: u32| (slot as usize - old + new) as u32;
-        let moved = |slot: u32| -> Option<u32> {
-            if (slot as usize) < old {
-                main.position(base.id(slot))
-            } else {
-                Some(shift(slot))
-            }
-        };
-        let renumber = |level: &Level| Level {
-            bands: level
-                .bands
-                .iter()
-                .map(|b| b.iter().map(|&(key, slot)| (key, shift(slot))).collect())
-                .collect(),
-            // Keys and their order are unchanged.
-            dirs: level.dirs.clone(),
-            keys: level.keys.clone(),
-            ids: level.ids.clone(),
-            removed: level.removed.iter().filter_map(|&s| moved(s)).collect(),
-        };
-        let (mid, sealed, top) = (
-            renumber(&snap.mid),
-            renumber(&snap.sealed),
-            renumber(&snap.top),
-        );
-        self.recent = self
-            .recent
-            .iter()
-            .filter(|&(_, &slot)| slot as usize >= old)
-            .map(|(&id, &slot)| (id, shift(slot)))
-            .collect();
-        self.publish(Snap {
-            main: Arc::new(main),
-            frozen: Arc::new(Level::empty()),
-            mid: Arc::new(mid),
-            sealed: Arc::new(sealed),
-            top: Arc::new(top),
-        });
-    }
-}
-
-/// Level `mid`, whose slots start at `base`, with `top` (the level after it, whose bands
-/// need not be filled) folded in: entries of removed documents dropped, tombstones kept.
-/// The bands are merged in parallel when `parallel`.
-fn folded(mid: &Level, top: &Level, base: usize, parallel: bool) -> Level {
-    let span = mid.keys.len() + top.keys.len();
-    // The removed slots among the two levels' own, as bits: a hash lookup for each of
-    // the twenty bands' entries was most of a fold's time.
-    let mut gone = vec![0u64; span.div_ceil(64)];
-    for &slot in mid.removed.iter().chain(&top.removed) {
-        if let Some(i) = (slot as usize).checked_sub(base).filter(|&i| i < span) {
-            gone[i / 64] |= 1 << (i % 64);
-        }
-    }
-    let gone = &gone;
-    let live = move |slot: u32| {
-        let i = slot as usize - base;
-        gone[i / 64] & (1 << (i % 64)) == 0
-    };
-    let top_base = (base + mid.keys.len()) as u32;
-    let band = |band: usize| {
-        let mut new: Vec<(u32, u32)> = top
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, keys)| (keys[band], top_base + i as u32))
-            .filter(|&(_, slot)| live(slot))
-            .collect();
-        new.sort_unstable();
-        merge(
-            mid.bands[band]
-                .iter()
-                .copied()
-                .filter(|&(_, slot)| live(slot)),
-            new,
-        )
-    };
-    let bands = if parallel {
-        crate::par::map((0..BANDS).collect(), band)
-    } else {
-        (0..BANDS).map(band).collect()
-    };
-    let mut level = Level {
-        bands,
-        dirs: Vec::new(),
-        keys: Vec::with_capacity(span),
-        ids: Vec::with_capacity(span),
-        removed: mid.removed.clone(),
-    };
-    level.keys.extend(&mid.keys);
-    level.keys.extend(&top.keys);
-    level.ids.extend(&mid.ids);
-    level.ids.extend(&top.ids);
-    level.removed.extend(&top.removed);
-    level.indexed()
-}
-
-/// Two sorted runs of entries merged.
-fn merge(old: impl Iterator<Item = (u32, u32)>, new: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
-    Merge {
-        old: old.peekable(),
-        new: new.into_iter().peekable(),
-    }
-    .collect()
 }
 
 /// A main part of every live document of `snap`, renumbered in slot order. Each band
@@ -1234,11 +772,11 @@ fn build_main(snap: &Snap) -> Main {
         let mut recent: Vec<(u32, u32)> = Vec::new();
         let mut base = 0;
         for level in levels {
-            recent.extend(level.keys.iter().enumerate().filter_map(|(i, keys)| {
+            recent.extend(level.docs.iter().enumerate().filter_map(|(i, keys)| {
                 let new = recent_slot[base + i];
                 (new != u32::MAX).then_some((keys[band], new))
             }));
-            base += level.keys.len();
+            base += level.docs.len();
         }
         recent.sort_unstable();
         let old = snap.main.entries(band).filter_map(move |(key, slot)| {
@@ -1253,38 +791,6 @@ fn build_main(snap: &Snap) -> Main {
             new: recent.into_iter().peekable(),
         }
     })
-}
-
-/// Two sorted runs of entries merged, as they are read.
-struct Merge<A: Iterator<Item = (u32, u32)>, B: Iterator<Item = (u32, u32)>> {
-    old: std::iter::Peekable<A>,
-    new: std::iter::Peekable<B>,
-}
-
-impl<A, B> Iterator for Merge<A, B>
-where
-    A: Iterator<Item = (u32, u32)>,
-    B: Iterator<Item = (u32, u32)>,
-{
-    type Item = (u32, u32);
-
-    #[inline]
-    fn next(&mut self) -> Option<(u32, u32)> {
-        match (self.old.peek(), self.new.peek()) {
-            (Some(o), Some(n)) if n < o => self.new.next(),
-            (Some(_), _) => self.old.next(),
-            (None, _) => self.new.next(),
-        }
-    }
-}
-
-/// The id → slot map of a snapshot's live documents in its levels.
-fn recent_of(snap: &Snap) -> IdMap {
-    (snap.main.len()..snap.slots())
-        .map(|s| s as u32)
-        .filter(|&s| !snap.removed(s))
-        .map(|s| (snap.id(s), s))
-        .collect()
 }
 
 /// The first word of a snapshot: "NDBANDS" and the format's version.
@@ -1327,17 +833,17 @@ impl BandSnapshot {
         }
         // Three levels, as the format has: a sealed level is written with the top one.
         let snap = &self.0;
-        let upper = if snap.sealed.keys.is_empty() && snap.sealed.removed.is_empty() {
+        let upper = if snap.sealed.docs.is_empty() && snap.sealed.removed.is_empty() {
             std::borrow::Cow::Borrowed(&*snap.top)
         } else {
-            let base = snap.mid_base() + snap.mid.keys.len();
-            std::borrow::Cow::Owned(folded(&snap.sealed, &snap.top, base, false))
+            let base = snap.mid_base() + snap.mid.docs.len();
+            std::borrow::Cow::Owned(folded(&Bands, &snap.sealed, &snap.top, base, false))
         };
         for level in [&*snap.frozen, &*snap.mid, &*upper] {
             out.slice(&level.ids, u64::to_le_bytes)?;
-            let keys: Vec<u32> = level.keys.iter().flatten().copied().collect();
+            let keys: Vec<u32> = level.docs.iter().flatten().copied().collect();
             out.slice(&keys, u32::to_le_bytes)?;
-            for entries in &level.bands {
+            for entries in &level.tables {
                 out.slice(entries, pair_le)?;
             }
             let mut removed: Vec<u32> = level.removed.iter().copied().collect();
@@ -1448,14 +954,15 @@ fn read_level<R: Read>(input: &mut In<R>, base: usize) -> io::Result<Level> {
         bands.push(entries);
     }
     let removed = input.vec(MAX_SLOTS, "removals", u32::from_le_bytes)?;
-    Ok(Level {
-        bands,
+    let mut level = Level {
+        tables: bands,
         dirs: Vec::new(),
-        keys,
+        docs: keys,
         ids,
         removed: removed.into_iter().collect(),
-    }
-    .indexed())
+    };
+    level.index();
+    Ok(level)
 }
 
 #[cfg(test)]
@@ -1500,15 +1007,16 @@ mod tests {
         let mut seed = 11;
         for n in [LEVEL_DIR_MIN - 1, LEVEL_DIR_MIN, 5000, 40_000] {
             let (_, docs) = main_of(n, (n as u64 / 3).max(2), &mut seed);
-            let mut level = Level::empty();
-            for (band, entries) in level.bands.iter_mut().enumerate() {
+            let mut level = Level::empty(BANDS);
+            for (band, entries) in level.tables.iter_mut().enumerate() {
                 entries.extend(docs.iter().enumerate().map(|(s, k)| (k[band], s as u32)));
                 // The extremes of the key range, in every bucket's edge.
                 entries.extend([(0, n as u32), (u32::MAX, n as u32 + 1)]);
                 entries.sort_unstable();
             }
             let plain = level.clone();
-            let indexed = level.indexed();
+            let mut indexed = level;
+            indexed.index();
             assert_eq!(
                 indexed.dirs.iter().any(|d| !d.is_empty()),
                 n + 2 >= LEVEL_DIR_MIN
@@ -1532,8 +1040,8 @@ mod tests {
     fn find_levels_is_find_of_each_level_and_band() {
         let mut seed = 13;
         let level_of = |docs: &[BandKeys], first: u32| {
-            let mut level = Level::empty();
-            for (band, entries) in level.bands.iter_mut().enumerate() {
+            let mut level = Level::empty(BANDS);
+            for (band, entries) in level.tables.iter_mut().enumerate() {
                 entries.extend(
                     docs.iter()
                         .enumerate()
@@ -1541,7 +1049,7 @@ mod tests {
                 );
                 entries.sort_unstable();
             }
-            level.keys = docs.to_vec();
+            level.docs = docs.to_vec();
             level.ids = (0..docs.len() as u64)
                 .map(|i| u64::from(first) + i)
                 .collect();
@@ -1551,12 +1059,15 @@ mod tests {
         let (_, frozen) = main_of(5000, 1500, &mut seed);
         let (_, mid) = main_of(3000, 900, &mut seed);
         let (_, top) = main_of(300, 90, &mut seed);
+        let indexed = |mut level: Level| {
+            level.index();
+            level
+        };
         let snap = Snap {
-            main: Arc::new(main),
-            frozen: Arc::new(level_of(&frozen, 100).indexed()),
-            mid: Arc::new(level_of(&mid, 5100).indexed()),
-            sealed: Arc::new(Level::empty()),
+            frozen: Arc::new(indexed(level_of(&frozen, 100))),
+            mid: Arc::new(indexed(level_of(&mid, 5100))),
             top: Arc::new(level_of(&top, 8100)),
+            ..Snap::of_main(Bands, main)
         };
         assert!(snap.frozen.dirs.iter().all(|d| !d.is_empty()));
         assert!(snap.top.dirs.iter().all(|d| d.is_empty()));

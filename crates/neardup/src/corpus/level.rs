@@ -1,41 +1,5 @@
-//! The small levels of a corpus above its main part: sorted `(key, slot)` entries per
-//! table, with the documents they hold and the slots removed.
-
-use super::SlotSet;
-
-/// Documents added since the main part was built, and slots removed: per table the
-/// entries, sorted; the fingerprints and ids of the level's slots (which follow those of
-/// the levels below); the slots removed while this level was on top.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Level {
-    pub(super) tables: Vec<Vec<(u64, u32)>>,
-    /// Per table, a bucket directory on the top bits of its keys (the middle level's only).
-    pub(super) dirs: Vec<Vec<u32>>,
-    pub(super) fps: Vec<u64>,
-    pub(super) ids: Vec<u64>,
-    pub(super) removed: SlotSet,
-}
-
-impl Level {
-    pub(super) fn empty(tables: usize) -> Level {
-        Level {
-            tables: vec![Vec::new(); tables],
-            ..Level::default()
-        }
-    }
-
-    /// Size against the level's cap: its documents and its removals.
-    pub(super) fn weight(&self) -> usize {
-        self.fps.len() + self.removed.len()
-    }
-
-    pub(super) fn heap_bytes(&self) -> usize {
-        self.tables.iter().map(|t| t.capacity() * 16).sum::<usize>()
-            + self.dirs.iter().map(|d| d.capacity() * 4).sum::<usize>()
-            + (self.fps.capacity() + self.ids.capacity()) * 8
-            + self.removed.capacity() * 8
-    }
-}
+//! The lookups of the corpus's small levels above its main part: per table, `(key, slot)`
+//! entries sorted by the permuted fingerprint, under a directory once folded.
 
 /// Calls `f(diff, slot)` for every entry of a level's sorted table that agrees with `q`
 /// under `mask` and is within `k` bits of it.

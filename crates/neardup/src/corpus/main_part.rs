@@ -332,6 +332,25 @@ impl Main {
     }
 }
 
+impl super::engine::MainPart for Main {
+    fn len(&self) -> usize {
+        Main::len(self)
+    }
+
+    #[inline]
+    fn id(&self, slot: usize) -> u64 {
+        self.ids.get(slot)
+    }
+
+    fn position(&self, id: u64) -> Option<u32> {
+        Main::position(self, id)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        Main::heap_bytes(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

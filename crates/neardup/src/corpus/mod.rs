@@ -21,6 +21,10 @@
 //! rebuild makes the new main part aside while readers go on with the old one, then
 //! publishes it. [`Corpus::reader`] hands out handles for other threads; each query sees
 //! one consistent state.
+//!
+//! The levels, snapshots, folds and rebuilds are the levelled engine's (`engine.rs`),
+//! which [`BandIndex`] runs on too; what is the corpus's own is its `Scheme`: a document
+//! is a fingerprint, a table a permutation, and the main part and the queries above.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -34,6 +38,7 @@ use crate::tables::{Blocks, Layout, Table};
 
 mod bands;
 mod documents;
+mod engine;
 mod level;
 mod main_part;
 mod raw;
@@ -42,7 +47,8 @@ pub use bands::{BandIndex, BandIndexReader, BandSnapshot};
 pub use documents::Documents;
 
 use crate::hint::prefetch;
-use level::{level_dir, run_level, Level};
+use engine::{Engine, Level, Place, Scheme, Snap};
+use level::{level_dir, run_level};
 use main_part::{Index, Main, Packed, IMPLIED};
 
 /// Modelled cost of a table probe (a directory read and a cache miss into the run).
@@ -149,50 +155,71 @@ impl Hasher for IdHasher {
 
 type IdMap = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
 type SlotSet = HashSet<u32, BuildHasherDefault<IdHasher>>;
-
-/// One consistent state of the corpus; queries run on it, never on anything mutable.
-///
-/// Parts, by age: `main` (built in one pass, compact), `frozen` (a middle level being
-/// built into the next main part in the background; usually empty), `mid` (recent
-/// documents, sorted per table; folded into `main` when it reaches a fraction of it), and
-/// `top` (the last few writes; copied by each write, folded into `mid` when full). So a
-/// write costs O(top), a fold O(mid), and a rebuild of `main` comes once per many
-/// documents. Slots number the main part's positions, then each level's documents.
-#[derive(Debug)]
-struct Snapshot {
+/// The corpus's part of the levelled engine: a document is its fingerprint, and the key of
+/// table `t` is the fingerprint permuted by the layout's table `t`. Writes fold the top
+/// level themselves: a fold of a few thousand fingerprints' tables is short.
+#[derive(Clone, Debug)]
+struct Fingerprints {
     layout: Arc<Layout>,
-    main: Arc<Main>,
-    frozen: Arc<Level>,
-    mid: Arc<Level>,
-    top: Arc<Level>,
 }
 
-impl Snapshot {
-    fn levels(&self) -> [&Level; 3] {
-        [&self.frozen, &self.mid, &self.top]
+impl Scheme for Fingerprints {
+    type Doc = u64;
+    type Key = u64;
+    type Main = Main;
+
+    const MAX_SLOT: usize = u32::MAX as usize;
+    const FOLD_APART: bool = false;
+
+    fn tables(&self) -> usize {
+        self.layout.tables().len()
     }
 
-    fn slots(&self) -> usize {
-        self.main.len() + self.levels().iter().map(|l| l.fps.len()).sum::<usize>()
+    #[inline]
+    fn key(&self, table: usize, fp: &u64) -> u64 {
+        self.layout.tables()[table].permute(*fp)
     }
 
-    fn len(&self) -> usize {
-        self.slots() - self.levels().iter().map(|l| l.removed.len()).sum::<usize>()
-    }
-
-    fn id(&self, slot: u32) -> u64 {
-        match locate(&self.main, self.levels(), slot) {
-            Place::Main(p) => self.main.ids.get(p),
-            Place::Level(level, i) => level.ids[i],
+    fn empty_main(&self) -> Main {
+        Main {
+            indexes: self
+                .layout
+                .tables()
+                .iter()
+                .map(|t| Index::build(0, |_| 0, t.leading_bits()))
+                .collect(),
+            ids: Packed::default(),
+            by_id: Packed::default(),
         }
     }
 
-    fn fp(&self, slot: u32) -> u64 {
-        fp_of(&self.layout, &self.main, self.levels(), slot)
+    fn build(&self, snap: &Snapshot) -> Main {
+        build_main(snap)
     }
 
-    fn removed(&self, slot: u32) -> bool {
-        removed_in(self.levels(), slot)
+    fn index(&self, level: &mut Level<Self>) {
+        level.dirs = level
+            .tables
+            .iter()
+            .zip(self.layout.tables())
+            .map(|(entries, table)| level_dir(entries, table.leading_bits()))
+            .collect();
+    }
+}
+
+/// One consistent state of the corpus; queries run on it, never on anything mutable.
+type Snapshot = Snap<Fingerprints>;
+
+impl Snapshot {
+    fn layout(&self) -> &Layout {
+        &self.scheme.layout
+    }
+
+    fn fp(&self, slot: u32) -> u64 {
+        match self.locate(slot) {
+            Place::Main(p) => self.layout().tables()[0].unpermute(self.main.indexes[0].key(p)),
+            Place::Level(level, i) => level.docs[i],
+        }
     }
 
     /// Every live `(id, fingerprint)`, by id.
@@ -207,7 +234,7 @@ impl Snapshot {
     /// table's order, then the levels' in slot order.
     fn for_each_live(&self, mut f: impl FnMut(u64, u64)) {
         if let Some(first) = self.main.indexes.first() {
-            let table = &self.layout.tables()[0];
+            let table = &self.layout().tables()[0];
             first.for_each(|pos, key| {
                 if !self.removed(pos as u32) {
                     f(self.main.ids.get(pos), table.unpermute(key));
@@ -216,12 +243,12 @@ impl Snapshot {
         }
         let mut base = self.main.len();
         for level in self.levels() {
-            for (i, (&fp, &id)) in level.fps.iter().zip(&level.ids).enumerate() {
+            for (i, (&fp, &id)) in level.docs.iter().zip(&level.ids).enumerate() {
                 if !self.removed((base + i) as u32) {
                     f(id, fp);
                 }
             }
-            base += level.fps.len();
+            base += level.docs.len();
         }
     }
 
@@ -271,8 +298,8 @@ impl Snapshot {
     /// overlap instead of following one another.
     fn each_match_many(&self, fps: &[u64], mut f: impl FnMut(usize, u64, u32)) {
         const GROUP: usize = 16;
-        let k = self.layout.distance();
-        let tables = self.layout.tables();
+        let k = self.layout().distance();
+        let tables = self.layout().tables();
         let main = &*self.main;
         let indexes = &main.indexes;
         let levels = self.levels();
@@ -348,19 +375,13 @@ fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec
 /// The `Corpus` is the writer; [`Corpus::reader`] gives query handles for other threads,
 /// which see each write as soon as it returns and never wait for a merge.
 pub struct Corpus {
-    snap: Arc<Snapshot>,
-    published: Arc<ArcSwap<Snapshot>>,
-    /// Slots of the live documents of the levels (the rest are found through `Main`).
-    recent: IdMap,
-    /// A main part being built on another thread, from this snapshot.
-    pending: Option<(std::thread::JoinHandle<Main>, Arc<Snapshot>)>,
-    background: bool,
+    engine: Engine<Fingerprints>,
 }
 
 impl std::fmt::Debug for Corpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Corpus")
-            .field("layout", &self.snap.layout)
+            .field("layout", self.layout())
             .field("len", &self.len())
             .finish_non_exhaustive()
     }
@@ -370,12 +391,7 @@ impl Clone for Corpus {
     /// An independent copy: its writes are not seen by this corpus's readers.
     fn clone(&self) -> Corpus {
         Corpus {
-            snap: Arc::clone(&self.snap),
-            published: Arc::new(ArcSwap::new(Arc::clone(&self.snap))),
-            recent: self.recent.clone(),
-            // The copy keeps the frozen level; its next rebuild takes it in.
-            pending: None,
-            background: self.background,
+            engine: self.engine.clone(),
         }
     }
 }
@@ -445,29 +461,12 @@ impl Corpus {
                 limit: (MAX_TABLES * 8) as usize,
             });
         }
-        let main = Main {
-            indexes: layout
-                .tables()
-                .iter()
-                .map(|t| Index::build(0, |_| 0, t.leading_bits()))
-                .collect(),
-            ids: Packed::default(),
-            by_id: Packed::default(),
-        };
-        let tables = layout.tables().len();
-        let snap = Arc::new(Snapshot {
+        let scheme = Fingerprints {
             layout: Arc::new(layout),
-            main: Arc::new(main),
-            frozen: Arc::new(Level::empty(tables)),
-            mid: Arc::new(Level::empty(tables)),
-            top: Arc::new(Level::empty(tables)),
-        });
+        };
+        let main = scheme.empty_main();
         Ok(Corpus {
-            published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
-            snap,
-            recent: IdMap::default(),
-            pending: None,
-            background: true,
+            engine: Engine::new(Snap::of_main(scheme, main)),
         })
     }
 
@@ -475,32 +474,30 @@ impl Corpus {
     /// that starts one returns at once, and later writes install the result when it is
     /// ready. Off, that write waits for the rebuild.
     pub fn background_rebuilds(mut self, on: bool) -> Corpus {
-        self.background = on;
+        self.engine.set_background(on);
         self
     }
 
     /// Waits for a rebuild running in the background, if any, and installs it.
     pub fn finish_rebuild(&mut self) {
-        if let Some((handle, base)) = self.pending.take() {
-            self.install(handle, &base);
-        }
+        self.engine.finish_rebuild();
     }
 
     /// A query handle for other threads.
     pub fn reader(&self) -> CorpusReader {
         CorpusReader {
-            published: Arc::clone(&self.published),
+            published: self.engine.published(),
         }
     }
 
     /// The layout in use.
     pub fn layout(&self) -> &Layout {
-        &self.snap.layout
+        self.engine.snap.layout()
     }
 
     /// Documents stored.
     pub fn len(&self) -> usize {
-        self.snap.len()
+        self.engine.snap.len()
     }
 
     /// Whether no document is stored.
@@ -511,32 +508,26 @@ impl Corpus {
     /// Bytes of memory the corpus holds for its tables, ids and recent changes (not
     /// counting the allocator's own overhead).
     pub fn heap_bytes(&self) -> usize {
-        self.snap.main.heap_bytes()
-            + self
-                .snap
-                .levels()
-                .iter()
-                .map(|l| l.heap_bytes())
-                .sum::<usize>()
-            + self.recent.capacity() * 16
+        self.engine.heap_bytes()
     }
 
     /// Every stored `(id, fingerprint)`, by id.
     pub fn documents(&self) -> Vec<(u64, u64)> {
-        self.snap.documents()
+        self.engine.snap.documents()
     }
 
     /// The fingerprint stored for `id`.
     pub fn get(&self, id: u64) -> Option<u64> {
-        self.slot_of(&self.snap.top, id).map(|s| self.snap.fp(s))
+        let e = &self.engine;
+        e.slot_of(&e.snap.top, id).map(|s| e.snap.fp(s))
     }
 
     /// Stores `id` with fingerprint `fp`; returns the fingerprint it replaced, if any.
     pub fn insert(&mut self, id: u64, fp: u64) -> Result<Option<u64>> {
         let mut old = None;
-        self.write(|c, top| {
-            old = c.remove_in(top, id);
-            c.add_in(top, id, fp, true)
+        self.engine.write(|e, top| {
+            old = remove_in(e, top, id);
+            e.add_in(top, id, &fp, true)
         })?;
         Ok(old)
     }
@@ -545,36 +536,15 @@ impl Corpus {
     /// go through the top level like single inserts, more are sorted into the middle
     /// level in one pass per table (or into a rebuilt main part, when that is due).
     pub fn insert_bulk(&mut self, docs: &[(u64, u64)]) -> Result<()> {
-        self.poll();
-        if docs.len() <= top_cap(self.snap.main.len()) / 4 {
-            return self.write(|c, top| {
-                for &(id, fp) in docs {
-                    c.remove_in(top, id);
-                    c.add_in(top, id, fp, true)?;
-                }
-                Ok(())
-            });
-        }
-        // Straight into a fold: the new slots need no top tables, and no state with only
-        // some of them is ever published.
-        let mut top = (*self.snap.top).clone();
-        for &(id, fp) in docs {
-            self.remove_in(&mut top, id);
-            if let Err(e) = self.add_in(&mut top, id, fp, false) {
-                self.recent = recent_of(&self.snap);
-                return Err(e);
-            }
-        }
-        self.fold(top);
-        Ok(())
+        self.engine.insert_bulk(docs)
     }
 
     /// Removes `id`; returns its fingerprint, or `None` if it was not stored.
     pub fn remove(&mut self, id: u64) -> Option<u64> {
         let mut old = None;
         // Removal cannot fail.
-        let _ = self.write(|c, top| {
-            old = c.remove_in(top, id);
+        let _ = self.engine.write(|e, top| {
+            old = remove_in(e, top, id);
             Ok(())
         });
         old
@@ -583,294 +553,53 @@ impl Corpus {
     /// Removes every id in `ids`; returns how many were stored.
     pub fn remove_bulk(&mut self, ids: &[u64]) -> usize {
         let mut n = 0;
-        let _ = self.write(|c, top| {
+        let _ = self.engine.write(|e, top| {
             n = ids
                 .iter()
-                .filter(|&&id| c.remove_in(top, id).is_some())
+                .filter(|&&id| e.remove_in(top, id).is_some())
                 .count();
             Ok(())
         });
         n
     }
-
     /// Every stored document within the distance of `fp`, as `(id, distance)`, each once,
     /// by distance then id.
     pub fn find_all(&self, fp: u64) -> Vec<(u64, u32)> {
-        self.snap.find_all(fp)
+        self.engine.snap.find_all(fp)
     }
 
     /// The nearest stored document within the distance of `fp` (the smallest id among
     /// equals), or `None`.
     pub fn find_first(&self, fp: u64) -> Option<(u64, u32)> {
-        self.snap.find_first(fp)
+        self.engine.snap.find_first(fp)
     }
 
     /// [`Corpus::find_all`] for each query, in parallel.
     pub fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
-        self.snap.find_all_bulk(fps)
+        self.engine.snap.find_all_bulk(fps)
     }
 
     /// [`Corpus::find_first`] for each query, in parallel.
     pub fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
-        self.snap.find_first_bulk(fps)
-    }
-
-    /// Runs `f` on a copy of the top level, then publishes it (folding it into the middle
-    /// level when full). Readers keep the old snapshot until then; an error publishes
-    /// nothing.
-    fn write(&mut self, f: impl FnOnce(&mut Corpus, &mut Level) -> Result<()>) -> Result<()> {
-        self.poll();
-        let mut top = (*self.snap.top).clone();
-        if let Err(e) = f(self, &mut top) {
-            // Nothing of a failed call is kept: the writer's map returns to the snapshot's.
-            self.recent = recent_of(&self.snap);
-            return Err(e);
-        }
-        if top.weight() > top_cap(self.snap.main.len()) {
-            self.fold(top);
-        } else {
-            self.publish(Snapshot {
-                layout: Arc::clone(&self.snap.layout),
-                main: Arc::clone(&self.snap.main),
-                frozen: Arc::clone(&self.snap.frozen),
-                mid: Arc::clone(&self.snap.mid),
-                top: Arc::new(top),
-            });
-        }
-        Ok(())
-    }
-
-    fn publish(&mut self, snap: Snapshot) {
-        self.snap = Arc::new(snap);
-        self.published.store(Arc::clone(&self.snap));
-    }
-
-    /// The live slot of `id`, with `top` as the top level so far.
-    fn slot_of(&self, top: &Level, id: u64) -> Option<u32> {
-        match self.recent.get(&id) {
-            Some(&slot) => Some(slot),
-            None => self
-                .snap
-                .main
-                .position(id)
-                .filter(|&p| !removed_in([&self.snap.frozen, &self.snap.mid, top], p)),
-        }
-    }
-
-    /// Removes `id` in `top`; its fingerprint, if it was stored.
-    fn remove_in(&mut self, top: &mut Level, id: u64) -> Option<u64> {
-        let slot = self.slot_of(top, id)?;
-        self.recent.remove(&id);
-        top.removed.insert(slot);
-        let snap = &self.snap;
-        Some(fp_of(
-            &snap.layout,
-            &snap.main,
-            [&snap.frozen, &snap.mid, top],
-            slot,
-        ))
-    }
-
-    /// Adds `id` with `fp` in a new slot of `top` (and its tables, with `index`).
-    fn add_in(&mut self, top: &mut Level, id: u64, fp: u64, index: bool) -> Result<()> {
-        let next = self.snap.slots() - self.snap.top.fps.len() + top.fps.len();
-        let slot = u32::try_from(next).map_err(|_| Error::TooManyFingerprints {
-            got: next + 1,
-            max: u32::MAX as usize,
-        })?;
-        top.fps.push(fp);
-        top.ids.push(id);
-        if index {
-            for (entries, table) in top.tables.iter_mut().zip(self.snap.layout.tables()) {
-                let key = table.permute(fp);
-                let at = entries.partition_point(|e| e.0 < key);
-                entries.insert(at, (key, slot));
-            }
-        }
-        self.recent.insert(id, slot);
-        Ok(())
-    }
-
-    /// Folds `top` (the next top level, whose tables need not be filled) into the middle
-    /// level and publishes the result with an empty top. When the middle level outgrows
-    /// its share of the corpus, a rebuild of the main part starts instead: on another
-    /// thread, with the folded level frozen in the snapshot until it is done. Slots keep
-    /// their numbers: the top's follow the middle's.
-    fn fold(&mut self, top: Level) {
-        let snap = Arc::clone(&self.snap);
-        let tables = snap.layout.tables().len();
-        let due = snap.mid.weight() + top.weight() > mid_cap(snap.main.len());
-        if due && self.pending.is_none() {
-            if !(self.background && snap.main.len() > 0 && snap.frozen.fps.is_empty()) {
-                // Nothing to overlap with (a first build), or asked to wait.
-                let all = Snapshot {
-                    layout: Arc::clone(&snap.layout),
-                    main: Arc::clone(&snap.main),
-                    frozen: Arc::clone(&snap.frozen),
-                    mid: Arc::clone(&snap.mid),
-                    top: Arc::new(top),
-                };
-                let main = build_main(&all);
-                self.publish(Snapshot {
-                    layout: Arc::clone(&snap.layout),
-                    main: Arc::new(main),
-                    frozen: Arc::new(Level::empty(tables)),
-                    mid: Arc::new(Level::empty(tables)),
-                    top: Arc::new(Level::empty(tables)),
-                });
-                // Every document is in the main part now, each in a new slot.
-                self.recent = IdMap::default();
-                return;
-            }
-            let frozen = folded(&snap, &top, true);
-            self.publish(Snapshot {
-                layout: Arc::clone(&snap.layout),
-                main: Arc::clone(&snap.main),
-                frozen: Arc::new(frozen),
-                mid: Arc::new(Level::empty(tables)),
-                top: Arc::new(Level::empty(tables)),
-            });
-            let base = Arc::clone(&self.snap);
-            let job = Arc::clone(&base);
-            let handle = std::thread::spawn(move || build_main(&job));
-            self.pending = Some((handle, base));
-            return;
-        }
-        // Past its cap while a rebuild runs, the middle level grows until that is done. A
-        // rebuild keeps the thread pool busy with long tasks: fold on this thread then.
-        let level = folded(&snap, &top, self.pending.is_none());
-        self.publish(Snapshot {
-            layout: Arc::clone(&snap.layout),
-            main: Arc::clone(&snap.main),
-            frozen: Arc::clone(&snap.frozen),
-            mid: Arc::new(level),
-            top: Arc::new(Level::empty(tables)),
-        });
-    }
-
-    /// Installs the background rebuild if it is done.
-    fn poll(&mut self) {
-        if self
-            .pending
-            .as_ref()
-            .is_some_and(|(handle, _)| handle.is_finished())
-        {
-            self.finish_rebuild();
-        }
-    }
-
-    /// Installs the main part built by `handle` from `base` (whose main part and frozen
-    /// level are still the current ones): the levels written since are renumbered after
-    /// it, and their tombstones of older documents are moved to those documents' new
-    /// positions.
-    fn install(&mut self, handle: std::thread::JoinHandle<Main>, base: &Snapshot) {
-        let main = match handle.join() {
-            Ok(main) => main,
-            // The build cannot fail short of a bug; should it, build again here.
-            Err(_) => build_main(&self.snap),
-        };
-        let snap = Arc::clone(&self.snap);
-        let old = snap.main.len() + snap.frozen.fps.len();
-        let new = main.len();
-        let moved = |slot: u32| -> Option<u32> {
-            if (slot as usize) < old {
-                // Live in `base` (a slot is removed once), so in the new main part.
-                main.position(base.id(slot))
-            } else {
-                Some((slot as usize - old + new) as u32)
-            }
-        };
-        let renumber = |level: &Level| Level {
-            tables: level
-                .tables
-                .iter()
-                .map(|t| {
-                    t.iter()
-                        .map(|&(key, slot)| (key, slot - old as u32 + new as u32))
-                        .collect()
-                })
-                .collect(),
-            dirs: level.dirs.clone(),
-            fps: level.fps.clone(),
-            ids: level.ids.clone(),
-            removed: level.removed.iter().filter_map(|&s| moved(s)).collect(),
-        };
-        let (mid, top) = (renumber(&snap.mid), renumber(&snap.top));
-        self.recent = self
-            .recent
-            .iter()
-            .filter(|&(_, &slot)| slot as usize >= old)
-            .map(|(&id, &slot)| (id, (slot as usize - old + new) as u32))
-            .collect();
-        self.publish(Snapshot {
-            layout: Arc::clone(&snap.layout),
-            main: Arc::new(main),
-            frozen: Arc::new(Level::empty(snap.layout.tables().len())),
-            mid: Arc::new(mid),
-            top: Arc::new(top),
-        });
+        self.engine.snap.find_first_bulk(fps)
     }
 }
 
-/// The middle level of `snap` with `top` (the next top level, whose tables need not be
-/// filled) folded in: entries of removed documents are dropped, tombstones kept. The
-/// tables are merged in parallel when `parallel`.
-fn folded(snap: &Snapshot, top: &Level, parallel: bool) -> Level {
-    let mid = &*snap.mid;
-    let base = (snap.slots() - snap.top.fps.len()) as u32;
-    let removed = |slot: u32| top.removed.contains(&slot) || mid.removed.contains(&slot);
-    let tables: Vec<(&Table, &Vec<(u64, u32)>)> =
-        snap.layout.tables().iter().zip(&mid.tables).collect();
-    let merge = |(table, old): (&Table, &Vec<(u64, u32)>)| {
-        let mut new: Vec<(u64, u32)> = top
-            .fps
-            .iter()
-            .enumerate()
-            .map(|(i, &fp)| (table.permute(fp), base + i as u32))
-            .filter(|&(_, slot)| !removed(slot))
-            .collect();
-        new.sort_unstable();
-        let mut out = Vec::with_capacity(old.len() + new.len());
-        let mut old = old
-            .iter()
-            .copied()
-            .filter(|&(_, slot)| !removed(slot))
-            .peekable();
-        for e in new {
-            while let Some(o) = old.next_if(|o| *o < e) {
-                out.push(o);
-            }
-            out.push(e);
+/// Removes `id` in `top`; its fingerprint, if it was stored.
+fn remove_in(e: &mut Engine<Fingerprints>, top: &mut Level<Fingerprints>, id: u64) -> Option<u64> {
+    let slot = e.remove_in(top, id)?;
+    Some(match e.locate(top, slot) {
+        Place::Main(p) => {
+            let main = &e.snap.main;
+            e.snap.layout().tables()[0].unpermute(main.indexes[0].key(p))
         }
-        out.extend(old);
-        out
-    };
-    let merged = if parallel {
-        crate::par::map(tables, merge)
-    } else {
-        tables.into_iter().map(merge).collect()
-    };
-    let dirs = merged
-        .iter()
-        .zip(snap.layout.tables())
-        .map(|(entries, table)| level_dir(entries, table.leading_bits()))
-        .collect();
-    let mut level = Level {
-        tables: merged,
-        dirs,
-        fps: mid.fps.clone(),
-        ids: mid.ids.clone(),
-        removed: mid.removed.clone(),
-    };
-    level.fps.extend(&top.fps);
-    level.ids.extend(&top.ids);
-    level.removed.extend(&top.removed);
-    level
+        Place::Level(level, i) => level.docs[i],
+    })
 }
 
 /// A main part of every live document of `snap`.
 fn build_main(snap: &Snapshot) -> Main {
-    let layout = &snap.layout;
+    let layout = snap.layout();
     let mut fps = Vec::with_capacity(snap.len());
     let mut ids = Vec::with_capacity(snap.len());
     snap.for_each_live(|id, fp| {
@@ -929,60 +658,11 @@ fn build_main(snap: &Snapshot) -> Main {
         by_id,
     }
 }
-
 /// Radix-sorts `v` by key.
 fn sort<T: Keyed + Default>(v: &mut [T]) {
     let mut scratch = vec![T::default(); v.len()];
     radix::sort(v, &mut scratch);
 }
-
-/// Where a slot lives: a position of the main part, or a level and an index in it.
-enum Place<'a> {
-    Main(usize),
-    Level(&'a Level, usize),
-}
-
-/// Where `slot` lives, with `levels` above `main` (frozen, middle, top).
-fn locate<'a>(main: &Main, levels: [&'a Level; 3], slot: u32) -> Place<'a> {
-    let mut s = slot as usize;
-    if s < main.len() {
-        return Place::Main(s);
-    }
-    s -= main.len();
-    for level in &levels[..2] {
-        if s < level.fps.len() {
-            return Place::Level(level, s);
-        }
-        s -= level.fps.len();
-    }
-    Place::Level(levels[2], s)
-}
-
-/// The fingerprint in `slot`.
-fn fp_of(layout: &Layout, main: &Main, levels: [&Level; 3], slot: u32) -> u64 {
-    match locate(main, levels, slot) {
-        Place::Main(p) => layout.tables()[0].unpermute(main.indexes[0].key(p)),
-        Place::Level(level, i) => level.fps[i],
-    }
-}
-
-/// Whether `slot` was removed in any of `levels`.
-#[inline]
-fn removed_in(levels: [&Level; 3], slot: u32) -> bool {
-    levels
-        .iter()
-        .any(|l| !l.removed.is_empty() && l.removed.contains(&slot))
-}
-
-/// The id → slot map of a snapshot's live documents in its levels.
-fn recent_of(snap: &Snapshot) -> IdMap {
-    (snap.main.len()..snap.slots())
-        .map(|s| s as u32)
-        .filter(|&s| !snap.removed(s))
-        .map(|s| (snap.id(s), s))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,7 +98,7 @@ impl Counters {
 /// Bit-sliced counts of the set bits of `hashes`, position by position.
 fn count(hashes: &[u64]) -> Counters {
     #[cfg(target_arch = "x86_64")]
-    if hashes.len() >= VECTOR_FROM && std::arch::is_x86_feature_detected!("avx512f") {
+    if hashes.len() >= VECTOR_FROM && crate::arch::features().avx512f() {
         // SAFETY: the CPU has AVX-512F (checked just above).
         return unsafe { count_avx512(hashes) };
     }
@@ -325,7 +325,7 @@ fn taken_off(
 /// the weights matter, for speed: sorted, they make the fewest runs.
 pub(crate) fn takes_off_by_runs(taken: u64) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if taken <= u64::from(u32::MAX) && std::arch::is_x86_feature_detected!("avx512f") {
+    if taken <= u64::from(u32::MAX) && crate::arch::features().avx512f() {
         return false;
     }
     let _ = taken;

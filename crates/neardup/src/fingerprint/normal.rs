@@ -413,11 +413,8 @@ fn leading_ideographs(block: &[u8]) -> usize {
 /// Copies the ASCII prefix of `src` to `out`, lowercased when `lower`; returns its length.
 fn copy_ascii(src: &[u8], lower: bool, out: &mut Vec<u8>) -> usize {
     #[cfg(target_arch = "x86_64")]
-    if src.len() >= 64
-        && std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-    {
-        // SAFETY: the CPU has AVX-512F and BW (checked just above).
+    if src.len() >= 64 && crate::arch::features().avx512bw() {
+        // SAFETY: the CPU has AVX-512F and BW (checked just above; BW implies F).
         return unsafe { copy_ascii_avx512(src, lower, out) };
     }
     copy_ascii_by_16(src, lower, out)

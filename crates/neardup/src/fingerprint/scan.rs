@@ -19,6 +19,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use super::easy::{self, IDEO, LETTER};
 use super::normal::{decode, Normalized};
+use crate::classify;
 
 /// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
 pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
@@ -31,7 +32,8 @@ pub(crate) fn words(norm: &Normalized, mut word: impl FnMut(usize, usize)) {
     words_by(Baseline, norm, &mut word);
 }
 
-/// [`words`] compiled for AVX-512, each block classified by [`classify_avx512`].
+/// [`words`] compiled for AVX-512, each block classified by
+/// [`classify::classes_avx512`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn words_avx512(cpu: Avx512, norm: &Normalized, word: &mut impl FnMut(usize, usize)) {
@@ -60,7 +62,7 @@ fn words_by(ascii: impl Ascii, norm: &Normalized, word: &mut impl FnMut(usize, u
 
 /// How the ASCII classes of a block of 64 bytes are found.
 trait Ascii: Copy {
-    fn classify(self, block: &[u8]) -> Raw;
+    fn classify(self, block: &[u8; 64]) -> Raw;
 }
 
 /// The build's own instructions: SSE2 on x86-64, bytes one at a time elsewhere.
@@ -69,8 +71,8 @@ struct Baseline;
 
 impl Ascii for Baseline {
     #[inline(always)]
-    fn classify(self, block: &[u8]) -> Raw {
-        classify(block)
+    fn classify(self, block: &[u8; 64]) -> Raw {
+        Raw::of(classify::classes(block))
     }
 }
 
@@ -82,18 +84,17 @@ struct Avx512(());
 #[cfg(target_arch = "x86_64")]
 impl Avx512 {
     fn detect() -> Option<Avx512> {
-        (std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw"))
-        .then_some(Avx512(()))
+        // BW implies F.
+        crate::arch::features().avx512bw().then_some(Avx512(()))
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 impl Ascii for Avx512 {
     #[inline(always)]
-    fn classify(self, block: &[u8]) -> Raw {
+    fn classify(self, block: &[u8; 64]) -> Raw {
         // SAFETY: an `Avx512` exists only where the CPU has AVX-512F and BW.
-        unsafe { classify_avx512(block) }
+        Raw::of(unsafe { classify::classes_avx512(block) })
     }
 }
 
@@ -120,6 +121,23 @@ struct Block {
 struct Raw {
     block: Block,
     lead: u64,
+}
+
+impl Raw {
+    #[inline(always)]
+    fn of(c: classify::Classes) -> Raw {
+        Raw {
+            block: Block {
+                letter: c.letter,
+                digit: c.digit,
+                under: c.under,
+                mid_letter: c.mid_letter,
+                mid_num: c.mid_num,
+                ..Block::default()
+            },
+            lead: c.lead,
+        }
+    }
 }
 
 /// Where the classes of a text's non-ASCII characters come from.
@@ -320,7 +338,7 @@ fn load(
     carry: &mut Block,
 ) -> Block {
     let at = k * 64;
-    let raw = match b.get(at..at + 64) {
+    let raw = match b.get(at..).and_then(<[u8]>::first_chunk::<64>) {
         Some(block) => ascii.classify(block),
         None => {
             let mut padded = [0u8; 64];
@@ -366,124 +384,6 @@ fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Bloc
             }
         }
     }
-}
-
-/// The ASCII class masks of exactly 64 bytes.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[inline]
-fn classify(block: &[u8]) -> Raw {
-    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
-    // target), so its instructions exist on any CPU the program runs on.
-    unsafe { classify_sse2(block) }
-}
-
-/// The ASCII class masks of exactly 64 bytes, 16 at a time with SSE2: ranges by signed
-/// byte compares (exact on ASCII; non-ASCII bytes are negative and fall in no range), then
-/// one `movemask` per class.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[target_feature(enable = "sse2")]
-fn classify_sse2(block: &[u8]) -> Raw {
-    use std::arch::x86_64::*;
-
-    debug_assert_eq!(block.len(), 64);
-    let splat = |c: u8| _mm_set1_epi8(c as i8);
-    let mask = |v: __m128i| u64::from(_mm_movemask_epi8(v) as u16);
-    let mut raw = Raw::default();
-    let m = &mut raw.block;
-    for (k, chunk) in block.chunks_exact(16).enumerate() {
-        // SAFETY: `chunk` is 16 readable bytes; the load has no alignment requirement.
-        let x = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
-        let lower = _mm_or_si128(x, splat(0x20));
-        let letter = _mm_and_si128(
-            _mm_cmpgt_epi8(lower, splat(b'a' - 1)),
-            _mm_cmplt_epi8(lower, splat(b'z' + 1)),
-        );
-        let digit = _mm_and_si128(
-            _mm_cmpgt_epi8(x, splat(b'0' - 1)),
-            _mm_cmplt_epi8(x, splat(b'9' + 1)),
-        );
-        let both = _mm_or_si128(
-            _mm_cmpeq_epi8(x, splat(b'.')),
-            _mm_cmpeq_epi8(x, splat(b'\'')),
-        );
-        let mid_letter = _mm_or_si128(both, _mm_cmpeq_epi8(x, splat(b':')));
-        let mid_num = _mm_or_si128(
-            both,
-            _mm_or_si128(
-                _mm_cmpeq_epi8(x, splat(b',')),
-                _mm_cmpeq_epi8(x, splat(b';')),
-            ),
-        );
-        let shift = 16 * k;
-        m.letter |= mask(letter) << shift;
-        m.digit |= mask(digit) << shift;
-        m.under |= mask(_mm_cmpeq_epi8(x, splat(b'_'))) << shift;
-        m.mid_letter |= mask(mid_letter) << shift;
-        m.mid_num |= mask(mid_num) << shift;
-        let high = mask(x);
-        if high != 0 {
-            // Continuation bytes are 0x80..=0xBF: below 0xC0 as signed bytes.
-            let cont = mask(_mm_cmplt_epi8(x, splat(0xC0)));
-            raw.lead |= (high & !cont) << shift;
-        }
-    }
-    raw
-}
-
-/// The ASCII class masks of exactly 64 bytes with AVX-512BW: each class one or two
-/// compares of all 64 bytes straight into a mask (ranges as one unsigned compare of the
-/// bytes minus the range's start; non-ASCII bytes fall in none).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-fn classify_avx512(block: &[u8]) -> Raw {
-    use std::arch::x86_64::*;
-
-    debug_assert_eq!(block.len(), 64);
-    // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
-    let x = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
-    let splat = |c: u8| _mm512_set1_epi8(c as i8);
-    let within = |v: __m512i, lo: u8, hi: u8| {
-        _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, splat(lo)), splat(hi - lo))
-    };
-    let is = |c: u8| _mm512_cmpeq_epi8_mask(x, splat(c));
-    let both = is(b'.') | is(b'\'');
-    Raw {
-        block: Block {
-            letter: within(_mm512_or_si512(x, splat(0x20)), b'a', b'z'),
-            digit: within(x, b'0', b'9'),
-            under: is(b'_'),
-            mid_letter: both | is(b':'),
-            mid_num: both | is(b',') | is(b';'),
-            ..Block::default()
-        },
-        lead: _mm512_cmpge_epu8_mask(x, splat(0xC0)),
-    }
-}
-
-/// The ASCII class masks of exactly 64 bytes.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-#[inline]
-fn classify(block: &[u8]) -> Raw {
-    classify_scalar(block)
-}
-
-/// The ASCII class masks of exactly 64 bytes, a byte at a time (the reference for the SIMD
-/// version, and the version elsewhere).
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-fn classify_scalar(block: &[u8]) -> Raw {
-    let mut raw = Raw::default();
-    let m = &mut raw.block;
-    for (i, &c) in block.iter().enumerate() {
-        let bit = 1u64 << i;
-        let set = |mask: &mut u64, yes: bool| *mask |= if yes { bit } else { 0 };
-        set(&mut m.letter, c.is_ascii_alphabetic());
-        set(&mut m.digit, c.is_ascii_digit());
-        set(&mut m.under, c == b'_');
-        set(&mut m.mid_letter, matches!(c, b':' | b'.' | b'\''));
-        set(&mut m.mid_num, matches!(c, b',' | b';' | b'.' | b'\''));
-        set(&mut raw.lead, c >= 0xC0);
-    }
-    raw
 }
 
 #[cfg(test)]
@@ -712,33 +612,6 @@ mod tests {
                 fast_words(&text, Normalize::default()),
                 plain_words(&text, Normalize::default())
             );
-        }
-
-        #[test]
-        fn block_classes_agree(block in proptest::collection::vec(any::<u8>(), 64)) {
-            let (a, b) = (classify(&block), classify_scalar(&block));
-            prop_assert_eq!((a.block, a.lead), (b.block, b.lead));
-            #[cfg(target_arch = "x86_64")]
-            if let Some(cpu) = Avx512::detect() {
-                let c = cpu.classify(&block);
-                prop_assert_eq!((c.block, c.lead), (b.block, b.lead));
-            }
-        }
-
-        /// Every byte value at every place, among ASCII of every class.
-        #[test]
-        fn block_classes_agree_on_ascii(block in proptest::collection::vec(
-            prop_oneof![any::<u8>(), 0u8..0x80, Just(b'.'), Just(b'\''), Just(b'_')],
-            64,
-        )) {
-            let want = classify_scalar(&block);
-            let base = Baseline.classify(&block);
-            prop_assert_eq!((base.block, base.lead), (want.block, want.lead));
-            #[cfg(target_arch = "x86_64")]
-            if let Some(cpu) = Avx512::detect() {
-                let c = cpu.classify(&block);
-                prop_assert_eq!((c.block, c.lead), (want.block, want.lead));
-            }
         }
     }
 }

@@ -121,9 +121,7 @@ pub(crate) fn lowered_word_hashes(text: &[u8], bounds: &[(usize, usize)], out: &
 /// [`word_hashes`], or with `LOWER` [`lowered_word_hashes`].
 fn hash_words<const LOWER: bool>(text: &[u8], bounds: &[(usize, usize)], out: &mut Vec<u64>) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-    {
+    if crate::arch::features().avx512dq() && crate::arch::features().avx512bw() {
         // SAFETY: the CPU has AVX-512F, DQ and BW (checked just above; DQ implies F).
         unsafe { word_hashes_avx512::<LOWER>(text, bounds, out) };
         return;
@@ -361,9 +359,7 @@ pub(super) fn pair_hash(a: u64, b: u64) -> u64 {
 pub(super) fn pair_hashes(tokens: &[u64], out: &mut Vec<u64>) {
     out.clear();
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-    {
+    if crate::arch::features().avx512dq() && crate::arch::features().avx512bw() {
         // SAFETY: the CPU has AVX-512F, DQ and BW (checked just above; DQ implies F).
         unsafe { pair_hashes_avx512(tokens, out) };
         return;
@@ -479,7 +475,7 @@ pub(super) fn lane_hash(h: u64, lane: usize) -> u64 {
 pub(super) fn lane_hashes(hashes: &[u64], lane: usize, out: &mut Vec<u64>) {
     out.clear();
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512dq") {
+    if crate::arch::features().avx512dq() {
         // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
         unsafe { lane_hashes_avx512(hashes, lane, out) };
         return;

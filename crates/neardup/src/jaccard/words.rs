@@ -10,25 +10,13 @@ use std::cell::Cell;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use super::spaceless::is_spaceless;
+use crate::classify::{self, WordMasks};
 pub use crate::fingerprint::compat::is_word_char;
 use crate::fingerprint::word_hash::lowered_word_hashes;
 use crate::fingerprint::SEED;
 
 /// Words per shingle.
 pub const SHINGLE: usize = 5;
-
-/// Bytes that are `\w` on their own: the ASCII letters, digits and `_` (a byte of a
-/// multi-byte character is not).
-const ASCII_WORD: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 128 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric() || c == b'_';
-        b += 1;
-    }
-    t
-};
 
 /// The hash of one lowercased word: xxh3-64 of its UTF-8, seeded with the fingerprint
 /// format's [`SEED`] (so a word hashes as a [`crate::fingerprint::token_hash`] does).
@@ -174,15 +162,6 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     }
 }
 
-/// Masks of one 64-byte block, bit `i` for byte `i`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Classes {
-    /// ASCII letters, digits and `_`.
-    word: u64,
-    /// Bytes of non-ASCII characters.
-    high: u64,
-}
-
 /// The maximal runs of bytes of a text that are ASCII word bytes or non-ASCII, as
 /// `(start, end, high)`: with whether the run holds non-ASCII bytes. An iterator, so that what is done with each run is inlined in the caller's
 /// loop.
@@ -192,7 +171,7 @@ struct Runs<'a> {
     at: usize,
     /// Where the next block starts.
     next: usize,
-    m: Classes,
+    m: WordMasks,
     /// Run starts and ends in the block not reported yet (a run that reaches the block's
     /// last byte has no end here).
     starts: u64,
@@ -210,7 +189,7 @@ impl<'a> Runs<'a> {
             b,
             at: 0,
             next: 0,
-            m: Classes::default(),
+            m: WordMasks::default(),
             starts: 0,
             ends: 0,
             last: 0,
@@ -259,11 +238,11 @@ impl Iterator for Runs<'_> {
                 return self.open.take().map(|(s, high)| (s, end, high));
             };
             self.m = match chunk.first_chunk::<64>() {
-                Some(block) => classify(block),
+                Some(block) => classify::words(block),
                 None => {
                     let mut padded = [0u8; 64];
                     padded[..chunk.len()].copy_from_slice(chunk);
-                    classify(&padded)
+                    classify::words(&padded)
                 }
             };
             self.at = next;
@@ -280,65 +259,6 @@ impl Iterator for Runs<'_> {
             }
         }
     }
-}
-
-/// The classes of 64 bytes.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[inline]
-fn classify(block: &[u8; 64]) -> Classes {
-    // SAFETY: SSE2 is enabled for this build (the cfg above; it is part of every x86-64
-    // target), so its instructions exist on any CPU the program runs on.
-    unsafe { classify_sse2(block) }
-}
-
-/// The classes of 64 bytes, 16 at a time: ranges by signed byte compares (non-ASCII
-/// bytes are negative and fall in no range), one `movemask` per class.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[target_feature(enable = "sse2")]
-fn classify_sse2(block: &[u8; 64]) -> Classes {
-    use std::arch::x86_64::*;
-
-    let splat = |c: u8| _mm_set1_epi8(c as i8);
-    let within = |x: __m128i, lo: u8, hi: u8| {
-        _mm_and_si128(
-            _mm_cmpgt_epi8(x, splat(lo - 1)),
-            _mm_cmplt_epi8(x, splat(hi + 1)),
-        )
-    };
-    let mask = |v: __m128i| u64::from(_mm_movemask_epi8(v) as u16);
-    let mut m = Classes::default();
-    for (k, chunk) in block.chunks_exact(16).enumerate() {
-        // SAFETY: `chunk` is 16 readable bytes; the load has no alignment requirement.
-        let x = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
-        // Setting bit 5 makes capitals small letters, and no other byte one.
-        let word = _mm_or_si128(
-            within(_mm_or_si128(x, splat(0x20)), b'a', b'z'),
-            _mm_or_si128(within(x, b'0', b'9'), _mm_cmpeq_epi8(x, splat(b'_'))),
-        );
-        let shift = 16 * k;
-        m.word |= mask(word) << shift;
-        m.high |= mask(x) << shift;
-    }
-    m
-}
-
-/// The classes of 64 bytes.
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-#[inline]
-fn classify(block: &[u8; 64]) -> Classes {
-    classify_scalar(block)
-}
-
-/// The classes of 64 bytes a byte at a time (the reference for the SIMD version, and the
-/// version elsewhere).
-#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
-fn classify_scalar(block: &[u8; 64]) -> Classes {
-    let mut m = Classes::default();
-    for (i, &c) in block.iter().enumerate() {
-        m.word |= u64::from(ASCII_WORD[usize::from(c)]) << i;
-        m.high |= u64::from(c >= 0x80) << i;
-    }
-    m
 }
 
 /// Multiplier of the polynomial that combines a shingle's word hashes.
@@ -377,7 +297,7 @@ pub fn shingle_hashes(text: &str, mut shingle: impl FnMut(u64)) {
         }
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512dq") {
+        if crate::arch::features().avx512dq() {
             // SAFETY: the CPU has AVX-512F and DQ (checked just above; DQ implies F).
             done = unsafe { shingles_avx512(words, &mut shingle) };
         }
@@ -612,14 +532,6 @@ mod tests {
             // Runs of up to 70 bytes, so they start, end and go on at every place of the
             // 64-byte blocks, with and without capitals and non-ASCII characters.
             prop_assert_eq!(words(&text), plain_hashes(&text));
-        }
-
-        #[test]
-        fn classes_are_the_scalar_ones(block in prop::array::uniform32(any::<u8>()), rest in prop::array::uniform32(any::<u8>())) {
-            let mut b = [0u8; 64];
-            b[..32].copy_from_slice(&block);
-            b[32..].copy_from_slice(&rest);
-            prop_assert_eq!(classify(&b), classify_scalar(&b));
         }
 
         #[test]
