@@ -31,7 +31,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os("PLAN_ONLY").is_some() {
         // The planner's view alone, without a set: for sizes too large to build here.
         let best = planner::plan(n, k)?;
-        println!("{{\"n\": {n}, \"k\": {k}, \"planned\": \"{}\"}}", best.layout);
+        println!(
+            "{{\"n\": {n}, \"k\": {k}, \"planned\": \"{}\"}}",
+            best.layout
+        );
         for levels in layouts {
             let layout = match levels {
                 Levels::One(m) => Layout::new(m, k)?,
