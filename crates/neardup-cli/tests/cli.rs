@@ -278,7 +278,7 @@ fn bad_layouts_are_rejected_before_reading() {
             "blocks (3) must be greater than distance (3)",
         ),
         (&["-b", "64", "-d", "10"], "tables"),
-        (&["-b", "six"], "expected a number of blocks or 'auto'"),
+        (&["-b", "six"], "expected a number of blocks"),
     ];
     for (flags, message) in cases {
         let mut args = vec!["find-all", "-i", missing];

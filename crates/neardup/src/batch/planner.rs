@@ -39,9 +39,18 @@ const MOVE: f64 = 0.5;
 const MSD: f64 = 1.5;
 /// Per candidate pair compared (XOR, hardware popcount, compare).
 const CMP: f64 = 0.45;
+/// Per key and table once a table's arrays (24 bytes a key) outgrow the caches: the
+/// partition's reads and scattered writes go to memory. Measured at 10M and 100M
+/// (`examples/levels.rs`): 34–44 ns a key per table, where the terms above give 10–13.
+const DRAM: f64 = 30.0;
+/// Keys beyond which a table's arrays are in memory, not in cache.
+const CACHED_KEYS: usize = 1 << 21;
+/// Per candidate pair compared, at those sizes (measured at 100M with 4 blocks).
+const CMP_DRAM: f64 = 1.0;
 /// Per key in a run of equal first-level bits and second-level table: permuted into a
-/// cache-resident copy and split on the second level's bits.
-const SUB: f64 = 3.0;
+/// cache-resident copy and split on the second level's bits (measured at 10M and 100M:
+/// 11–12 ns with the split's pass).
+const SUB: f64 = 8.5;
 /// Per key and first-level table of a two-level layout: its buckets sorted to the first
 /// level's bits (to find the runs), where a single-level table only splits them.
 const SORT: f64 = 8.0;
@@ -139,7 +148,7 @@ pub fn cost(n: usize, blocks: usize, distance: u32) -> Option<Plan> {
         let w = w as u32;
         let c = pairs * (-(w as f64)).exp2();
         candidates += count * c;
-        cost += count * (first_level(n, blocks, w) + CMP * c);
+        cost += count * (first_level(n, blocks, w) + cmp(n) * c);
     }
     Some(Plan {
         layout: Levels::One(blocks),
@@ -156,8 +165,18 @@ fn first_level(n: usize, blocks: usize, w: u32) -> f64 {
     let bits = partition_bits(n, w);
     let bucket = (n >> bits).max(1);
     let passes = msd_passes(bucket, w - bits) as f64;
+    let memory = if n > CACHED_KEYS { DRAM } else { 0.0 };
     // Tables move at most `blocks` pieces; most need about that many.
-    n as f64 * (PASS + MOVE * blocks as f64 + MSD * passes)
+    n as f64 * (PASS + MOVE * blocks as f64 + MSD * passes + memory)
+}
+
+/// The cost of comparing a candidate pair among `n` keys.
+fn cmp(n: usize) -> f64 {
+    if n > CACHED_KEYS {
+        CMP_DRAM
+    } else {
+        CMP
+    }
 }
 
 /// The modelled cost of batch matching `n` fingerprints with two levels, `blocks` then
@@ -200,7 +219,7 @@ pub fn cost_two_level(n: usize, blocks: usize, blocks2: usize, distance: u32) ->
             let c = pairs * (-((w1 + w2) as f64)).exp2();
             candidates += count * count2 * c;
             let passes = msd_passes(run, w2) as f64;
-            second += count2 * (shared * (SUB + MOVE * blocks2 as f64 + MSD * passes) + CMP * c);
+            second += count2 * (shared * (SUB + MOVE * blocks2 as f64 + MSD * passes) + cmp(n) * c);
         }
         cost += count * (first_level(n, blocks, w1) + nf * SORT + second);
     }
