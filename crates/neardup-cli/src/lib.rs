@@ -11,6 +11,7 @@ pub mod failure;
 pub mod find;
 pub mod fingerprint;
 pub mod fpconfig;
+pub mod gen_docs;
 pub mod index;
 pub mod memory;
 pub mod output;

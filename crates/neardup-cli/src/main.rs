@@ -10,8 +10,8 @@ use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
 use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
 use neardup_cli::index::{self, IndexCmd};
-use neardup_cli::scale;
 use neardup_cli::serve::{self, ServeCmd};
+use neardup_cli::{gen_docs, scale};
 
 // Huge pages for the batch jobs' large buffers (memory.rs); declared here, in the
 // binary, so that no library linked into another program chooses its allocator.
@@ -93,6 +93,9 @@ enum BenchCommand {
     /// Checks what find-all wrote: every planted pair found, a random sample brute-forced
     /// against the whole input.
     CheckPairs(scale::CheckPairs),
+    /// Writes N documents with planted near-duplicates and their exact Jaccard, from a
+    /// seed, into zstd shards (the 100M dedup and service runs).
+    GenDocs(gen_docs::GenDocs),
 }
 
 fn main() -> ExitCode {
@@ -124,5 +127,6 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Index(args)) => bench::index(&args),
         Command::Bench(BenchCommand::GenFingerprints(args)) => scale::gen_fingerprints(&args),
         Command::Bench(BenchCommand::CheckPairs(args)) => scale::check_pairs(&args),
+        Command::Bench(BenchCommand::GenDocs(args)) => gen_docs::gen_docs(&args),
     })
 }
