@@ -4,6 +4,8 @@ use std::fmt;
 use std::io::Write;
 use std::process::ExitCode;
 
+use neardup_store::StoreError;
+
 /// Exit status of a usage or input error: bad flags, a missing or unreadable input, a line
 /// that is not a fingerprint, an output that cannot be created.
 pub const EXIT_INPUT: u8 = 2;
@@ -96,4 +98,14 @@ pub fn parse<P: clap::Parser>(program: &str) -> Result<P, ExitCode> {
             Failure::io(anyhow::anyhow!("cannot write <{to}>: {io}")).report(program)
         }
     })
+}
+
+/// A store error at the edge: an unreadable disk or an unreachable cluster is a failure
+/// while working, anything else (a directory that is not a store, settings that differ)
+/// an input error.
+pub fn store_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::Io { .. } | StoreError::Db { .. } | StoreError::Remote { .. } => Failure::io(e),
+        _ => Failure::input(e),
+    }
 }

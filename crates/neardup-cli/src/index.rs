@@ -4,7 +4,6 @@
 //! fingerprints (`--fingerprints`: the JSON lines `neardup fingerprint` writes); queries
 //! print one JSON line per query.
 
-use std::io::BufRead;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,18 +12,20 @@ use neardup::fingerprint::VERSION;
 use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
 use neardup_io::docs::{self, id_text};
-use neardup_io::fingerprints::{parse_fingerprint_line, Source};
-use neardup_store::{Backend, BackendReader, DocConfig, Outcome, Store, StoreConfig, Write};
+use neardup_io::fingerprints::parse_fingerprint_line;
+use neardup_store::{Store, StoreConfig};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::doc_args::DocArgs;
+use crate::documents::{self, parse_threshold, DocAt, DocumentsCmd};
 use crate::failure::{note, Failure};
 use crate::fpconfig::FingerprintArgs;
+use crate::lines::{each_id_batch, each_line};
+use crate::maintain::{self, Model};
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::redis::RedisArgs;
-use crate::serve::store_failure;
 
 /// Documents committed per transaction when inserting in bulk.
 const COMMIT_EVERY: usize = 10_000;
@@ -133,10 +134,6 @@ pub struct At {
     redis: RedisArgs,
 }
 
-fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
-}
-
 /// Documents or fingerprints to insert or query.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Inputs {
@@ -172,40 +169,6 @@ fn reads(source: &Inputs) -> Vec<Named<'_>> {
         &source.docs,
         (!source.fingerprints).then_some(&source.fingerprint),
     )
-}
-
-/// Calls `f` with each line of `path` ('-': standard input) and its number, without its
-/// line ending; a line that is not UTF-8 is an error naming the file and line.
-fn each_line(
-    path: &str,
-    mut f: impl FnMut(u64, &str) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    let src = Source::open(path)?;
-    let name = src.name.clone();
-    let mut reader = src.into_reader();
-    let mut line = Vec::new();
-    let mut n = 0u64;
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| Failure::io(anyhow!("cannot read {name}: {e}")))?;
-        if read == 0 {
-            return Ok(());
-        }
-        n += 1;
-        let mut bytes = line.as_slice();
-        if let Some(b) = bytes.strip_suffix(b"\n") {
-            bytes = b.strip_suffix(b"\r").unwrap_or(b);
-        }
-        let text = std::str::from_utf8(bytes).map_err(|e| {
-            Failure::input(anyhow!(
-                "{name}:{n}: not UTF-8 (invalid byte at column {})",
-                e.valid_up_to() + 1
-            ))
-        })?;
-        f(n, text)?;
-    }
 }
 
 /// Runs an `neardup index` subcommand.
@@ -309,7 +272,7 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
             refuse_overwrite(&[("the store", &store_file(dir))], &id_files)?;
             let mut store = open(dir)?;
             let (mut asked, mut removed) = (0usize, 0usize);
-            each_id_batch(input, |chunk| {
+            each_id_batch(input, COMMIT_EVERY, |chunk| {
                 let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
                 removed += store.remove_bulk(&refs).map_err(store_err)?;
                 asked += refs.len();
@@ -367,65 +330,8 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
             out.line(stats.to_string().as_bytes())?;
             out.finish()
         }
-        IndexCmd::Check { dir } => {
-            let found = neardup_store::check(dir).map_err(store_err)?;
-            let mut out = Output::create("-")?;
-            let (batches, writes) = found.logged;
-            let report = json!({
-                "documents": found.documents,
-                "complete": found.complete,
-                "problems": found.problems,
-                "logged": {"batches": batches, "writes": writes},
-            });
-            out.line(report.to_string().as_bytes())?;
-            out.finish()?;
-            if batches > 0 {
-                // `documents` counts the database's; these writes are acknowledged too.
-                note(format_args!(
-                    "neardup index: {dir}: {batches} batches of writes ({writes} writes) \
-                     acknowledged since the last checkpoint are in the write-ahead log, not \
-                     yet in the database: the next open applies them"
-                ));
-            }
-            if found.problems.is_empty() {
-                return Ok(());
-            }
-            Err(Failure::input(anyhow!(
-                "{dir}: the store is damaged ({} problems); `neardup index repair {dir}` {}",
-                found.problems.len(),
-                if found.complete {
-                    "keeps every document"
-                } else {
-                    "keeps what can be read; `neardup index export` writes it out"
-                }
-            )))
-        }
-        IndexCmd::Repair { dir } => {
-            let done = neardup_store::repair(dir).map_err(store_err)?;
-            match &done.kept {
-                None => note(format_args!(
-                    "neardup index: {dir} is whole ({} documents): nothing to repair",
-                    done.documents
-                )),
-                Some(kept) => {
-                    for problem in &done.problems {
-                        note(format_args!("neardup index: found: {problem}"));
-                    }
-                    note(format_args!(
-                        "neardup index: repaired {dir}: {} documents kept{}; the damaged file is \
-                         kept as {}",
-                        done.documents,
-                        if done.complete {
-                            " (all of them)"
-                        } else {
-                            ", others could not be read"
-                        },
-                        kept.display()
-                    ));
-                }
-            }
-            Ok(())
-        }
+        IndexCmd::Check { dir } => maintain::check(dir, Model::Fingerprints),
+        IndexCmd::Repair { dir } => maintain::repair(dir, Model::Fingerprints),
         IndexCmd::Export { dir, output } => {
             let file = store_file(dir);
             refuse_overwrite(&[("output", output)], &[("the store", &file)])?;
@@ -458,114 +364,58 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
     }
 }
 
-/// The ids of the files `input`, one a line, in batches of [`COMMIT_EVERY`].
-fn each_id_batch(
-    input: &[String],
-    mut f: impl FnMut(&[String]) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    for path in input {
-        let mut ids: Vec<String> = Vec::new();
-        // Line by line with their numbers, so an id that is not UTF-8 names file and line.
-        each_line(path, |_, id| {
-            if !id.is_empty() {
-                ids.push(id.to_string());
-            }
-            Ok(())
-        })?;
-        for chunk in ids.chunks(COMMIT_EVERY) {
-            f(chunk)?;
-        }
-    }
-    Ok(())
-}
-
-/// Documents per batch written to a document corpus: each batch is one round of
-/// pipelines and one `WAIT` in Redis.
-const DOC_BATCH: usize = 1_000;
-
-/// An `neardup index` subcommand on a document corpus in Redis.
+/// `neardup index ... --redis`, from before the document model had its own command:
+/// carried out as the `neardup documents` command it means, with a note saying so.
 fn run_docs(cmd: &IndexCmd, redis: &RedisArgs) -> Result<(), Failure> {
-    let place = redis.describe();
-    match cmd {
-        IndexCmd::Check { .. } | IndexCmd::Repair { .. } | IndexCmd::Export { .. } => Err(
-            Failure::input(anyhow!("check, repair and export work on a data directory")),
-        ),
+    let at = DocAt {
+        data: None,
+        redis: redis.clone(),
+    };
+    let docs = match cmd {
+        IndexCmd::Check { .. } | IndexCmd::Repair { .. } | IndexCmd::Export { .. } => {
+            return Err(Failure::input(anyhow!(
+                "check, repair and export work on a data directory"
+            )))
+        }
         IndexCmd::Create {
             expected,
             threshold,
             paragraphs,
             ..
-        } => {
-            let config = DocConfig {
-                threshold: threshold.unwrap_or_default(),
-                paragraphs: *paragraphs,
-            };
-            redis.open(Some(config), *expected as u64)?;
-            crate::note!(
-                "neardup index: created {place} (threshold {}, paragraphs {})",
-                config.threshold,
-                if config.paragraphs { "on" } else { "off" }
-            );
-            Ok(())
-        }
+        } => DocumentsCmd::Create {
+            at,
+            threshold: *threshold,
+            paragraphs: *paragraphs,
+            expected: *expected as u64,
+        },
         IndexCmd::Insert { source, ttl, .. } => {
             refuse_fingerprints(source)?;
-            let mut store = redis.open(None, 0)?;
-            let count = insert_docs(&mut store, source, ttl.map(Duration::from_secs))?;
-            crate::note!(
-                "neardup index: {count} documents inserted; {} stored",
-                Backend::len(&store)
-            );
-            Ok(())
+            DocumentsCmd::Insert {
+                at,
+                docs: source.docs.clone(),
+                ttl: *ttl,
+                only_if_unique: false,
+            }
         }
-        IndexCmd::Remove { input, .. } => {
-            let mut store = redis.open(None, 0)?;
-            let (mut asked, mut removed) = (0usize, 0usize);
-            each_id_batch(input, |chunk| {
-                for ids in chunk.chunks(DOC_BATCH) {
-                    let writes = ids.iter().map(|id| Write::Delete { id: id.clone() });
-                    let outcomes = store.apply(writes.collect()).map_err(store_failure)?;
-                    removed += outcomes
-                        .iter()
-                        .filter(|o| matches!(o, Outcome::Delete { removed: true }))
-                        .count();
-                    asked += ids.len();
-                }
-                Ok(())
-            })?;
-            crate::note!(
-                "neardup index: {removed} of {asked} ids removed ({} not stored)",
-                asked - removed
-            );
-            Ok(())
-        }
+        IndexCmd::Remove { input, .. } => DocumentsCmd::Remove {
+            at,
+            input: input.clone(),
+        },
         IndexCmd::Query { source, output, .. } => {
             refuse_fingerprints(source)?;
-            let store = redis.open(None, 0)?;
-            let mut out = Output::create(output)?;
-            query_docs(&store, source, &mut out)?;
-            out.finish()
+            DocumentsCmd::Query {
+                at,
+                docs: source.docs.clone(),
+                output: output.clone(),
+            }
         }
-        IndexCmd::Sweep { .. } => {
-            let mut store = redis.open(None, 0)?;
-            let n = store.sweep().map_err(store_failure)?;
-            crate::note!("neardup index: {n} expired documents deleted");
-            Ok(())
-        }
-        IndexCmd::Stats { .. } => {
-            let store = redis.open(None, 0)?;
-            let c = Backend::config(&store);
-            let stats = json!({
-                "documents": Backend::len(&store),
-                "threshold": c.threshold.get(),
-                "paragraphs": c.paragraphs,
-                "namespace": redis.redis_namespace,
-            });
-            let mut out = Output::create("-")?;
-            out.line(stats.to_string().as_bytes())?;
-            out.finish()
-        }
-    }
+        IndexCmd::Sweep { .. } => DocumentsCmd::Sweep { at },
+        IndexCmd::Stats { .. } => DocumentsCmd::Stats { at },
+    };
+    crate::note!(
+        "neardup index: --redis is the document model, now `neardup documents ... --redis`; this form still works"
+    );
+    documents::run(&docs)
 }
 
 /// A document corpus keeps sketches of texts, which fingerprints alone cannot give.
@@ -582,61 +432,6 @@ fn refuse_fingerprints(source: &Inputs) -> Result<(), Failure> {
              similarity of word 5-shingles, with the same words for every script"
         )));
     }
-    Ok(())
-}
-
-/// Puts the documents of `source` into `store`, in batches; how many.
-fn insert_docs<B: Backend>(
-    store: &mut B,
-    source: &Inputs,
-    ttl: Option<Duration>,
-) -> Result<usize, Failure> {
-    let preparer = store.preparer();
-    let mut count = 0usize;
-    docs::read::<Failure>(&source.docs.options(), &Progress::hidden(), |batch| {
-        for chunk in batch.chunks(DOC_BATCH) {
-            let writes: Vec<Write> = chunk
-                .par_iter()
-                .map(|d| Write::Put {
-                    id: id_text(&d.id),
-                    doc: Box::new(preparer.prepare(&d.text, false)),
-                    ttl,
-                    only_if_unique: false,
-                })
-                .collect();
-            count += writes.len();
-            store.apply(writes).map_err(store_failure)?;
-        }
-        Ok(())
-    })?;
-    Ok(count)
-}
-
-/// One JSON line per document of `source`: its stored near-duplicates.
-fn query_docs<B: Backend>(store: &B, source: &Inputs, out: &mut Output) -> Result<(), Failure> {
-    let reader = store.reader();
-    let preparer = store.preparer();
-    docs::read::<Failure>(&source.docs.options(), &Progress::hidden(), |batch| {
-        let answers: Vec<Result<Value, Failure>> = batch
-            .par_iter()
-            .map(|d| {
-                let hits = reader
-                    .check_text(&preparer, &d.text)
-                    .map_err(store_failure)?;
-                let matches: Vec<Value> = hits
-                    .into_iter()
-                    .map(
-                        |h| json!({"id": h.id, "similarity": h.similarity, "distance": h.distance}),
-                    )
-                    .collect();
-                Ok(json!({"id": id_text(&d.id), "matches": matches}))
-            })
-            .collect();
-        for a in answers {
-            out.line(a?.to_string().as_bytes())?;
-        }
-        Ok(())
-    })?;
     Ok(())
 }
 

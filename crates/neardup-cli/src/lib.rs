@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod dedup;
 pub mod doc_args;
+pub mod documents;
 pub mod eval;
 pub mod failure;
 pub mod find;
@@ -13,6 +14,8 @@ pub mod fingerprint;
 pub mod fpconfig;
 pub mod gen_docs;
 pub mod index;
+pub mod lines;
+pub mod maintain;
 pub mod memory;
 pub mod output;
 pub mod progress;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use neardup_cli::bench::{self, FindAllBench, FingerprintBench, IndexBench};
 use neardup_cli::dedup::{self, DedupCmd};
+use neardup_cli::documents::{self, DocumentsCmd};
 use neardup_cli::eval::{self, EvalCmd};
 use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
@@ -60,9 +61,15 @@ enum Command {
     Fingerprint(FingerprintCmd),
     /// The idf table of a corpus, for --weighting tfidf.
     Idf(IdfCmd),
-    /// A durable corpus in a data directory: create, insert, remove, query, sweep, stats.
+    /// A durable store of simhash fingerprints in a data directory, matched within a
+    /// Hamming distance: create, insert, remove, query, sweep, stats, check, repair, export.
     #[command(subcommand)]
     Index(IndexCmd),
+    /// The document model offline: texts matched by estimated Jaccard similarity, as
+    /// `neardup serve` decides, in its data directory (--data) or a Redis Cluster
+    /// (--redis): create, insert, remove, query, sweep, stats.
+    #[command(subcommand)]
+    Documents(DocumentsCmd),
     /// The HTTP service: near-duplicate checks of documents and paragraphs over a durable
     /// store, with the decision of `neardup dedup`.
     ///
@@ -120,6 +127,7 @@ fn main() -> ExitCode {
         Command::Fingerprint(cmd) => fingerprint::run(&cmd),
         Command::Idf(cmd) => fingerprint::idf(&cmd),
         Command::Index(cmd) => index::run(&cmd),
+        Command::Documents(cmd) => documents::run(&cmd),
         Command::Eval(cmd) => eval::run(&cmd),
         Command::Serve(cmd) => serve::run(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),

@@ -61,7 +61,7 @@ impl RedisArgs {
             Some(config) => RedisStore::create(urls, options, config, expected),
             None => RedisStore::connect(urls, options, None),
         }
-        .map_err(crate::serve::store_failure)
+        .map_err(crate::failure::store_failure)
     }
 
     /// Without the `redis` feature there is no Redis backend: a clear error (the store

@@ -5,9 +5,10 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{Backend, DocConfig, DocStore, OpenOptions, Opened, StoreError};
+use neardup_store::{Backend, DocConfig, DocStore, OpenOptions, Opened};
 
-use crate::failure::Failure;
+use crate::documents::parse_threshold;
+use crate::failure::{store_failure, Failure};
 use crate::output::refuse_overwrite;
 use crate::redis::RedisArgs;
 
@@ -179,20 +180,6 @@ fn max_connections(asked: Option<u64>) -> usize {
         }
     }
     usize::try_from(cap).unwrap_or(usize::MAX)
-}
-
-fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
-}
-
-/// A store error at the edge: an unreadable disk or an unreachable cluster is a failure
-/// while working, anything else (a directory that is not a store, settings that differ)
-/// an input error.
-pub(crate) fn store_failure(e: StoreError) -> Failure {
-    match e {
-        StoreError::Io { .. } | StoreError::Db { .. } | StoreError::Remote { .. } => Failure::io(e),
-        _ => Failure::input(e),
-    }
 }
 
 /// Blocks of 1 MiB and more straight from the kernel and back to it when freed, unless

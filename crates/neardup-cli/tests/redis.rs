@@ -3,7 +3,9 @@
 //! - `neardup serve --redis` against `neardup serve --data` as its oracle: the same random
 //!   requests (puts plain, gated and with a time to live, deletes, gets, checks of texts and
 //!   paragraphs, bulk puts and checks) go to both, and every answer must be equal;
-//! - `neardup index … --redis` against the embedded `DocStore` fed the same documents;
+//! - `neardup documents … --data DIR` and `--redis` (and the older `neardup index …
+//!   --redis`) against the embedded `DocStore` fed the same documents (the data directory
+//!   case needs no cluster);
 //! - the errors of both (a missing corpus, a corpus made twice, both --data and --redis,
 //!   --fingerprints).
 //!
@@ -262,16 +264,14 @@ fn serve_over_redis_answers_as_the_embedded_store() {
     destroy(&seeds, &ns);
 }
 
-#[test]
-fn index_over_redis_answers_as_the_embedded_store() {
-    let Some(seeds) = cluster("index_over_redis_answers_as_the_embedded_store") else {
-        return;
-    };
-    let ns = namespace("index");
-    let at = ["--redis", seeds.as_str(), "--redis-namespace", ns.as_str()];
+/// `neardup <command> ...` with `at` (where the corpus is) answers as the embedded store
+/// fed the same documents: inserted (with `only_if_unique` or not), queried, removed by
+/// ids on standard input, swept.
+fn answers_as_the_embedded_store(command: &str, at: &[&str], only_if_unique: bool) {
     let run = |args: &[&str], stdin: &[u8]| {
-        let mut all = args.to_vec();
-        all.extend_from_slice(&at);
+        let mut all = vec![command];
+        all.extend_from_slice(args);
+        all.extend_from_slice(at);
         let o = neardup(&all, stdin);
         assert!(
             o.status.success(),
@@ -314,7 +314,7 @@ fn index_over_redis_answers_as_the_embedded_store() {
             id: id.clone(),
             doc: Box::new(prep.prepare(t, false)),
             ttl: None,
-            only_if_unique: false,
+            only_if_unique,
         })
         .collect();
     oracle.apply(puts).unwrap();
@@ -336,45 +336,89 @@ fn index_over_redis_answers_as_the_embedded_store() {
             .collect()
     };
 
-    run(
-        &[
-            "index",
-            "create",
-            "--threshold",
-            "0.7",
-            "--expected",
-            "1000",
-        ],
-        b"",
-    );
-    run(&["index", "insert", doc_file.to_str().unwrap()], b"");
-    let got = run(&["index", "query"], query_lines.as_bytes());
+    run(&["create", "--threshold", "0.7", "--expected", "1000"], b"");
+    let mut insert = vec!["insert", doc_file.to_str().unwrap()];
+    if only_if_unique {
+        insert.push("--only-if-unique");
+    }
+    run(&insert, b"");
+    let got = run(&["query"], query_lines.as_bytes());
     let want = expect(&oracle);
     assert_eq!(got, want);
     assert!(
         want.contains("\"similarity\""),
         "some query has matches: {want}"
     );
-    let stats: Value = serde_json::from_str(&run(&["index", "stats"], b"")).unwrap();
-    assert_eq!(stats["documents"], 60);
+    let stats: Value = serde_json::from_str(&run(&["stats"], b"")).unwrap();
+    assert_eq!(stats["documents"], oracle.len());
     assert_eq!(stats["threshold"], 0.7);
+    // Four bases of near-duplicates: gated puts keep few of the 60.
+    assert_eq!(oracle.len() < 60, only_if_unique, "{}", oracle.len());
 
     // Removing a third of them, by ids on standard input.
     let gone: Vec<String> = (0..60).step_by(3).map(|i| format!("doc{i}")).collect();
-    run(
-        &["index", "remove"],
-        (gone.join("\n") + "\nnot-stored\n").as_bytes(),
-    );
+    run(&["remove"], (gone.join("\n") + "\nnot-stored\n").as_bytes());
     let deletes = gone
         .iter()
         .map(|id| Write::Delete { id: id.clone() })
         .collect();
     oracle.apply(deletes).unwrap();
-    assert_eq!(
-        run(&["index", "query"], query_lines.as_bytes()),
-        expect(&oracle)
+    assert_eq!(run(&["query"], query_lines.as_bytes()), expect(&oracle));
+    run(&["sweep"], b"");
+}
+
+#[test]
+fn documents_in_a_data_directory_answer_as_the_embedded_store() {
+    for only_if_unique in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        let at = ["--data", dir.to_str().unwrap()];
+        answers_as_the_embedded_store("documents", &at, only_if_unique);
+        // What the commands left is a whole store, as the service opens it.
+        let o = neardup(&["documents", "check", at[0], at[1]], b"");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let check: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(check["problems"], json!([]), "{check}");
+        let opened = DocStore::open(&dir, None).unwrap();
+        assert_eq!(check["documents"], opened.len());
+    }
+    let o = neardup(
+        &["documents", "stats", "--data", "/tmp/x", "--redis", "h:1"],
+        b"",
     );
-    run(&["index", "sweep"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    let o = neardup(&["documents", "stats", "--data", "/nonexistent/store"], b"");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn documents_over_redis_answer_as_the_embedded_store() {
+    let Some(seeds) = cluster("documents_over_redis_answer_as_the_embedded_store") else {
+        return;
+    };
+    for only_if_unique in [false, true] {
+        let ns = namespace("documents");
+        let at = ["--redis", seeds.as_str(), "--redis-namespace", ns.as_str()];
+        answers_as_the_embedded_store("documents", &at, only_if_unique);
+        destroy(&seeds, &ns);
+    }
+}
+
+#[test]
+fn index_over_redis_answers_as_the_embedded_store() {
+    let Some(seeds) = cluster("index_over_redis_answers_as_the_embedded_store") else {
+        return;
+    };
+    // The form from before `neardup documents`, kept working.
+    let ns = namespace("index");
+    let at = ["--redis", seeds.as_str(), "--redis-namespace", ns.as_str()];
+    answers_as_the_embedded_store("index", &at, false);
 
     // Errors: clear, with exit 2 for usage and 1 for the cluster.
     let fail = |args: &[&str], code: i32, says: &str| {
