@@ -52,7 +52,7 @@ proptest! {
     fn matches_the_model(
         (k, m) in (0u32..6, 1usize..12)
             .prop_filter("blocks > distance", |&(k, m)| m > k as usize)
-            .prop_filter("a corpus keeps at most 256 tables", |&(k, m)| num_tables(m, k) <= 256),
+            .prop_filter("small layouts: the 4,845 tables are tested alone", |&(k, m)| num_tables(m, k) <= 256),
         auto in any::<bool>(),
         ops in prop::collection::vec(op(), 1..120),
     ) {
@@ -95,13 +95,47 @@ proptest! {
 #[test]
 fn layouts_of_too_many_tables_are_refused() {
     assert!(matches!(
-        Corpus::new(Blocks::Fixed(11), 4, 0),
+        Corpus::new(Blocks::Fixed(64), 3, 0),
         Err(neardup::Error::TooManyTables {
-            tables: 330,
-            limit: 256,
+            tables: 41_664,
+            limit: 10_000,
             ..
         })
     ));
+}
+
+/// simhash-py's own test builds `Corpus(20, 16)`: 4,845 tables, each with every
+/// fingerprint. Built, it answers as brute force, within 16 bits.
+#[test]
+fn simhash_py_corpus_of_4845_tables_matches_the_model() {
+    let (blocks, k) = (20, 16);
+    assert_eq!(num_tables(blocks, k), 4_845);
+    let mut corpus = Corpus::new(Blocks::Fixed(blocks), k, 0).unwrap();
+    let mut model = BTreeMap::new();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut queries = Vec::new();
+    for id in 0..120u64 {
+        let f = next();
+        // A near copy of each: about 8 bits flipped (some beyond 16), and a stranger.
+        let near = f ^ (next() & next() & next());
+        corpus.insert(id, f).unwrap();
+        model.insert(id, f);
+        queries.push(near);
+        queries.push(next());
+    }
+    for q in queries {
+        assert_eq!(
+            corpus.find_all(q),
+            model_find_all(&model, q, k),
+            "query {q:#x}"
+        );
+    }
 }
 
 /// Enough inserts and removals to cross the levels' limits several times, with rebuilds

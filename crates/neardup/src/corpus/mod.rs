@@ -57,6 +57,11 @@ const PROBE: f64 = 40.0;
 const CHECK: f64 = 2.0;
 /// Most tables the corpus planner considers: every table holds every fingerprint.
 const MAX_TABLES: u128 = 32;
+/// Most tables of a layout chosen by the caller. Every table holds every fingerprint
+/// (about 16 bytes each), so memory is tables × 16 bytes a fingerprint: simhash-py's old
+/// `Corpus(20, 16)`, 4,845 tables, costs 78 KB a fingerprint and is built; 64 blocks at
+/// distance 3 (41,664 tables, 666 KB a fingerprint) is refused.
+const MAX_INDEX_TABLES: u128 = 10_000;
 /// Bytes per fingerprint the planner may spend when some layout fits in them.
 pub const MEMORY_BUDGET: u64 = 32;
 /// The middle level is folded into the main part once it outgrows 1/MID_SHARE of it...
@@ -453,12 +458,12 @@ impl Corpus {
             Blocks::Fixed(m) => Layout::new(m, distance)?,
             Blocks::Auto => plan(expected, distance)?,
         };
-        if crate::tables::num_tables(layout.blocks(), distance) > MAX_TABLES * 8 {
+        if crate::tables::num_tables(layout.blocks(), distance) > MAX_INDEX_TABLES {
             return Err(Error::TooManyTables {
                 blocks: layout.blocks(),
                 distance,
                 tables: crate::tables::num_tables(layout.blocks(), distance),
-                limit: (MAX_TABLES * 8) as usize,
+                limit: MAX_INDEX_TABLES as usize,
             });
         }
         let scheme = Fingerprints {
