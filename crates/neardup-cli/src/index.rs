@@ -12,7 +12,7 @@ use neardup::fingerprint::VERSION;
 use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
 use neardup_io::docs::{self, id_text};
-use neardup_io::fingerprints::parse_fingerprint_line;
+use neardup_io::fingerprints::{parse_fingerprint_line, U64File};
 use neardup_store::{Store, StoreConfig};
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -142,7 +142,9 @@ pub struct Inputs {
     #[command(flatten)]
     fingerprint: FingerprintArgs,
     /// The inputs are `neardup fingerprint` output: JSON lines {"id", "fingerprint"}, the
-    /// fingerprint a decimal string or a number.
+    /// fingerprint a decimal string or a number; or, for a file named *.u64, raw
+    /// little-endian u64 fingerprints (as `find-all --format u64` reads), mapped, their ids
+    /// their positions from 0, counted on across such files.
     #[arg(long)]
     fingerprints: bool,
 }
@@ -449,7 +451,20 @@ fn each_batch(
         } else {
             names
         };
+        // Ids of raw fingerprints: positions, counted on across files.
+        let mut position = 0u64;
         for path in names {
+            if path.ends_with(".u64") {
+                let file = U64File::open(&path).map_err(Failure::input)?;
+                for &fp in file.values() {
+                    batch.push((position.to_string(), fp));
+                    position += 1;
+                    if batch.len() >= COMMIT_EVERY {
+                        f(std::mem::take(&mut batch))?;
+                    }
+                }
+                continue;
+            }
             let name = if path == "-" {
                 "<stdin>"
             } else {

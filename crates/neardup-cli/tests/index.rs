@@ -120,3 +120,70 @@ fn bad_directories_and_inputs_are_named() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("neardup.redb"));
 }
+
+/// A bulk load of raw little-endian u64 fingerprints (`*.u64`): ids are positions counted
+/// across the files, and queries (of either kind) answer as brute force.
+#[test]
+fn raw_u64_files_load_with_positions_as_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    let d = d.to_str().unwrap();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut fps: Vec<u64> = (0..400)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })
+        .collect();
+    // Near copies: each of the first 50 again with one to three bits flipped.
+    for i in 0..50 {
+        let f = fps[i] ^ (1 << (i % 64)) ^ (1 << ((i * 7) % 64)) ^ (1 << ((i * 13) % 64));
+        fps.push(f);
+    }
+    let (a, b) = fps.split_at(200);
+    let files = [dir.path().join("a.u64"), dir.path().join("b.u64")];
+    for (path, part) in files.iter().zip([a, b]) {
+        let bytes: Vec<u8> = part.iter().flat_map(|f| f.to_le_bytes()).collect();
+        std::fs::write(path, bytes).unwrap();
+    }
+    ok(neardup(&["index", "create", d, "--distance", "3"], b""));
+    ok(neardup(
+        &[
+            "index",
+            "insert",
+            d,
+            "--fingerprints",
+            files[0].to_str().unwrap(),
+            files[1].to_str().unwrap(),
+        ],
+        b"",
+    ));
+    let stats: Value = serde_json::from_str(&ok(neardup(&["index", "stats", d], b""))).unwrap();
+    assert_eq!(stats["documents"], fps.len());
+    let queries: String = fps
+        .iter()
+        .step_by(7)
+        .enumerate()
+        .map(|(i, f)| format!("{{\"id\":\"q{i}\",\"fingerprint\":\"{f}\"}}\n"))
+        .collect();
+    let out = json_lines(&ok(neardup(
+        &["index", "query", d, "--fingerprints"],
+        queries.as_bytes(),
+    )));
+    for (answer, &q) in out.iter().zip(fps.iter().step_by(7)) {
+        let mut want: Vec<(u32, usize)> = fps
+            .iter()
+            .enumerate()
+            .map(|(i, f)| ((f ^ q).count_ones(), i))
+            .filter(|&(dist, _)| dist <= 3)
+            .collect();
+        want.sort_by_key(|&(dist, i)| (dist, i.to_string()));
+        let want: Vec<Value> = want
+            .into_iter()
+            .map(|(dist, i)| serde_json::json!({"id": i.to_string(), "distance": dist}))
+            .collect();
+        assert_eq!(answer["matches"], Value::Array(want), "{answer}");
+    }
+}
