@@ -1,11 +1,14 @@
 //! Python arguments to Rust values, and core errors to Python exceptions.
 
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyList, PyMemoryView, PyString};
+use pyo3::types::{PyBytes, PyList, PyMemoryView, PyString, PyType};
 
 use neardup::tables::{Blocks, Layout};
+use neardup_store::StoreError;
 
 /// A core error as a Python exception: every core error is a caller's choice that cannot
 /// work (a layout, a size), so `ValueError`.
@@ -263,4 +266,45 @@ pub fn id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
             PyTypeError::new_err(format!("an id must be an int, got {}", type_name(obj)))
         }
     })
+}
+
+/// A store error as the exception of `neardup` (defined in Python, in `neardup/_errors.py`,
+/// so that they can also be `FileNotFoundError`, `FileExistsError` or `ValueError`).
+pub(crate) fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
+    let e = match e {
+        StoreError::Core(core) => return core_error(core),
+        other => other,
+    };
+    let class = match &e {
+        StoreError::NotAStore(_) => "NotAStoreError",
+        StoreError::Exists(_) => "StoreExistsError",
+        StoreError::Foreign { .. } | StoreError::Mismatch { .. } => "ForeignStoreError",
+        _ => "StoreError",
+    };
+    let message = e.to_string();
+    match py
+        .import("neardup._errors")
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
+    {
+        Ok(class) => PyErr::from_type(class, message),
+        // Only a broken installation lacks the module: still report the store's message.
+        Err(_) => PyRuntimeError::new_err(message),
+    }
+}
+
+/// A time to live in seconds, as the store takes it.
+pub(crate) fn ttl_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let secs: f64 = obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "ttl must be a number of seconds or None, got {}",
+            type_name(obj)
+        ))
+    })?;
+    Duration::try_from_secs_f64(secs)
+        .map(Some)
+        .map_err(|_| PyValueError::new_err(format!("ttl must be 0 or more seconds, got {secs}")))
 }

@@ -1,6 +1,6 @@
 //! `DocumentStore`: the document corpus of `neardup serve`, either embedded in a data
-//! directory (`neardup_store::DocStore`, as `neardup serve --data DIR` keeps it) or in a
-//! Redis Cluster (`neardup_store::RedisStore`, reached with `Store.connect(urls)`). Both
+//! directory (`neardup_store::DocumentStore`, as `neardup serve --data DIR` keeps it) or in a
+//! Redis Cluster (`neardup_store::RedisStore`, reached with `DocumentStore.connect(urls)`). Both
 //! backends decide matches alike (`neardup_store::Backend`), so the Python methods are
 //! written once over an enum of the two.
 
@@ -14,17 +14,16 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use neardup::jaccard::Threshold;
 use neardup_store::{
-    Backend, BackendReader, DocConfig, DocStore, DocStoreReader, Hit, Outcome, Preparer,
-    RedisOptions, RedisReader, RedisStore, StoreError, StoredDoc, Write,
+    Backend, BackendReader, DocConfig, DocumentReader, Hit, Outcome, Preparer, RedisOptions,
+    RedisReader, RedisStore, StoreError, StoredDoc, Write,
 };
 
-use crate::convert::{size_arg, type_name};
-use crate::store::{store_error, ttl_arg};
+use crate::convert::{size_arg, store_error, ttl_arg, type_name};
 
 /// The writer of either backend. One per DocumentStore, under its mutex: both are large
 /// and unlike in size, so both are boxed (one allocation per store).
 enum Writer {
-    Local(Box<DocStore>),
+    Local(Box<neardup_store::DocumentStore>),
     Redis(Box<RedisStore>),
 }
 
@@ -54,7 +53,7 @@ impl Writer {
 /// The reader of either backend: cheap to clone, never waiting for the writer.
 #[derive(Clone)]
 enum Reader {
-    Local(DocStoreReader),
+    Local(DocumentReader),
     Redis(RedisReader),
 }
 
@@ -225,7 +224,7 @@ impl DocumentStore {
     }
 }
 
-/// `Store.connect` and `DocumentStore.connect`.
+/// `DocumentStore.connect` (and the deprecated `FingerprintStore.connect`).
 #[allow(clippy::too_many_arguments)]
 pub fn connect(
     py: Python<'_>,
@@ -282,7 +281,7 @@ impl DocumentStore {
         };
         let dir = path.clone();
         let store = py
-            .detach(move || DocStore::create(&dir, config))
+            .detach(move || neardup_store::DocumentStore::create(&dir, config))
             .map_err(|e| store_error(py, e))?;
         Ok(DocumentStore::wrap(
             Writer::Local(Box::new(store)),
@@ -297,7 +296,7 @@ impl DocumentStore {
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<DocumentStore> {
         let dir = path.clone();
         let store = py
-            .detach(move || DocStore::open(&dir, None))
+            .detach(move || neardup_store::DocumentStore::open(&dir, None))
             .map_err(|e| store_error(py, e))?;
         Ok(DocumentStore::wrap(
             Writer::Local(Box::new(store)),

@@ -9,7 +9,7 @@
 mod convert;
 mod corpus;
 mod documents;
-mod idf;
+mod fingerprinter;
 mod layout;
 mod legacy;
 mod own;
@@ -42,13 +42,13 @@ mod native {
         #[pymodule_export]
         use crate::documents::DocumentStore;
         #[pymodule_export]
-        use crate::idf::Idf;
+        use crate::fingerprinter::{fingerprint, fingerprint_many, Fingerprinter, Idf};
         #[pymodule_export]
         use crate::layout::{Layout, Table};
         #[pymodule_export]
-        use crate::own::{clusters, dedup, find_all, fingerprint, fingerprint_many, Fingerprinter};
+        use crate::own::{clusters, dedup, find_all};
         #[pymodule_export]
-        use crate::store::{Reader, Store};
+        use crate::store::{FingerprintStore, Reader};
     }
 
     /// The Rust half of `neardup.ray` (batch dedup as a Ray job); import `neardup.ray`.

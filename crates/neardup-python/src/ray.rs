@@ -25,7 +25,7 @@ use neardup_io::docs::{self, ReadOptions};
 use neardup_io::records::{self, Member};
 
 use crate::convert::{bytes_arg, core_error};
-use crate::own::{default_fingerprinter, Fingerprinter};
+use crate::fingerprinter::{default_fingerprinter, Fingerprinter};
 
 /// Little-endian bytes of `values`.
 fn bytes_of<T: Copy, const N: usize>(

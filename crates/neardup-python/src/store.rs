@@ -1,4 +1,5 @@
-//! `Store`: the durable corpus of neardup-store, with string ids and expiry.
+//! `FingerprintStore`: the durable fingerprint store of neardup-store, with string ids
+//! and expiry (`Store` before; the name is kept as a deprecated alias in `neardup`).
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -7,59 +8,20 @@ use std::time::Duration;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyString, PyTuple};
 
 use neardup::tables::Blocks;
-use neardup_store::{StoreConfig, StoreError, StoreReader};
+use neardup_store::{FingerprintReader, StoreConfig, StoreError};
 
-use crate::convert::{blocks_arg, core_error, distance_arg, fingerprint, size_arg, type_name};
+use crate::convert::{
+    blocks_arg, distance_arg, fingerprint, size_arg, store_error, ttl_arg, type_name,
+};
 
-/// A store error as the exception of `neardup` (defined in Python, in `neardup/_errors.py`,
-/// so that they can also be `FileNotFoundError`, `FileExistsError` or `ValueError`).
-pub(crate) fn store_error(py: Python<'_>, e: StoreError) -> PyErr {
-    let e = match e {
-        StoreError::Core(core) => return core_error(core),
-        other => other,
-    };
-    let class = match &e {
-        StoreError::NotAStore(_) => "NotAStoreError",
-        StoreError::Exists(_) => "StoreExistsError",
-        StoreError::Foreign { .. } | StoreError::Mismatch { .. } => "ForeignStoreError",
-        _ => "StoreError",
-    };
-    let message = e.to_string();
-    match py
-        .import("neardup._errors")
-        .and_then(|m| m.getattr(class))
-        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from))
-    {
-        Ok(class) => PyErr::from_type(class, message),
-        // Only a broken installation lacks the module: still report the store's message.
-        Err(_) => PyRuntimeError::new_err(message),
-    }
-}
-
-/// A time to live in seconds, as the store takes it.
-pub(crate) fn ttl_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    let secs: f64 = obj.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "ttl must be a number of seconds or None, got {}",
-            type_name(obj)
-        ))
-    })?;
-    Duration::try_from_secs_f64(secs)
-        .map(Some)
-        .map_err(|_| PyValueError::new_err(format!("ttl must be 0 or more seconds, got {secs}")))
-}
-
-/// A document id of a `Store`: a str.
+/// A document id of a `FingerprintStore`: a str.
 fn str_id(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
     if !obj.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
-            "a Store id must be a str, got {}",
+            "a FingerprintStore id must be a str, got {}",
             type_name(obj)
         )));
     }
@@ -69,14 +31,14 @@ fn str_id(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
 /// A durable corpus in a data directory: documents with str ids and fingerprints, each
 /// optionally with a time to live, queried for near-duplicates within the distance it was
 /// made with. Every write is on disk (one transaction, fsync) before it returns; the
-/// tables live in memory and are rebuilt by `Store.open`.
+/// tables live in memory and are rebuilt by `FingerprintStore.open`.
 ///
-/// Make one with `Store.create(path, distance=3, blocks="auto", fingerprint_version=2,
+/// Make one with `FingerprintStore.create(path, distance=3, blocks="auto", fingerprint_version=2,
 /// expected=0)` (`fingerprint_version` records what made the fingerprints, by default
 /// neardup's format version; `blocks="auto"` picks the layout for about `expected`
-/// documents), open it again with `Store.open(path)`. Only one `Store` may hold a directory
+/// documents), open it again with `FingerprintStore.open(path)`. Only one `FingerprintStore` may hold a directory
 /// at a time: `close()` it (or use `with`) before opening it again. Queries never wait
-/// for a write in progress; `reader()` gives threads that only query a `StoreReader`.
+/// for a write in progress; `reader()` gives threads that only query a `FingerprintStoreReader`.
 ///
 /// Errors about the directory raise `neardup.StoreError` or a subclass:
 /// `NotAStoreError` (also a `FileNotFoundError`) when there is no store at the path,
@@ -86,18 +48,18 @@ fn str_id(obj: &Bound<'_, PyAny>) -> PyResult<PyBackedStr> {
 ///
 /// >>> import neardup, tempfile, os
 /// >>> path = os.path.join(tempfile.mkdtemp(), "store")
-/// >>> with neardup.Store.create(path, distance=3) as s:
+/// >>> with neardup.FingerprintStore.create(path, distance=3) as s:
 /// ...     s.insert("a", 0b1111)
 /// ...     s.insert_bulk([("b", 0b0111), ("c", 1 << 40, 3600)])
-/// >>> with neardup.Store.open(path) as s:
+/// >>> with neardup.FingerprintStore.open(path) as s:
 /// ...     s.find_all(0b1111), len(s)
 /// ([('a', 0), ('b', 1)], 3)
-#[pyclass(frozen, module = "neardup", name = "Store")]
-pub struct Store {
+#[pyclass(frozen, module = "neardup", name = "FingerprintStore")]
+pub struct FingerprintStore {
     /// `None` once closed.
-    store: Mutex<Option<neardup_store::Store>>,
+    store: Mutex<Option<neardup_store::FingerprintStore>>,
     /// Queries go through a reader, so they never wait for a write.
-    reader: Mutex<Option<StoreReader>>,
+    reader: Mutex<Option<FingerprintReader>>,
     path: PathBuf,
     config: StoreConfig,
 }
@@ -105,17 +67,19 @@ pub struct Store {
 /// The lock of `m`; a poisoned lock means a panic in a call, reported rather than reused.
 fn lock<T>(m: &Mutex<T>) -> PyResult<MutexGuard<'_, T>> {
     m.lock().map_err(|_| {
-        PyRuntimeError::new_err("this Store is unusable: an earlier call failed in the middle")
+        PyRuntimeError::new_err(
+            "this FingerprintStore is unusable: an earlier call failed in the middle",
+        )
     })
 }
 
 fn closed() -> PyErr {
-    PyValueError::new_err("this Store is closed")
+    PyValueError::new_err("this FingerprintStore is closed")
 }
 
-impl Store {
-    fn wrap(store: neardup_store::Store, path: PathBuf) -> Store {
-        Store {
+impl FingerprintStore {
+    fn wrap(store: neardup_store::FingerprintStore, path: PathBuf) -> FingerprintStore {
+        FingerprintStore {
             reader: Mutex::new(Some(store.reader())),
             config: store.config(),
             store: Mutex::new(Some(store)),
@@ -128,7 +92,7 @@ impl Store {
     fn write<R: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut neardup_store::Store) -> neardup_store::Result<R> + Send,
+        f: impl FnOnce(&mut neardup_store::FingerprintStore) -> neardup_store::Result<R> + Send,
     ) -> PyResult<R> {
         enum Failure {
             Lock(PyErr),
@@ -146,7 +110,7 @@ impl Store {
     }
 
     /// A query handle, taken under the lock for a moment only.
-    fn handle(&self) -> PyResult<StoreReader> {
+    fn handle(&self) -> PyResult<FingerprintReader> {
         lock(&self.reader)?.clone().ok_or_else(closed)
     }
 
@@ -166,15 +130,17 @@ impl Store {
 
     /// Documents stored; 0 once closed.
     fn len(&self) -> PyResult<usize> {
-        Ok(lock(&self.reader)?.as_ref().map_or(0, StoreReader::len))
+        Ok(lock(&self.reader)?
+            .as_ref()
+            .map_or(0, FingerprintReader::len))
     }
 }
 
 #[pymethods]
-impl Store {
-    /// The document corpus under `namespace` in the Redis Cluster of `urls` (seed nodes,
-    /// comma-separated): a `DocumentStore` of texts, shared with `neardup serve --redis`
-    /// (see `DocumentStore`). Unlike `Store.open`'s fingerprint store it takes texts.
+impl FingerprintStore {
+    /// Deprecated (a `DeprecationWarning`): `DocumentStore.connect`, which it calls. It
+    /// opens the document corpus under `namespace` in the Redis Cluster of `urls`, a
+    /// `DocumentStore` of texts, not a fingerprint store.
     #[staticmethod]
     #[pyo3(signature = (urls, namespace = "neardup", create = false, threshold = 0.8, paragraphs = false, expected = None, replicas = 1))]
     #[allow(clippy::too_many_arguments)]
@@ -188,6 +154,12 @@ impl Store {
         expected: Option<&Bound<'_, PyAny>>,
         replicas: u32,
     ) -> PyResult<crate::documents::DocumentStore> {
+        PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyDeprecationWarning>(),
+            c"FingerprintStore.connect opens a document store: use DocumentStore.connect",
+            1,
+        )?;
         crate::documents::connect(
             py, urls, namespace, create, threshold, paragraphs, expected, replicas,
         )
@@ -203,7 +175,7 @@ impl Store {
         blocks: Option<&Bound<'_, PyAny>>,
         fingerprint_version: Option<u32>,
         expected: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Store> {
+    ) -> PyResult<FingerprintStore> {
         let config = StoreConfig {
             distance: distance.map_or(Ok(3), |d| distance_arg(d, 64))?,
             blocks: blocks.map_or(Ok(Blocks::Auto), blocks_arg)?,
@@ -212,9 +184,9 @@ impl Store {
         let expected = expected.map_or(Ok(0), |e| size_arg(e, "expected"))?;
         let dir = path.clone();
         let store = py
-            .detach(move || neardup_store::Store::create(&dir, config, expected))
+            .detach(move || neardup_store::FingerprintStore::create(&dir, config, expected))
             .map_err(|e| store_error(py, e))?;
-        Ok(Store::wrap(store, path))
+        Ok(FingerprintStore::wrap(store, path))
     }
 
     /// Opens the store in the directory `path` and rebuilds its tables. Each of
@@ -229,12 +201,12 @@ impl Store {
         distance: Option<&Bound<'_, PyAny>>,
         blocks: Option<&Bound<'_, PyAny>>,
         fingerprint_version: Option<u32>,
-    ) -> PyResult<Store> {
+    ) -> PyResult<FingerprintStore> {
         let distance = distance.map(|d| distance_arg(d, 64)).transpose()?;
         let blocks = blocks.map(blocks_arg).transpose()?;
         let dir = path.clone();
         let store = py
-            .detach(move || neardup_store::Store::open(&dir, None))
+            .detach(move || neardup_store::FingerprintStore::open(&dir, None))
             .map_err(|e| store_error(py, e))?;
         let stored = store.config();
         let mut wrong = Vec::new();
@@ -259,7 +231,7 @@ impl Store {
                 },
             ));
         }
-        Ok(Store::wrap(store, path))
+        Ok(FingerprintStore::wrap(store, path))
     }
 
     /// Stores `id` (a str) with fingerprint `fp`, expiring after `ttl` seconds if given (0:
@@ -358,7 +330,7 @@ impl Store {
         self.all(py, fp)
     }
 
-    /// A query-only handle on this store (`StoreReader`), to give to threads that search
+    /// A query-only handle on this store (`FingerprintStoreReader`), to give to threads that search
     /// while this one writes.
     fn reader(slf: Bound<'_, Self>) -> Reader {
         Reader {
@@ -435,7 +407,7 @@ impl Store {
 
     fn __repr__(&self) -> String {
         format!(
-            "Store('{}', distance={}, blocks={}, fingerprint_version={})",
+            "FingerprintStore('{}', distance={}, blocks={}, fingerprint_version={})",
             self.path.display(),
             self.config.distance,
             self.blocks(),
@@ -444,18 +416,18 @@ impl Store {
     }
 }
 
-/// Queries on a `Store` for other threads, made by `Store.reader()`: its `find_first` and
+/// Queries on a `FingerprintStore` for other threads, made by `FingerprintStore.reader()`: its `find_first` and
 /// `find_all` (same arguments, same results), and `len()`, but nothing that writes. As the
-/// Store's own queries do, they see every write that has returned, never wait for one in
+/// FingerprintStore's own queries do, they see every write that has returned, never wait for one in
 /// progress, and run with the GIL released, so threads querying readers run in parallel
 /// with each other and with the thread that writes.
 ///
-/// A reader keeps its `Store` object alive, but not open: once the Store is closed
+/// A reader keeps its `FingerprintStore` object alive, but not open: once the FingerprintStore is closed
 /// (`close()`, or the end of its `with` block), the reader's queries raise ValueError, as
-/// the Store's do, and its `len()` is 0. Opening the directory again needs a new reader.
+/// the FingerprintStore's do, and its `len()` is 0. Opening the directory again needs a new reader.
 ///
 /// >>> import neardup, tempfile, os, threading
-/// >>> store = neardup.Store.create(os.path.join(tempfile.mkdtemp(), "store"), distance=3)
+/// >>> store = neardup.FingerprintStore.create(os.path.join(tempfile.mkdtemp(), "store"), distance=3)
 /// >>> reader = store.reader()
 /// >>> store.insert("a", 0b1111)
 /// >>> found = []
@@ -467,32 +439,35 @@ impl Store {
 /// >>> reader.find_all(0b1111)
 /// Traceback (most recent call last):
 ///   ...
-/// ValueError: this Store is closed
-#[pyclass(frozen, module = "neardup", name = "StoreReader")]
+/// ValueError: this FingerprintStore is closed
+#[pyclass(frozen, module = "neardup", name = "FingerprintStoreReader")]
 pub struct Reader {
-    store: Py<Store>,
+    store: Py<FingerprintStore>,
 }
 
 #[pymethods]
 impl Reader {
-    /// As `Store.find_first`: the nearest live document within the distance of `fp` as
+    /// As `FingerprintStore.find_first`: the nearest live document within the distance of `fp` as
     /// `(id, distance)`, or None.
     fn find_first(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Option<(String, u32)>> {
         self.store.get().first(py, fp)
     }
 
-    /// As `Store.find_all`: every live document within the distance of `fp`, as
+    /// As `FingerprintStore.find_all`: every live document within the distance of `fp`, as
     /// `(id, distance)`, nearest first, then by id.
     fn find_all(&self, py: Python<'_>, fp: &Bound<'_, PyAny>) -> PyResult<Vec<(String, u32)>> {
         self.store.get().all(py, fp)
     }
 
-    /// Documents stored (expired ones until swept); 0 once the Store is closed.
+    /// Documents stored (expired ones until swept); 0 once the FingerprintStore is closed.
     fn __len__(&self) -> PyResult<usize> {
         self.store.get().len()
     }
 
     fn __repr__(&self) -> String {
-        format!("StoreReader('{}')", self.store.get().path.display())
+        format!(
+            "FingerprintStoreReader('{}')",
+            self.store.get().path.display()
+        )
     }
 }

@@ -158,14 +158,14 @@ def test_errors_name_the_path(tmp_path):
     assert isinstance(e.value, FileNotFoundError)
     # A fingerprint store is not a document store, and the other way round.
     fps = tmp_path / "fps"
-    neardup.Store.create(fps).close()
+    neardup.FingerprintStore.create(fps).close()
     with pytest.raises(neardup.ForeignStoreError, match="fingerprint store") as e:
         neardup.DocumentStore.open(fps)
     assert str(fps) in str(e.value) and isinstance(e.value, ValueError)
     docs = tmp_path / "docs"
     store = neardup.DocumentStore.create(docs)
     with pytest.raises(neardup.StoreError, match=str(docs)):
-        neardup.Store.open(docs)
+        neardup.FingerprintStore.open(docs)
     # One holder at a time, and no second store over the first.
     with pytest.raises(neardup.StoreError, match="in use"):
         neardup.DocumentStore.open(docs)

@@ -10,7 +10,7 @@ import neardup
 
 
 def filled(path, n=500):
-    with neardup.Store.create(path, distance=3) as store:
+    with neardup.FingerprintStore.create(path, distance=3) as store:
         store.insert_bulk([(f"doc-{i}", i * 0x9E3779B97F4A7C15 % 2**64) for i in range(n)])
 
 
@@ -22,14 +22,14 @@ def test_a_store_cut_short_is_a_store_error_at_every_length(tmp_path):
     for length in list(range(4096, len(whole), len(whole) // 23)) + [len(whole) - 1]:
         file.write_bytes(whole[:length])
         try:
-            neardup.Store.open(path)
+            neardup.FingerprintStore.open(path)
         except Exception as e:  # a PanicException would not be caught here
             assert isinstance(e, neardup.StoreError), repr(e)
             assert "neardup.redb" in str(e) and "damaged" in str(e), str(e)
         else:
             pytest.fail(f"a store cut to {length} bytes opened")
     file.write_bytes(whole)
-    with neardup.Store.open(path) as store:
+    with neardup.FingerprintStore.open(path) as store:
         assert len(store) == 500
 
 
@@ -47,7 +47,7 @@ def test_a_store_with_damaged_pages_is_an_error_or_opens(tmp_path):
         damaged[at : at + 64] = bytes(b ^ 0x5A for b in damaged[at : at + 64])
         file.write_bytes(bytes(damaged))
         try:
-            with neardup.Store.open(path) as store:
+            with neardup.FingerprintStore.open(path) as store:
                 store.find_all(0)
         except Exception as e:
             assert isinstance(e, neardup.StoreError), repr(e)
@@ -57,10 +57,10 @@ def test_a_store_with_damaged_pages_is_an_error_or_opens(tmp_path):
 def test_a_store_in_use_says_so(tmp_path):
     path = tmp_path / "s"
     filled(path, 10)
-    with neardup.Store.open(path):
+    with neardup.FingerprintStore.open(path):
         with pytest.raises(neardup.StoreError, match="in use by this process"):
-            neardup.Store.open(path)
-    with neardup.Store.open(path) as store:
+            neardup.FingerprintStore.open(path)
+    with neardup.FingerprintStore.open(path) as store:
         assert len(store) == 10
     assert not os.path.exists(path / "neardup.pid")
 

@@ -455,7 +455,7 @@ def test_store_round_trip_across_reopen(tmp_path):
     path = tmp_path / "data"
     rng = random.Random(3)
     docs = {f"doc-{i}": rng.getrandbits(64) for i in range(200)}
-    with neardup.Store.create(path, distance=4, blocks="auto", expected=200) as s:
+    with neardup.FingerprintStore.create(path, distance=4, blocks="auto", expected=200) as s:
         assert s.distance == 4 and s.blocks > 4 and s.fingerprint_version == 2
         s.insert_bulk(list(docs.items())[:150])
         for k, v in list(docs.items())[150:]:
@@ -473,7 +473,7 @@ def test_store_round_trip_across_reopen(tmp_path):
         s.find_all(0)
     with pytest.raises(ValueError, match="closed"):
         s.heap_bytes()
-    reopened = neardup.Store.open(str(path))
+    reopened = neardup.FingerprintStore.open(str(path))
     try:
         assert reopened.distance == 4 and len(reopened) == len(docs)
         assert reopened.documents() == sorted(docs.items())
@@ -488,7 +488,7 @@ def test_store_round_trip_across_reopen(tmp_path):
 
 
 def test_store_ttl_and_sweep(tmp_path):
-    s = neardup.Store.create(tmp_path / "s", distance=3)
+    s = neardup.FingerprintStore.create(tmp_path / "s", distance=3)
     s.insert("gone", 0xABC, ttl=0)
     s.insert("stays", 0xABD, ttl=3600)
     s.insert("forever", 0xABF)
@@ -508,23 +508,23 @@ def test_store_ttl_and_sweep(tmp_path):
 
 def test_store_errors(tmp_path):
     with pytest.raises(neardup.NotAStoreError) as missing:
-        neardup.Store.open(tmp_path / "missing")
+        neardup.FingerprintStore.open(tmp_path / "missing")
     assert isinstance(missing.value, FileNotFoundError)
     assert isinstance(missing.value, neardup.StoreError)
     assert "not a neardup data directory" in str(missing.value)
     a_file = tmp_path / "file.txt"
     a_file.write_text("hello")
     with pytest.raises(FileNotFoundError, match="not a neardup data directory"):
-        neardup.Store.open(a_file)
+        neardup.FingerprintStore.open(a_file)
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "neardup.redb").write_bytes(b"this is not a database" * 100)
     with pytest.raises(neardup.ForeignStoreError) as bad:
-        neardup.Store.open(foreign)
+        neardup.FingerprintStore.open(foreign)
     assert isinstance(bad.value, ValueError) and "neardup" in str(bad.value)
-    s = neardup.Store.create(tmp_path / "s")
+    s = neardup.FingerprintStore.create(tmp_path / "s")
     with pytest.raises(neardup.StoreExistsError) as exists:
-        neardup.Store.create(tmp_path / "s")
+        neardup.FingerprintStore.create(tmp_path / "s")
     assert isinstance(exists.value, FileExistsError)
     with pytest.raises(TypeError, match="str"):
         s.insert(1, 5)
@@ -537,15 +537,15 @@ def test_store_errors(tmp_path):
     s.close()
     s.close()
     # Settings asked for on open must be the store's.
-    with neardup.Store.open(tmp_path / "s", distance=3, blocks="auto") as same:
+    with neardup.FingerprintStore.open(tmp_path / "s", distance=3, blocks="auto") as same:
         assert same.distance == 3
     for wrong, what in [({"distance": 6}, "distance 3 (asked for 6)"),
                         ({"fingerprint_version": 99}, "fingerprint version"),
                         ({"blocks": 5}, "blocks")]:
         with pytest.raises(neardup.ForeignStoreError, match=re.escape(what)):
-            neardup.Store.open(tmp_path / "s", **wrong)
+            neardup.FingerprintStore.open(tmp_path / "s", **wrong)
     with pytest.raises(ValueError, match="blocks"):
-        neardup.Store.create(tmp_path / "t", distance=3, blocks=2)
+        neardup.FingerprintStore.create(tmp_path / "t", distance=3, blocks=2)
 
 
 def store_matches(docs, q, distance):
@@ -556,9 +556,9 @@ def store_matches(docs, q, distance):
 
 def test_store_reader_against_the_store_and_a_model(tmp_path):
     rng = random.Random(11)
-    s = neardup.Store.create(tmp_path / "s", distance=3)
+    s = neardup.FingerprintStore.create(tmp_path / "s", distance=3)
     reader = s.reader()
-    assert isinstance(reader, neardup.StoreReader)
+    assert isinstance(reader, neardup.FingerprintStoreReader)
     assert reader.find_all(0) == [] and reader.find_first(0) is None and len(reader) == 0
     live, stored = {}, set()
     pool = planted(rng, 60, 3)
@@ -599,7 +599,7 @@ def test_store_readers_query_while_the_store_writes(tmp_path):
     docs = [(f"doc-{i:04d}", base ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)))
             for i in range(300)]
     fps = dict(docs)
-    s = neardup.Store.create(tmp_path / "s", distance=3)
+    s = neardup.FingerprintStore.create(tmp_path / "s", distance=3)
     done = threading.Event()
     failures = []
 
@@ -641,34 +641,34 @@ def test_store_reader_after_close(tmp_path):
     import gc
 
     path = tmp_path / "s"
-    with neardup.Store.create(path, distance=3) as s:
+    with neardup.FingerprintStore.create(path, distance=3) as s:
         s.insert("a", 0b1111)
         reader = s.reader()
         assert reader.find_all(0b0111) == [("a", 1)]
-        assert repr(reader) == f"StoreReader('{path}')"
+        assert repr(reader) == f"FingerprintStoreReader('{path}')"
     # Closed with its store: its queries raise, as the store's do, and it is empty.
     for query in (reader.find_all, reader.find_first):
-        with pytest.raises(ValueError, match="this Store is closed"):
+        with pytest.raises(ValueError, match="this FingerprintStore is closed"):
             query(0b1111)
     assert len(reader) == 0
     # A reader does not hold the directory: it opens again while the old reader lives.
-    again = neardup.Store.open(path)
+    again = neardup.FingerprintStore.open(path)
     with pytest.raises(ValueError, match="closed"):
         reader.find_all(0b1111)
     assert again.reader().find_first(0b1111) == ("a", 0)
     again.close()
     # A reader keeps its Store object alive (never closed under it by the garbage
     # collector); once both are gone, the directory is free.
-    lone = neardup.Store.open(path).reader()
+    lone = neardup.FingerprintStore.open(path).reader()
     gc.collect()
     assert lone.find_first(0b1111) == ("a", 0) and len(lone) == 1
     del lone
     gc.collect()
-    neardup.Store.open(path).close()
+    neardup.FingerprintStore.open(path).close()
 
 
 def test_store_reader_errors(tmp_path):
-    with neardup.Store.create(tmp_path / "s") as s:
+    with neardup.FingerprintStore.create(tmp_path / "s") as s:
         reader = s.reader()
         with pytest.raises(OverflowError):
             reader.find_all(-1)
@@ -679,7 +679,7 @@ def test_store_reader_errors(tmp_path):
         # Only queries.
         assert not hasattr(reader, "insert") and not hasattr(reader, "close")
     with pytest.raises(TypeError, match="cannot create"):
-        neardup.StoreReader()
+        neardup.FingerprintStoreReader()
 
 
 # --- dedup ------------------------------------------------------------------------------
@@ -750,10 +750,29 @@ def test_dedup_errors():
 
 def test_public_names():
     assert set(neardup.__all__) == {
-        "Corpus", "DocumentStore", "Fingerprinter", "ForeignStoreError", "Idf", "Layout", "NotAStoreError",
-        "Store", "StoreError", "StoreExistsError", "StoreReader", "Table", "clusters", "dedup",
-        "find_all", "fingerprint", "fingerprint_many", "simhash",
+        "Corpus", "DocumentStore", "FingerprintStore", "FingerprintStoreReader", "Fingerprinter",
+        "ForeignStoreError", "Idf", "Layout", "NotAStoreError", "StoreError", "StoreExistsError",
+        "Table", "clusters", "dedup", "find_all", "fingerprint", "fingerprint_many", "simhash",
     }
     for name in neardup.__all__:
         obj = getattr(neardup, name)
         assert obj.__doc__, name
+
+
+def test_old_store_names_still_work_and_say_what_they_are_now(tmp_path):
+    for old, new in [("Store", "FingerprintStore"), ("StoreReader", "FingerprintStoreReader")]:
+        with pytest.warns(DeprecationWarning, match=f"neardup.{new}"):
+            assert getattr(neardup, old) is getattr(neardup, new)
+    with pytest.warns(DeprecationWarning):
+        with neardup.Store.create(tmp_path / "s", distance=3) as s:
+            s.insert("a", 1)
+            assert s.find_all(1) == [("a", 0)]
+    with pytest.raises(AttributeError, match="Stor"):
+        neardup.Stor  # noqa: B018
+
+
+def test_fingerprint_store_connect_is_deprecated_for_document_store_connect():
+    # It opens a document store; nothing listens on port 1, so it fails after the warning.
+    with pytest.warns(DeprecationWarning, match="DocumentStore.connect"):
+        with pytest.raises(neardup.StoreError):
+            neardup.FingerprintStore.connect("127.0.0.1:1", replicas=0)

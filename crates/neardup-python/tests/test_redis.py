@@ -1,4 +1,4 @@
-"""neardup.Store.connect: the document corpus in a Redis Cluster, against the embedded store
+"""neardup.DocumentStore.connect: the document corpus in a Redis Cluster, against the embedded store
 of ``neardup serve --data`` as its oracle (same writes, every check equal), and shared with
 ``neardup serve --redis`` on the same namespace.
 
@@ -97,7 +97,7 @@ def namespace(name: str) -> str:
 
 def test_connect_answers_as_the_embedded_store(tmp_path):
     ns = namespace("model")
-    store = neardup.Store.connect(SEEDS, namespace=ns, create=True, threshold=0.8, expected=1000)
+    store = neardup.DocumentStore.connect(SEEDS, namespace=ns, create=True, threshold=0.8, expected=1000)
     assert isinstance(store, neardup.DocumentStore)
     assert (store.namespace, store.threshold, len(store)) == (ns, 0.8, 0)
     oracle = Served("--data", str(tmp_path / "oracle"), "--create")
@@ -141,15 +141,15 @@ def test_connect_answers_as_the_embedded_store(tmp_path):
 
 def test_errors_are_clear():
     with pytest.raises(neardup.StoreError, match="no corpus under namespace"):
-        neardup.Store.connect(SEEDS, namespace=namespace("missing"))
+        neardup.DocumentStore.connect(SEEDS, namespace=namespace("missing"))
     ns = namespace("twice")
-    store = neardup.Store.connect(SEEDS, namespace=ns, create=True)
+    store = neardup.DocumentStore.connect(SEEDS, namespace=ns, create=True)
     with pytest.raises(neardup.StoreError, match="already holds a corpus"):
-        neardup.Store.connect(SEEDS, namespace=ns, create=True)
+        neardup.DocumentStore.connect(SEEDS, namespace=ns, create=True)
     with pytest.raises(neardup.StoreError, match="namespace"):
-        neardup.Store.connect(SEEDS, namespace="a{b}")
+        neardup.DocumentStore.connect(SEEDS, namespace="a{b}")
     with pytest.raises(ValueError):
-        neardup.Store.connect(SEEDS, namespace=ns, create=True, threshold=1.5)
+        neardup.DocumentStore.connect(SEEDS, namespace=ns, create=True, threshold=1.5)
     with pytest.raises(TypeError, match="must be a str"):
         store.put(1, "text")
     with pytest.raises(TypeError, match="must be a str"):
@@ -157,4 +157,4 @@ def test_errors_are_clear():
     with pytest.raises(TypeError, match=r"\(id, text\) tuples"):
         store.put_many([("a", "b", "c")])
     with pytest.raises(neardup.StoreError):
-        neardup.Store.connect("127.0.0.1:1")
+        neardup.DocumentStore.connect("127.0.0.1:1")

@@ -234,6 +234,19 @@ def test_corpus_limits_its_tables():
         simhash.Corpus(64, 3)  # 41,664 tables: fine for a batch, not for an index
 
 
+def test_corpus_of_simhash_py_own_test_is_built():
+    # simhash-py's test suite builds Corpus(20, 16): 4,845 tables, each holding every
+    # fingerprint (about 78 KB a fingerprint), usable for small corpora as there.
+    corpus = simhash.Corpus(20, 16)
+    docs = [0, 0xFFFF, 0xFFFF_0000_0000_0000, (1 << 64) - 1]
+    corpus.insert_bulk(docs)
+    query = 0xFF  # 8 bits from 0 and from 0xFFFF; far from the others
+    assert sorted(corpus.find_all(query)) == [0, 0xFFFF]
+    assert sorted(corpus.find_all(query)) == sorted(
+        d for d in docs if simhash.num_differing_bits(d, query) <= 16
+    )
+
+
 @pytest.mark.parametrize("bad", [-1, 2**64, 2**100, -(2**70)])
 def test_out_of_range_ints_raise_overflow_error(bad):
     with pytest.raises(OverflowError):

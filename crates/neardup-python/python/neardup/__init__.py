@@ -10,10 +10,12 @@ neardup's own API:
 - ``find_all(fingerprints, distance=6, blocks="auto", ids=None)`` gives every pair within
   ``distance`` bits, ``clusters(...)`` the connected components;
 - ``Corpus`` is an in-memory index of documents (int ids) to query for near-duplicates;
-  ``Store`` the same, durable in a data directory, with str ids and expiry, and
-  ``Store.reader()`` a ``StoreReader`` to query it from other threads;
+  ``FingerprintStore`` the same, durable in a data directory, with str ids and expiry, and
+  ``FingerprintStore.reader()`` a ``FingerprintStoreReader`` to query it from other
+  threads (``Store`` and ``StoreReader``, their names before, still work, with a
+  ``DeprecationWarning``);
 - ``DocumentStore.create(path, threshold=0.8)`` and ``DocumentStore.open(path)`` keep the
-  document corpus of ``neardup serve --data`` in a data directory, ``Store.connect(urls)``
+  document corpus of ``neardup serve --data`` in a data directory, ``DocumentStore.connect(urls)``
   opens the one of ``neardup serve --redis`` in a Redis Cluster: texts in, near-duplicates
   by Jaccard similarity (as ``dedup`` decides them) out;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records (word 5-shingle Jaccard
@@ -52,23 +54,42 @@ clusters = _own.clusters
 Corpus = _own.Corpus
 Layout = _own.Layout
 Table = _own.Table
-Store = _own.Store
+FingerprintStore = _own.FingerprintStore
 DocumentStore = _own.DocumentStore
-StoreReader = _own.StoreReader
+FingerprintStoreReader = _own.FingerprintStoreReader
+
+# Names from before the fingerprint and document models were named apart.
+_DEPRECATED = {"Store": "FingerprintStore", "StoreReader": "FingerprintStoreReader"}
+
+
+def __getattr__(name: str) -> object:
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"neardup.{name} is now neardup.{new} (the fingerprint store; documents are "
+        "neardup.DocumentStore)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]
+
 dedup = _own.dedup
 
 __all__ = [
     "Corpus",
     "DocumentStore",
+    "FingerprintStore",
+    "FingerprintStoreReader",
     "Fingerprinter",
     "ForeignStoreError",
     "Idf",
     "Layout",
     "NotAStoreError",
-    "Store",
     "StoreError",
     "StoreExistsError",
-    "StoreReader",
     "Table",
     "clusters",
     "dedup",
