@@ -289,7 +289,7 @@ fn near_sample(chunk: &[u64], sample: &[u64], k: u32) -> Vec<Vec<u64>> {
 /// per value (with the CPU's instruction where it has one).
 fn within(chunk: &[u64], s: u64, k: u32) -> impl Iterator<Item = u64> + '_ {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("popcnt") {
+    if neardup::arch::cpu().popcnt() {
         // SAFETY: the CPU has POPCNT (checked just above).
         let hits = unsafe { within_popcnt(chunk, s, k) };
         return hits.into_iter();

@@ -250,11 +250,13 @@ enum Eights {
 
 impl Eights {
     fn detect() -> Eights {
+        // The core's detection, once for the process, lowered by NEARDUP_CPU as the
+        // core's own kernels are.
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx512dq") && has!("avx512bw") {
-                if has!("avx512vbmi") && has!("avx512vbmi2") {
+            let has = neardup::arch::features();
+            if has.avx512f() && has.avx512dq() && has.avx512bw() {
+                if has.avx512vbmi() && has.avx512vbmi2() {
                     return Eights::Avx512Vbmi;
                 }
                 return Eights::Avx512;

@@ -104,6 +104,7 @@ const AVX512BW: u32 = 1 << 2;
 const AVX512DQ: u32 = 1 << 3;
 const AVX512VBMI: u32 = 1 << 4;
 const AVX512VBMI2: u32 = 1 << 5;
+const POPCNT: u32 = 1 << 6;
 const AVX512_ALL: u32 = AVX512F | AVX512BW | AVX512DQ | AVX512VBMI | AVX512VBMI2;
 
 impl Features {
@@ -141,6 +142,12 @@ impl Features {
     #[inline]
     pub fn avx512vbmi2(self) -> bool {
         self.0 & AVX512VBMI2 != 0
+    }
+
+    /// POPCNT (the build's baseline may lack it).
+    #[inline]
+    pub fn popcnt(self) -> bool {
+        self.0 & POPCNT != 0
     }
 
     /// The highest level these features reach.
@@ -229,6 +236,7 @@ fn probe() -> Features {
         std::arch::is_x86_feature_detected!("avx512vbmi2"),
         AVX512VBMI2,
     );
+    set(std::arch::is_x86_feature_detected!("popcnt"), POPCNT);
     Features(f)
 }
 
