@@ -104,6 +104,10 @@ fn run(dir: &Path, input: &Path, name: &str, flags: &[&str]) -> (String, String,
     (read(&c), read(&p), read(&d), stats)
 }
 
+fn with<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    [flags, more].concat()
+}
+
 #[test]
 fn spilled_in_memory_and_all_in_memory_runs_write_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,17 +126,21 @@ fn spilled_in_memory_and_all_in_memory_runs_write_the_same_bytes() {
         if closure {
             flags.push("--closure");
         }
-        let with = |more: &[&str]| [&flags[..], more].concat();
         // --report takes the path that holds everything in memory, as dedup did before
         // it had a budget.
         let all = run(
             dir.path(),
             &input,
             "all",
-            &with(&["--report", report.to_str().unwrap()]),
+            &with(&flags, &["--report", report.to_str().unwrap()]),
         );
-        let memory = run(dir.path(), &input, "memory", &with(&[]));
-        let spilled = run(dir.path(), &input, "spilled", &with(&["--memory", "1"]));
+        let memory = run(dir.path(), &input, "memory", &flags);
+        let spilled = run(
+            dir.path(),
+            &input,
+            "spilled",
+            &with(&flags, &["--memory", "1"]),
+        );
         assert_eq!(memory.3["settings"]["spilled"], false);
         assert_eq!(spilled.3["settings"]["spilled"], true);
         let clusters = all.3["clusters"].as_u64().unwrap();
