@@ -350,7 +350,7 @@ fn run_jaccard(
 ) -> Result<(Dedup, ReadStats, usize, Value), Failure> {
     let mut steps = bounded::Steps::default();
     let t = Instant::now();
-    let (signed, stats) = bounded::sign(args, options.rule.banding(), budget, progress)?;
+    let (mut signed, stats) = bounded::sign(args, options.rule.banding(), budget, progress)?;
     steps.sign = t.elapsed().as_secs_f64();
     timings.fingerprint = steps.sign;
     let n = signed.len() as usize;
@@ -366,6 +366,7 @@ fn run_jaccard(
     let t = Instant::now();
     progress.phase("verifying", None);
     let (mut found, docs, keys) = bounded::resolve(&signed, copies, pairs, options, budget)?;
+    let batches = std::mem::take(&mut signed.batches);
     drop(signed);
     steps.verify = t.elapsed().as_secs_f64();
     timings.matching = steps.copies + steps.candidates + steps.verify;
@@ -393,14 +394,17 @@ fn run_jaccard(
             .filter_map(|&d| key_of(d))
             .map(|k| (k, AtomicBool::new(false)))
             .collect();
-        args.keep_records = outputs.deduplicated.is_some();
-        args.ids_only = involved.is_empty();
+        // The records of involved documents are parsed again for their texts.
+        args.keep_records = outputs.deduplicated.is_some() || !involved.is_empty();
+        args.ids_only = true;
         let wanted = bounded::Wanted { involved, dropped };
         let mut out = outputs.deduplicated.as_mut();
         let read = bounded::reread(
             args,
+            &batches,
             &wanted,
             &texts,
+            &key_of,
             fingerprinter,
             progress,
             |line| match out.as_mut() {

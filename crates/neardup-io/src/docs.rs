@@ -95,6 +95,10 @@ pub struct Doc {
     /// Its input line as read, when [`ReadOptions::keep_records`] asks for it and the input has
     /// lines.
     pub record: Option<String>,
+    /// Bytes of input it came from: its line, or its text. The same whatever the options
+    /// leave out of the document, so that two reads of one input cut it into the same
+    /// batches ([`read_mapped_mut`]).
+    pub input_bytes: usize,
 }
 
 /// What reading counted.
@@ -358,7 +362,7 @@ fn read_with<E: From<Error>>(
     let mut send = |doc: Option<Doc>, stats: &mut ReadStats| -> Result<(), E> {
         let full = match doc {
             Some(doc) => {
-                pending_bytes += doc.text.len();
+                pending_bytes += doc.input_bytes;
                 pending.push(doc);
                 pending.len() >= BATCH_DOCS || pending_bytes >= full_at
             }
@@ -515,6 +519,7 @@ fn read_with<E: From<Error>>(
                 stats.invalid_utf8 += u64::from(bad);
                 let doc = Doc {
                     id: Value::String(name.clone()),
+                    input_bytes: text.len(),
                     text,
                     record: None,
                 };
@@ -559,6 +564,7 @@ fn line_doc(
             id: Value::String(format!("{name}:{line_no}")),
             record: args.keep_records.then(|| text.clone().into_owned()),
             text: text.into_owned(),
+            input_bytes: line.len(),
         }));
     }
     if text.trim().is_empty() {
@@ -569,6 +575,7 @@ fn line_doc(
             id: id.unwrap_or_else(|| Value::String(format!("{name}:{line_no}"))),
             text: body,
             record: args.keep_records.then(|| text.into_owned()),
+            input_bytes: line.len(),
         })),
         Err(_) if args.skip_invalid => {
             stats.skipped += 1;
@@ -849,6 +856,7 @@ fn parquet_docs<E: From<Error>>(
         push(
             Doc {
                 id,
+                input_bytes: text.len(),
                 text,
                 record: None,
             },

@@ -59,6 +59,9 @@ pub(crate) struct Signed {
     keys: Vec<Column<u32>>,
     texts: Column<TextKey>,
     sketches: Column<Sketch>,
+    /// Documents in each batch read, in order: the second read checks it cuts the input
+    /// the same way.
+    pub(crate) batches: Vec<u32>,
 }
 
 impl Signed {
@@ -134,6 +137,7 @@ pub(crate) fn sign(
         keys: (0..BANDS).map(|_| Column::new()).collect(),
         texts: Column::new(),
         sketches: Column::on_disk()?,
+        batches: Vec::new(),
     };
     let keep_until = budget / 2;
     let firsts = Firsts::new();
@@ -157,6 +161,7 @@ pub(crate) fn sign(
             .collect()
     };
     let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "signing", rows, |rows| {
+        out.batches.push(rows.len() as u32);
         for (sketch, keys, key) in rows {
             for (column, k) in out.keys.iter_mut().zip(keys) {
                 column.push(k)?;
@@ -472,64 +477,127 @@ pub(crate) struct Read {
     pub(crate) docs: u64,
 }
 
-/// What one batch of pass 2 gives: per involved document found by its text key, its
-/// place in the batch, id, and the first time its text is met, its text key and
-/// fingerprint; the records to write.
+/// What one batch of pass 2 gives: per involved document, its place in the batch, id,
+/// and the first time its text is met, its fingerprint; the records to write; `None` when
+/// the batch is not the one pass 1 read.
 struct Batch {
     docs: usize,
     hits: Vec<(u32, String, Option<(TextKey, Wide)>)>,
     records: Vec<Option<String>>,
+    changed: Option<String>,
 }
 
-/// Step 5: reads the input again. `texts` are the text keys of the involved documents,
-/// each with whether its text was fingerprinted yet (a text is fingerprinted once,
-/// however many copies it has); `write(record)` is called for each document not
-/// dropped, in input order, when `args.keep_records`.
+/// Step 5: reads the input again, cut into the batches of pass 1 (`batches`: their
+/// sizes), so that each batch knows where its documents stand and only the involved ones
+/// are parsed whole and fingerprinted. `texts` are the involved documents' text keys
+/// (`key_of(doc)`), each with whether its text was fingerprinted yet (a text is
+/// fingerprinted once, however many copies it has); `write(record)` is called for each
+/// document not dropped, in input order, when `args.keep_records`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn reread(
     args: &ReadOptions,
+    batches: &[u32],
     wanted: &Wanted,
     texts: &HashMap<TextKey, AtomicBool>,
+    key_of: &(dyn Fn(u32) -> Option<TextKey> + Sync),
     fingerprinter: &Fingerprinter,
     progress: &Progress,
     mut write: impl FnMut(&str) -> Result<(), Failure>,
 ) -> Result<Read, Failure> {
-    let find = !wanted.involved.is_empty();
+    let mut starts = Vec::with_capacity(batches.len());
+    let mut at = 0u64;
+    for &b in batches {
+        starts.push(at);
+        at += u64::from(b);
+    }
     let records = args.keep_records;
-    let work = |_: u64, batch: &mut [Doc]| -> Batch {
-        let hits = if find {
-            batch
-                .par_iter()
-                .enumerate()
-                .filter_map(|(i, d)| {
-                    let key = TextKey {
-                        hash: xxh3_64(d.text.as_bytes()),
-                        len: u32::try_from(d.text.len()).unwrap_or(u32::MAX),
-                    };
-                    let seen = texts.get(&key)?;
-                    let fp = (!seen.swap(true, Ordering::Relaxed))
-                        .then(|| (key, fingerprinter.fingerprint_wide(&d.text)));
-                    Some((i as u32, d.id.to_string(), fp))
-                })
-                .collect()
-        } else {
-            Vec::new()
+    // A JSON line whose text the reading left out is parsed again, whole.
+    let whole = ReadOptions {
+        ids_only: false,
+        ..args.clone()
+    };
+    let work = |k: u64, batch: &mut [Doc]| -> Batch {
+        let mut out = Batch {
+            docs: batch.len(),
+            hits: Vec::new(),
+            records: Vec::new(),
+            changed: None,
         };
-        let records = if records {
-            batch
+        let (Some(&first), Some(&size)) = (starts.get(k as usize), batches.get(k as usize)) else {
+            out.changed = Some(format!(
+                "more than the {} batches of the first read",
+                batches.len()
+            ));
+            return out;
+        };
+        if batch.len() != size as usize {
+            out.changed = Some(format!(
+                "{} documents in batch {k} on the second read, {size} on the first",
+                batch.len()
+            ));
+            return out;
+        }
+        let end = first + size as u64;
+        let from = wanted.involved.partition_point(|&d| u64::from(d) < first);
+        let to = wanted.involved.partition_point(|&d| u64::from(d) < end);
+        let found: Vec<Result<(u32, String, Option<(TextKey, Wide)>), String>> = wanted.involved
+            [from..to]
+            .par_iter()
+            .map(|&doc| {
+                let i = (u64::from(doc) - first) as usize;
+                let d = &batch[i];
+                let id = d.id.to_string();
+                let Some(key) = key_of(doc) else {
+                    return Ok((i as u32, id, None));
+                };
+                let Some(seen) = texts.get(&key) else {
+                    return Ok((i as u32, id, None));
+                };
+                if seen.swap(true, Ordering::Relaxed) {
+                    return Ok((i as u32, id, None));
+                }
+                let reparsed;
+                let text = match &d.record {
+                    Some(line) if d.text.is_empty() && !line.trim().is_empty() => {
+                        reparsed = docs::json_record(line, &whole)
+                            .map(|(_, text)| text)
+                            .unwrap_or_default();
+                        &*reparsed
+                    }
+                    _ => d.text.as_str(),
+                };
+                let read = TextKey {
+                    hash: xxh3_64(text.as_bytes()),
+                    len: u32::try_from(text.len()).unwrap_or(u32::MAX),
+                };
+                if read != key {
+                    return Err(format!("document {doc} is not the text it was"));
+                }
+                Ok((
+                    i as u32,
+                    id,
+                    Some((key, fingerprinter.fingerprint_wide(text))),
+                ))
+            })
+            .collect();
+        for f in found {
+            match f {
+                Ok(hit) => out.hits.push(hit),
+                Err(why) => {
+                    out.changed.get_or_insert(why);
+                }
+            }
+        }
+        if records {
+            out.records = batch
                 .iter_mut()
                 .map(|d| match d.record.take() {
                     Some(line) => Some(line),
                     None => Some(json!({"id": d.id, "text": d.text}).to_string()),
                 })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Batch {
-            docs: batch.len(),
-            hits,
-            records,
+                .collect();
         }
+        out
     };
     let mut out = Read {
         ids: Vec::with_capacity(wanted.involved.len()),
@@ -537,38 +605,36 @@ pub(crate) fn reread(
         docs: 0,
     };
     let mut dropped = wanted.dropped.iter().peekable();
+    let changed = |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
     let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "writing", work, |b| {
+        if let Some(why) = b.changed {
+            return Err(changed(why));
+        }
         let first = out.docs;
-        for (i, id, fp) in b.hits {
-            let doc = first + u64::from(i);
-            if wanted.involved.get(out.ids.len()).map(|&d| u64::from(d)) != Some(doc) {
-                return Err(Failure::input(anyhow!(
-                    "the input changed during the run: document {doc} is not the text it was"
-                )));
-            }
+        for (_, id, fp) in b.hits {
             out.ids.push(id);
             if let Some((key, fp)) = fp {
                 out.fps.insert(key, fp);
             }
         }
-        for (i, record) in b.records.iter().enumerate() {
-            let doc = first + i as u64;
-            if dropped.next_if(|&&d| u64::from(d) == doc).is_some() {
-                continue;
-            }
-            if let Some(line) = record {
-                write(line)?;
+        if records {
+            for (i, record) in b.records.iter().enumerate() {
+                let doc = first + i as u64;
+                if dropped.next_if(|&&d| u64::from(d) == doc).is_some() {
+                    continue;
+                }
+                if let Some(line) = record {
+                    write(line)?;
+                }
             }
         }
         out.docs += b.docs as u64;
         Ok(())
     })?;
-    if out.ids.len() != wanted.involved.len() || out.fps.len() != texts.len() {
-        return Err(Failure::input(anyhow!(
-            "the input changed during the run: {} of the {} documents in clusters and pairs \
-             were not found again",
-            wanted.involved.len() - out.ids.len(),
-            wanted.involved.len()
+    if out.docs != at || out.ids.len() != wanted.involved.len() || out.fps.len() != texts.len() {
+        return Err(changed(format!(
+            "{} documents on the first read, {} on the second",
+            at, out.docs
         )));
     }
     out.docs = stats.docs;
