@@ -15,7 +15,9 @@
 //!
 //! Standard input is copied to a temporary file first, for the second pass.
 
+use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -31,10 +33,14 @@ use serde_json::{json, Value};
 
 use crate::doc_args::DocArgs;
 use crate::failure::Failure;
+use crate::find::{default_memory, parse_size};
 use crate::fpconfig::FingerprintArgs;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use crate::report::dedup::Collector;
+
+mod bounded;
+mod columns;
 
 /// Which document of a group of near-duplicates is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -111,6 +117,13 @@ pub struct DedupCmd {
     /// the corpus) [default: auto].
     #[arg(short, long, requires = "distance")]
     blocks: Option<Blocks>,
+    /// Memory the per-document state may hold, e.g. 4G [default: three quarters of the
+    /// RAM]: band keys and text hashes beyond half of it go to temporary files (TMPDIR)
+    /// and candidates are found in passes, with the same output. Sketches (128 bytes a
+    /// document) always go to a temporary file. Not with --distance or --report, which
+    /// keep 124 bytes a document in memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
     /// No summary on standard error.
     #[arg(short, long)]
     quiet: bool,
@@ -178,6 +191,8 @@ struct Timings {
     fingerprint: f64,
     matching: f64,
     write: f64,
+    /// The steps of matching, under the Jaccard rule.
+    steps: Option<bounded::Steps>,
 }
 
 /// Runs `neardup dedup`.
@@ -223,12 +238,33 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
         Rule::Jaccard(_) => vec![rule.banding()],
         Rule::Distance(_) => Vec::new(),
     };
+    if cmd.memory.is_some() && (matches!(rule, Rule::Distance(_)) || cmd.report.is_some()) {
+        return Err(Failure::input(anyhow!(
+            "--memory bounds the Jaccard rule's state; --distance and --report keep theirs \
+             in memory (124 bytes a document): drop --memory"
+        )));
+    }
     let mut outputs = Outputs::create(cmd)?;
 
     let mut args = cmd.docs.options();
     let _stdin_copy = spool_stdin(&mut args)?;
     let progress = Progress::for_stderr();
     let mut timings = Timings::default();
+
+    if let (Rule::Jaccard(_), None) = (rule, &cmd.report) {
+        let budget = cmd.memory.unwrap_or_else(default_memory);
+        let (found, stats, n, matching) = run_jaccard(
+            &options,
+            &fingerprinter,
+            budget,
+            &mut args,
+            &mut outputs,
+            &mut timings,
+            &progress,
+        )?;
+        let summary = summary(cmd, &options, &stats, &found, n, matching, &timings, start);
+        return finish_run(cmd, &summary, &stats, &found);
+    }
 
     let t = Instant::now();
     let (prints, stats) = fingerprint_all(&args, &fingerprinter, &bandings, &progress)?;
@@ -273,18 +309,184 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     timings.write = t.elapsed().as_secs_f64();
 
     let summary = summary(cmd, &options, &stats, &found, n, matching, &timings, start);
+    finish_run(cmd, &summary, &stats, &found)?;
+    if let Some(report) = report {
+        report.write(&summary, &found, &prints.text_hashes, &cmd.docs)?;
+    }
+    Ok(())
+}
+
+/// The summary on standard error and in --stats-json.
+fn finish_run(
+    cmd: &DedupCmd,
+    summary: &Value,
+    stats: &ReadStats,
+    found: &Dedup,
+) -> Result<(), Failure> {
     if !cmd.quiet {
-        print_summary(&summary, &stats, &found);
+        print_summary(summary, stats, found);
     }
     if let Some(path) = &cmd.stats_json {
-        let text = serde_json::to_string_pretty(&summary)
+        let text = serde_json::to_string_pretty(summary)
             .map_err(|e| Failure::io(anyhow!("cannot write {path}: {e}")))?;
         let mut out = Output::create(path)?;
         out.line(text.trim_end().as_bytes())?;
         out.finish()?;
     }
-    if let Some(report) = report {
-        report.write(&summary, &found, &prints.text_hashes, &cmd.docs)?;
+    Ok(())
+}
+
+/// The Jaccard rule's run within `budget` ([`bounded`]): what was found, what reading
+/// counted, the documents, and the settings for the summary.
+#[allow(clippy::too_many_arguments)]
+fn run_jaccard(
+    options: &Options,
+    fingerprinter: &Fingerprinter,
+    budget: u64,
+    args: &mut ReadOptions,
+    outputs: &mut Outputs,
+    timings: &mut Timings,
+    progress: &Progress,
+) -> Result<(Dedup, ReadStats, usize, Value), Failure> {
+    let mut steps = bounded::Steps::default();
+    let t = Instant::now();
+    let (mut signed, stats) = bounded::sign(args, options.rule.banding(), budget, progress)?;
+    steps.sign = t.elapsed().as_secs_f64();
+    timings.fingerprint = steps.sign;
+    let n = signed.len() as usize;
+    let spilled = signed.spilled();
+
+    let t = Instant::now();
+    progress.phase("copies", None);
+    let copies = bounded::copies(&signed, budget)?;
+    steps.copies = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let pairs = bounded::candidate_pairs(&signed, &copies, budget, progress)?;
+    steps.candidates = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    progress.phase("verifying", None);
+    let (mut found, docs, keys) = bounded::resolve(&signed, copies, pairs, options, budget)?;
+    let batches = std::mem::take(&mut signed.batches);
+    drop(signed);
+    steps.verify = t.elapsed().as_secs_f64();
+    timings.matching = steps.copies + steps.candidates + steps.verify;
+    timings.steps = Some(steps);
+
+    let t = Instant::now();
+    if outputs.any() {
+        let involved = involved(outputs, &found);
+        let mut dropped: Vec<u32> = Vec::new();
+        if outputs.deduplicated.is_some() {
+            for cluster in &found.clusters {
+                dropped.extend(
+                    cluster
+                        .members
+                        .iter()
+                        .map(|m| m.doc)
+                        .filter(|&d| d != cluster.representative),
+                );
+            }
+            dropped.par_sort_unstable();
+        }
+        let key_of = |d: u32| docs.binary_search(&d).ok().map(|i| keys[i]);
+        let texts: HashMap<columns::TextKey, AtomicBool> = involved
+            .iter()
+            .filter_map(|&d| key_of(d))
+            .map(|k| (k, AtomicBool::new(false)))
+            .collect();
+        // The records of involved documents are parsed again for their texts.
+        args.keep_records = outputs.deduplicated.is_some() || !involved.is_empty();
+        args.ids_only = true;
+        let wanted = bounded::Wanted { involved, dropped };
+        let mut out = outputs.deduplicated.as_mut();
+        let read = bounded::reread(
+            args,
+            &batches,
+            &wanted,
+            &texts,
+            &key_of,
+            fingerprinter,
+            progress,
+            |line| match out.as_mut() {
+                Some(o) => o.line(line.as_bytes()),
+                None => Ok(()),
+            },
+        )?;
+        if read.docs as usize != n {
+            return Err(Failure::input(anyhow!(
+                "the input changed during the run: {n} documents on the first read, {} on the second",
+                read.docs
+            )));
+        }
+        let at = |d: u32| wanted.involved.binary_search(&d).ok();
+        found.set_distances(|d| {
+            key_of(d)
+                .and_then(|k| read.fps.get(&k).copied())
+                .unwrap_or([0; LANES])
+        });
+        write_lists(outputs, &found, |d| {
+            at(d).map_or("null", |i| read.ids[i].as_str())
+        })?;
+    }
+    progress.finish();
+    outputs.finish_lists()?;
+    timings.write = t.elapsed().as_secs_f64();
+    let settings = json!({
+        "bands": BANDS,
+        "rows": options.rule.banding().rows(),
+        "memory": budget,
+        "spilled": spilled,
+    });
+    Ok((found, stats, n, settings))
+}
+
+/// Documents whose ids the clusters and pairs asked for name, in input order. (A
+/// document of a pair need not be in a cluster: kept, with its near-duplicate removed for
+/// another.)
+fn involved(outputs: &Outputs, found: &Dedup) -> Vec<u32> {
+    let mut involved: Vec<u32> = Vec::new();
+    if outputs.clusters.is_some() {
+        involved.extend(
+            found
+                .clusters
+                .iter()
+                .flat_map(|c| c.members.iter().map(|m| m.doc)),
+        );
+    }
+    if outputs.pairs.is_some() {
+        involved.extend(found.pairs.iter().flat_map(|p| [p.a, p.b]));
+    }
+    involved.par_sort_unstable();
+    involved.dedup();
+    involved
+}
+
+/// Writes --clusters and --pairs, `id(doc)` naming each document.
+fn write_lists<'a>(
+    outputs: &mut Outputs,
+    found: &Dedup,
+    id: impl Fn(u32) -> &'a str,
+) -> Result<(), Failure> {
+    if let Some(out) = &mut outputs.clusters {
+        let mut line = String::new();
+        for (c, cluster) in found.clusters.iter().enumerate() {
+            line.clear();
+            let members = cluster.members.iter().map(|m| records::Member {
+                id: id(m.doc),
+                similarity: m.similarity,
+                distance: m.distance,
+            });
+            records::cluster_line(&mut line, c as u64, id(cluster.representative), members);
+            out.line(line.as_bytes())?;
+        }
+    }
+    if let Some(out) = &mut outputs.pairs {
+        let mut line = String::new();
+        for p in &found.pairs {
+            line.clear();
+            records::pair_line(&mut line, id(p.a), id(p.b), p.similarity, p.distance);
+            out.line(line.as_bytes())?;
+        }
     }
     Ok(())
 }
@@ -333,6 +535,20 @@ impl Outputs {
 
     fn any(&self) -> bool {
         self.clusters.is_some() || self.pairs.is_some() || self.deduplicated.is_some()
+    }
+
+    fn finish_lists(&mut self) -> Result<(), Failure> {
+        for out in [
+            self.clusters.take(),
+            self.pairs.take(),
+            self.deduplicated.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            out.finish()?;
+        }
+        Ok(())
     }
 
     fn finish(self) -> Result<(), Failure> {
@@ -469,22 +685,7 @@ fn write_outputs(
     progress: &Progress,
     mut report: Option<&mut Collector>,
 ) -> Result<(), Failure> {
-    // Documents whose ids the clusters and pairs need, in input order. (A document of a
-    // pair need not be in a cluster: kept, with its near-duplicate removed for another.)
-    let mut involved: Vec<u32> = Vec::new();
-    if outputs.clusters.is_some() {
-        involved.extend(
-            found
-                .clusters
-                .iter()
-                .flat_map(|c| c.members.iter().map(|m| m.doc)),
-        );
-    }
-    if outputs.pairs.is_some() {
-        involved.extend(found.pairs.iter().flat_map(|p| [p.a, p.b]));
-    }
-    involved.par_sort_unstable();
-    involved.dedup();
+    let involved = involved(outputs, found);
     let mut dropped = vec![false; if outputs.deduplicated.is_some() { n } else { 0 }];
     if !dropped.is_empty() {
         for cluster in &found.clusters {
@@ -544,28 +745,7 @@ fn write_outputs(
             |i| ids[i].as_str(),
         )
     };
-    if let Some(out) = &mut outputs.clusters {
-        let mut line = String::new();
-        for (c, cluster) in found.clusters.iter().enumerate() {
-            line.clear();
-            let members = cluster.members.iter().map(|m| records::Member {
-                id: id(m.doc),
-                similarity: m.similarity,
-                distance: m.distance,
-            });
-            records::cluster_line(&mut line, c as u64, id(cluster.representative), members);
-            out.line(line.as_bytes())?;
-        }
-    }
-    if let Some(out) = &mut outputs.pairs {
-        let mut line = String::new();
-        for p in &found.pairs {
-            line.clear();
-            records::pair_line(&mut line, id(p.a), id(p.b), p.similarity, p.distance);
-            out.line(line.as_bytes())?;
-        }
-    }
-    Ok(())
+    write_lists(outputs, found, id)
 }
 
 /// The summary, as --stats-json writes it.
@@ -608,16 +788,28 @@ fn summary(
         "wordless": found.wordless,
         "invalid_utf8": stats.invalid_utf8,
         "skipped_invalid": stats.skipped,
-        "seconds": {
-            "fingerprint": round(timings.fingerprint),
-            "match": round(timings.matching),
-            "write": round(timings.write),
-            "total": round(seconds),
-        },
+        "seconds": seconds_of(timings, seconds),
         "mb_per_s": round(stats.bytes as f64 / 1e6 / seconds.max(1e-9)),
         "docs_per_s": (n as f64 / seconds.max(1e-9)).round(),
         "settings": settings,
     })
+}
+
+/// Seconds per phase, and under the Jaccard rule per step of matching.
+fn seconds_of(timings: &Timings, total: f64) -> Value {
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    let mut s = json!({
+        "fingerprint": round(timings.fingerprint),
+        "match": round(timings.matching),
+        "write": round(timings.write),
+        "total": round(total),
+    });
+    if let (Some(steps), Some(map)) = (timings.steps, s.as_object_mut()) {
+        map.insert("copies".into(), json!(round(steps.copies)));
+        map.insert("candidates".into(), json!(round(steps.candidates)));
+        map.insert("verify".into(), json!(round(steps.verify)));
+    }
+    s
 }
 
 fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
@@ -647,6 +839,19 @@ fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
             secs("write")
         ),
     ];
+    if s["seconds"].get("copies").is_some() {
+        lines.push(format!(
+            "  matching          copies {:.2} s, candidates {:.2} s, verify {:.2} s{}",
+            secs("copies"),
+            secs("candidates"),
+            secs("verify"),
+            if s["settings"]["spilled"] == true {
+                " (state spilled to disk: --memory)"
+            } else {
+                ""
+            }
+        ));
+    }
     if let Some(p) = s["pairs"].as_u64() {
         lines.insert(5, format!("  pairs             {p}"));
     }

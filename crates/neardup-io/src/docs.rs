@@ -95,6 +95,10 @@ pub struct Doc {
     /// Its input line as read, when [`ReadOptions::keep_records`] asks for it and the input has
     /// lines.
     pub record: Option<String>,
+    /// Bytes of input it came from: its line, or its text. The same whatever the options
+    /// leave out of the document, so that two reads of one input cut it into the same
+    /// batches ([`read_mapped_mut`]).
+    pub input_bytes: usize,
 }
 
 /// What reading counted.
@@ -358,7 +362,7 @@ fn read_with<E: From<Error>>(
     let mut send = |doc: Option<Doc>, stats: &mut ReadStats| -> Result<(), E> {
         let full = match doc {
             Some(doc) => {
-                pending_bytes += doc.text.len();
+                pending_bytes += doc.input_bytes;
                 pending.push(doc);
                 pending.len() >= BATCH_DOCS || pending_bytes >= full_at
             }
@@ -515,6 +519,7 @@ fn read_with<E: From<Error>>(
                 stats.invalid_utf8 += u64::from(bad);
                 let doc = Doc {
                     id: Value::String(name.clone()),
+                    input_bytes: text.len(),
                     text,
                     record: None,
                 };
@@ -559,6 +564,7 @@ fn line_doc(
             id: Value::String(format!("{name}:{line_no}")),
             record: args.keep_records.then(|| text.clone().into_owned()),
             text: text.into_owned(),
+            input_bytes: line.len(),
         }));
     }
     if text.trim().is_empty() {
@@ -569,6 +575,7 @@ fn line_doc(
             id: id.unwrap_or_else(|| Value::String(format!("{name}:{line_no}"))),
             text: body,
             record: args.keep_records.then(|| text.into_owned()),
+            input_bytes: line.len(),
         })),
         Err(_) if args.skip_invalid => {
             stats.skipped += 1;
@@ -629,6 +636,25 @@ pub fn read_mapped<R: Send, E: From<Error>>(
     work: impl Fn(&[Doc]) -> R + Sync,
     sink: impl FnMut(R) -> Result<(), E>,
 ) -> Result<ReadStats, E> {
+    read_mapped_mut(
+        args,
+        progress,
+        phase,
+        |_, docs: &mut [Doc]| work(docs),
+        sink,
+    )
+}
+
+/// [`read_mapped`], `work` told each batch's number (from 0, in input order: documents
+/// of a batch come after those of every batch with a smaller number) and free to take
+/// what it wants out of the documents (a record to write, an id) instead of copying it.
+pub fn read_mapped_mut<R: Send, E: From<Error>>(
+    args: &ReadOptions,
+    progress: &dyn Progress,
+    phase: &'static str,
+    work: impl Fn(u64, &mut [Doc]) -> R + Sync,
+    sink: impl FnMut(R) -> Result<(), E>,
+) -> Result<ReadStats, E> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let lines_in_workers = rayon::current_num_threads() >= cores;
     read_mapped_with(args, progress, phase, work, sink, lines_in_workers)
@@ -649,7 +675,7 @@ fn read_mapped_with<R: Send, E: From<Error>>(
     args: &ReadOptions,
     progress: &dyn Progress,
     phase: &'static str,
-    work: impl Fn(&[Doc]) -> R + Sync,
+    work: impl Fn(u64, &mut [Doc]) -> R + Sync,
     mut sink: impl FnMut(R) -> Result<(), E>,
     lines_in_workers: bool,
 ) -> Result<ReadStats, E> {
@@ -692,15 +718,15 @@ fn read_mapped_with<R: Send, E: From<Error>>(
                 .par_bridge()
                 .try_for_each(|(k, batch)| {
                     let done = match batch {
-                        Batch::Docs(docs) => {
-                            let result = work(&docs);
+                        Batch::Docs(mut docs) => {
+                            let result = work(k as u64, &mut docs);
                             // Once the reader has finished, they are freed here.
                             let _ = give_back.send(docs);
                             Ok((result, ReadStats::default()))
                         }
-                        Batch::Lines(lines) => lines.read(args).map(|(docs, mut read)| {
+                        Batch::Lines(lines) => lines.read(args).map(|(mut docs, mut read)| {
                             read.count(&docs);
-                            (work(&docs), read)
+                            (work(k as u64, &mut docs), read)
                         }),
                     };
                     results.send((k, done))
@@ -830,6 +856,7 @@ fn parquet_docs<E: From<Error>>(
         push(
             Doc {
                 id,
+                input_bytes: text.len(),
                 text,
                 record: None,
             },
@@ -1355,7 +1382,14 @@ mod tests {
         };
         let stats = match workers {
             None => read(&args, &NoProgress, take),
-            Some(w) => read_mapped_with(&args, &NoProgress, "test", <[Doc]>::to_vec, take, w),
+            Some(w) => read_mapped_with(
+                &args,
+                &NoProgress,
+                "test",
+                |_, d: &mut [Doc]| d.to_vec(),
+                take,
+                w,
+            ),
         }
         .unwrap();
         for doc in &mut docs {
@@ -1418,7 +1452,7 @@ mod tests {
     #[test]
     fn mapped_batches_keep_input_order() {
         let (_file, args, ids) = uneven_corpus(20_000);
-        let work = |batch: &[Doc]| {
+        let work = |_: u64, batch: &mut [Doc]| {
             // Uneven work, so later batches finish first: long documents take longer, as
             // fingerprinting them does, and some batches stall.
             let cost: usize = batch.iter().map(|d| d.text.len()).sum();
@@ -1457,7 +1491,7 @@ mod tests {
         let (big, _, ids) = uneven_corpus(3_000);
         let paths = [small.path(), big.path()];
         let args = ReadOptions::paths(paths.map(|p| p.to_string_lossy().into_owned()).to_vec());
-        let ids_of = |batch: &[Doc]| -> Vec<String> {
+        let ids_of = |_: u64, batch: &mut [Doc]| -> Vec<String> {
             batch
                 .iter()
                 .map(|d| d.id.as_str().unwrap_or_default().to_string())
@@ -1483,7 +1517,7 @@ mod tests {
                 &args,
                 &NoProgress,
                 "test",
-                |batch| batch.len(),
+                |_, batch: &mut [Doc]| batch.len(),
                 |n| {
                     taken += n;
                     if taken > 5_000 {
@@ -1511,7 +1545,7 @@ mod tests {
                 &args,
                 &NoProgress,
                 "test",
-                |b| b.len(),
+                |_, b: &mut [Doc]| b.len(),
                 |_| Ok::<(), Error>(()),
                 in_workers,
             );

@@ -99,6 +99,13 @@ pub enum Error {
         /// Text hashes given.
         hashes: usize,
     },
+    /// Nodes given as documents and starts that do not cut the documents into non-empty
+    /// runs.
+    #[error("node starts must rise from 0 to the {documents} documents")]
+    InvalidNodes {
+        /// Documents given.
+        documents: usize,
+    },
     /// An edge of the near-duplicate graph names a node that is not there.
     #[error("an edge names node {node}, but there are {nodes} nodes")]
     UnknownNode {

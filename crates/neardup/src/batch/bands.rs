@@ -69,6 +69,35 @@ pub fn band_candidates<'a, E: From<Error>>(
     Ok(())
 }
 
+/// Sorts `entries`, each a band key in its top 32 bits and a document in its low 32, and
+/// calls `pair(a, b)`, `a < b`, for every two documents of a run of equal keys, runs in
+/// increasing key order: one band's (or one key range's) candidates, for a caller that
+/// holds a band at a time ([`crate::batch::Candidates::from_parts`]) and merges the bands'
+/// pairs itself. `scratch` is reused; both vectors' contents are left unspecified.
+pub fn band_runs(entries: &mut Vec<u64>, scratch: &mut Vec<u64>, mut pair: impl FnMut(u32, u32)) {
+    scratch.clear();
+    scratch.resize(entries.len(), 0);
+    radix::sort_into(entries, scratch);
+    let sorted = &scratch[..];
+    let mut start = 0;
+    while start < sorted.len() {
+        let key = sorted[start] >> 32;
+        let end = start
+            + sorted[start..]
+                .iter()
+                .position(|&e| e >> 32 != key)
+                .unwrap_or(sorted.len() - start);
+        let run = &sorted[start..end];
+        for (i, &x) in run.iter().enumerate() {
+            for &y in &run[i + 1..] {
+                let (a, b) = (x as u32, y as u32);
+                pair(a.min(b), a.max(b));
+            }
+        }
+        start = end;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +118,43 @@ mod tests {
     }
 
     proptest! {
+        /// Band by band through [`band_runs`], the pairs merged: the oracle's.
+        #[test]
+        fn band_runs_give_the_pairs(
+            keys in proptest::collection::vec(
+                proptest::collection::vec(0u32..4, BANDS),
+                0..60,
+            )
+        ) {
+            let keys: Vec<BandKeys> = keys
+                .into_iter()
+                .map(|k| {
+                    let mut out = [0; BANDS];
+                    out.copy_from_slice(&k);
+                    out
+                })
+                .collect();
+            let mut got = Vec::new();
+            let (mut entries, mut scratch) = (Vec::new(), Vec::new());
+            for band in 0..BANDS {
+                entries.clear();
+                // Documents in any order: the runs' pairs come out ordered all the same.
+                entries.extend(
+                    (0..keys.len())
+                        .rev()
+                        .filter(|&i| keys[i][band] != 0)
+                        .map(|i| u64::from(keys[i][band]) << 32 | i as u64),
+                );
+                band_runs(&mut entries, &mut scratch, |a, b| {
+                    assert!(a < b);
+                    got.push((a as usize, b as usize));
+                });
+            }
+            got.sort_unstable();
+            got.dedup();
+            prop_assert_eq!(got, oracle(&keys));
+        }
+
         /// The pairs, each once, are the oracle's; keys from a small alphabet make many
         /// agree in several bands.
         #[test]

@@ -118,6 +118,25 @@ impl Dedup {
             .map(|c| c.members.len() as u64 - 1)
             .sum()
     }
+
+    /// Sets every distance from `fp(doc)`, the documents' 256-bit fingerprints: for a
+    /// caller that decided by Jaccard without them ([`resolve_with`] given all-zero
+    /// fingerprints) and computes them afterwards for the documents in clusters and pairs
+    /// alone. The distances are those [`resolve`] reports: a member's to its cluster's
+    /// representative, a pair's between its two documents (the fingerprints of documents
+    /// of one text being equal).
+    pub fn set_distances(&mut self, fp: impl Fn(u32) -> Wide) {
+        let distance = |a: u32, b: u32| crate::hamming::wide_distance(&fp(a), &fp(b));
+        for c in &mut self.clusters {
+            let rep = c.representative;
+            for m in &mut c.members {
+                m.distance = distance(m.doc, rep);
+            }
+        }
+        for p in &mut self.pairs {
+            p.distance = distance(p.a, p.b);
+        }
+    }
 }
 
 /// Documents grouped into nodes of equal texts, and the candidate pairs of nodes: the
@@ -144,6 +163,11 @@ impl Candidates {
         self.starts.len().saturating_sub(1)
     }
 
+    /// The documents of all nodes, node by node.
+    pub fn documents(&self) -> &[u32] {
+        &self.order
+    }
+
     /// How many candidate pairs of distinct texts there are.
     pub fn len(&self) -> usize {
         self.pairs.len()
@@ -152,6 +176,41 @@ impl Candidates {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()
+    }
+
+    /// Candidates found elsewhere (out of memory, a band at a time): node `i` is the
+    /// documents `order[starts[i]..starts[i + 1]]`, in input order, documents of one text;
+    /// `pairs` are candidate pairs of nodes, `a < b`, each once; `wordless` counts the
+    /// documents without words. Nodes that are neither in a pair nor hold two documents
+    /// may be left out: they change nothing [`resolve`] finds. An error if `starts` does
+    /// not cut `order` into non-empty nodes or a pair names a node outside them.
+    pub fn from_parts(
+        order: Vec<u32>,
+        starts: Vec<u32>,
+        pairs: Vec<(u32, u32)>,
+        wordless: u64,
+    ) -> Result<Candidates> {
+        let cut = starts.first() == Some(&0)
+            && starts.last().map(|&s| s as usize) == Some(order.len())
+            && starts.windows(2).all(|w| w[0] < w[1]);
+        if !cut || order.len() >= u32::MAX as usize {
+            return Err(Error::InvalidNodes {
+                documents: order.len(),
+            });
+        }
+        let nodes = starts.len() - 1;
+        if let Some(&(a, b)) = pairs.iter().find(|&&(a, b)| a >= b || b as usize >= nodes) {
+            return Err(Error::UnknownNode {
+                node: a.max(b),
+                nodes,
+            });
+        }
+        Ok(Candidates {
+            order,
+            starts,
+            pairs,
+            wordless,
+        })
     }
 
     /// The documents whose sketches [`resolve`] reads, in increasing order: the first
@@ -247,19 +306,40 @@ pub fn resolve(
     sketch: impl Fn(u32) -> Sketch + Sync,
     options: &Options,
 ) -> Dedup {
+    resolve_with(
+        c,
+        |doc| fps[doc as usize],
+        |doc| lens.get(doc as usize).copied().unwrap_or(0),
+        sketch,
+        options,
+    )
+}
+
+/// [`resolve`], with each document's fingerprint and length from `fp(doc)` and
+/// `len(doc)` (called for the documents of `c`'s nodes only): for a caller that holds
+/// them for those documents alone. Under [`Rule::Jaccard`] the fingerprints give only
+/// the distances reported; all zero, they can be set afterwards
+/// ([`Dedup::set_distances`]).
+pub fn resolve_with(
+    c: &Candidates,
+    fp: impl Fn(u32) -> Wide + Sync,
+    len: impl Fn(u32) -> u32,
+    sketch: impl Fn(u32) -> Sketch + Sync,
+    options: &Options,
+) -> Dedup {
     let nodes = c.nodes();
     let first = |node: u32| c.node(node)[0];
     let edges = verify(
         &c.pairs,
         |n| sketch(first(n)),
-        |n| fps[first(n) as usize],
+        |n| fp(first(n)),
         options.rule,
     );
 
     // Each node ranks as its member that `keep` prefers (copies have equal lengths, so
     // that is its first document but for a collision of text hashes).
     let rank_of = |doc: u32| Rank {
-        len: lens.get(doc as usize).copied().unwrap_or(0),
+        len: len(doc),
         position: u64::from(doc),
     };
     let best: Vec<u32> = (0..nodes as u32)
@@ -300,7 +380,7 @@ pub fn resolve(
             .map(|&doc| Member {
                 doc,
                 similarity: 1.0,
-                distance: crate::hamming::wide_distance(&fps[doc as usize], &fps[rep as usize]),
+                distance: crate::hamming::wide_distance(&fp(doc), &fp(rep)),
             })
             .collect();
         for &(_, n) in &linked[from..at] {
@@ -308,13 +388,13 @@ pub fn resolve(
             // component's top: measure it.
             let near = links[n as usize].near.unwrap_or_else(|| {
                 let (a, b) = (first(kept), first(n));
-                measure(&sketch(a), &sketch(b), &fps[a as usize], &fps[b as usize])
+                measure(&sketch(a), &sketch(b), &fp(a), &fp(b))
             });
             for &doc in c.node(n) {
                 members.push(Member {
                     doc,
                     similarity: near.similarity,
-                    distance: crate::hamming::wide_distance(&fps[doc as usize], &fps[rep as usize]),
+                    distance: crate::hamming::wide_distance(&fp(doc), &fp(rep)),
                 });
             }
         }

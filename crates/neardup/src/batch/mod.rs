@@ -26,10 +26,10 @@ use crate::error::{Error, Result};
 /// Moved to [`crate::hamming::wide_distance`]; kept here for callers of the old path.
 pub use crate::hamming::wide_distance;
 use crate::tables::{Layout, Levels, PermuteJob, Table};
-pub use bands::band_candidates;
+pub use bands::{band_candidates, band_runs};
 pub use dedup::{
-    assign, candidates, dedup, measure, resolve, verify, Candidates, Cluster, Dedup, Edge, Link,
-    Member, Options, Pair, Rank, Source,
+    assign, candidates, dedup, measure, resolve, resolve_with, verify, Candidates, Cluster, Dedup,
+    Edge, Link, Member, Options, Pair, Rank, Source,
 };
 use radix::Keyed;
 pub use union_find::UnionFind;

@@ -1,0 +1,642 @@
+//! `neardup dedup` under the Jaccard rule, within a memory budget at any corpus size.
+//!
+//! 1. **Sign** (pass 1): per document, a hash of the text with its length, and unless an
+//!    earlier copy of the text is known ([`Firsts`]), the sketch and its band keys from
+//!    one walk over the words. No 256-bit fingerprint: it decides nothing here, and only
+//!    the texts written in clusters and pairs need one, for their `distance` (step 5). The values go to columns ([`Column`]): the band keys
+//!    (80 bytes a document) and text keys (12) in memory while they fit in half the
+//!    budget, in temporary files once they would not; the sketches (128) always in a file.
+//! 2. **Copies**: documents of one text (equal hash and length) are one node, its first
+//!    document standing for it. The text keys are sorted in passes, each over a range of
+//!    hashes small enough for the budget.
+//! 3. **Candidates**: band by band, the (key, document) entries of the nodes' first
+//!    documents are radix-sorted, in passes over key ranges as in step 2, and every two
+//!    documents of a run of equal keys are a candidate pair. The bands' pairs are merged
+//!    into one sorted list, each pair once.
+//! 4. **Verify and assign** ([`batch::resolve_with`]) on the nodes that are in a pair or
+//!    hold copies, the only ones that can be in a cluster: the sketches of the first
+//!    documents of the nodes in pairs are read back (gathered into memory when they fit
+//!    the budget, else read where they lie).
+//! 5. **Write** (pass 2): the input read again, in parallel; the documents of clusters
+//!    and pairs, known by their text keys, give their ids and, fingerprinted, the
+//!    distances; `--deduplicated` streams the kept records.
+//!
+//! Every step gives what the all-in-memory dedup gives (`batch::dedup` over the same
+//! documents), byte for byte: nodes by text hash and length rather than text hash and
+//! fingerprint differ only when two texts share a 64-bit hash.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use anyhow::anyhow;
+use neardup::batch::{self, Candidates, Dedup, Options};
+use neardup::fingerprint::{Fingerprinter, Wide, LANES};
+use neardup::jaccard::{Banding, Sketch, BANDS};
+use neardup_io::docs::{self, Doc, ReadOptions, ReadStats};
+use rayon::prelude::*;
+use serde_json::json;
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::columns::{Column, Fixed, TextKey};
+use crate::failure::Failure;
+use crate::progress::Progress;
+
+/// Bytes a document's state takes in memory while it is kept there: band keys and text key.
+const ROW_BYTES: u64 = 4 * BANDS as u64 + 12;
+
+/// Memory the budget leaves aside for what is not per document: the batches being read
+/// and signed, output buffers, the program.
+const RESERVE: u64 = 48 << 20;
+
+/// The least memory a step is given, however small the budget: steps then take more
+/// passes, never fail.
+const LEAST: u64 = 4 << 10;
+
+/// Pass 1's columns.
+pub(crate) struct Signed {
+    /// Band `j`'s key of every document.
+    keys: Vec<Column<u32>>,
+    texts: Column<TextKey>,
+    sketches: Column<Sketch>,
+    /// Documents in each batch read, in order: the second read checks it cuts the input
+    /// the same way.
+    pub(crate) batches: Vec<u32>,
+}
+
+impl Signed {
+    /// Documents signed.
+    pub(crate) fn len(&self) -> u64 {
+        self.texts.len()
+    }
+
+    /// Whether the per-document state went to files.
+    pub(crate) fn spilled(&self) -> bool {
+        self.texts.spilled()
+    }
+
+    /// Bytes of per-document state in memory.
+    fn resident(&self) -> u64 {
+        self.keys.iter().map(Column::resident).sum::<u64>() + self.texts.resident()
+    }
+}
+
+/// Seconds of each step.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Steps {
+    pub(crate) sign: f64,
+    pub(crate) copies: f64,
+    pub(crate) candidates: f64,
+    pub(crate) verify: f64,
+}
+
+/// Slots of [`Firsts`].
+const FIRSTS_SLOTS: usize = 1 << 18;
+
+/// Which documents of pass 1 may be later copies of a text already met, and need no
+/// sketch: a table of the earliest position met per text, lossy (a text whose slot
+/// another takes is sketched again, which costs time, not answers). The earliest
+/// document of a text is always sketched: whenever it comes, no earlier one has left a
+/// smaller position in its slot.
+struct Firsts {
+    slots: Vec<Mutex<(TextKey, u64)>>,
+}
+
+impl Firsts {
+    fn new() -> Firsts {
+        Firsts {
+            slots: (0..FIRSTS_SLOTS)
+                .map(|_| Mutex::new((TextKey::default(), u64::MAX)))
+                .collect(),
+        }
+    }
+
+    /// Whether the document at `position` (any numbering in input order) with text `key`
+    /// is to be sketched: no earlier document of its text is known.
+    fn sketch(&self, key: TextKey, position: u64) -> bool {
+        let slot = &self.slots[(key.hash as usize) % FIRSTS_SLOTS];
+        let Ok(mut slot) = slot.lock() else {
+            return true;
+        };
+        if slot.0 == key && slot.1 < position {
+            return false;
+        }
+        *slot = (key, position);
+        true
+    }
+}
+
+/// Step 1: reads and signs every document.
+pub(crate) fn sign(
+    args: &ReadOptions,
+    banding: Banding,
+    budget: u64,
+    progress: &Progress,
+) -> Result<(Signed, ReadStats), Failure> {
+    let mut out = Signed {
+        keys: (0..BANDS).map(|_| Column::new()).collect(),
+        texts: Column::new(),
+        sketches: Column::on_disk()?,
+        batches: Vec::new(),
+    };
+    let keep_until = budget / 2;
+    let firsts = Firsts::new();
+    let rows = |k: u64, batch: &mut [Doc]| -> Vec<(Sketch, [u32; BANDS], TextKey)> {
+        batch
+            .par_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let key = TextKey {
+                    hash: xxh3_64(d.text.as_bytes()),
+                    len: u32::try_from(d.text.len()).unwrap_or(u32::MAX),
+                };
+                // A later copy's sketch and keys are never read: its first document's
+                // stand for it.
+                if !firsts.sketch(key, k << 32 | i as u64) {
+                    return (Sketch::EMPTY, [0; BANDS], key);
+                }
+                let (sketch, keys) = Sketch::of_text_with_bands(&d.text, banding);
+                (sketch, keys, key)
+            })
+            .collect()
+    };
+    let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "signing", rows, |rows| {
+        out.batches.push(rows.len() as u32);
+        for (sketch, keys, key) in rows {
+            for (column, k) in out.keys.iter_mut().zip(keys) {
+                column.push(k)?;
+            }
+            out.texts.push(key)?;
+            out.sketches.push(sketch)?;
+        }
+        if !out.texts.spilled() && out.texts.len() * ROW_BYTES > keep_until {
+            for c in &mut out.keys {
+                c.spill()?;
+            }
+            out.texts.spill()?;
+        }
+        Ok(())
+    })?;
+    if out.texts.len() >= u64::from(u32::MAX) {
+        return Err(Failure::input(anyhow!(
+            "{} documents: dedup takes at most {}",
+            out.texts.len(),
+            u32::MAX - 1
+        )));
+    }
+    for c in &mut out.keys {
+        c.finish()?;
+    }
+    out.texts.finish()?;
+    out.sketches.finish()?;
+    Ok((out, stats))
+}
+
+/// Memory left to a step: the budget less the per-document state kept in memory.
+fn room(signed: &Signed, budget: u64) -> u64 {
+    budget
+        .saturating_sub(signed.resident())
+        .saturating_sub(RESERVE)
+        .max(LEAST)
+}
+
+/// Passes over key ranges so that each holds at most `room` bytes of `entries` entries of
+/// `entry_bytes` each (sorting in place or with a scratch of its size), keys being
+/// uniform hashes.
+fn passes(entries: u64, entry_bytes: u64, room: u64) -> u64 {
+    // A margin for keys that fall unevenly.
+    (entries * entry_bytes * 5 / 4).div_ceil(room).max(1)
+}
+
+/// Which of `passes` ranges the 32-bit `top` of a uniform key falls in.
+#[inline]
+fn range_of(top: u32, passes: u64) -> u64 {
+    (u64::from(top) * passes) >> 32
+}
+
+/// The nodes that hold more than one document (copies of one text), in the order of
+/// their first documents: each a list of its documents, in input order.
+pub(crate) struct Copies {
+    order: Vec<u32>,
+    starts: Vec<u32>,
+    /// Documents that are not the first of their text, in input order.
+    later: Vec<u32>,
+}
+
+impl Copies {
+    /// The size of the group whose first document is `doc`, if there is one; `at` is the
+    /// first group not yet passed, for calls in increasing `doc`.
+    fn group_of(&self, doc: u32, at: &mut usize) -> Option<u64> {
+        let first = |g: usize| self.order[self.starts[g] as usize];
+        while *at + 1 < self.starts.len() && first(*at) < doc {
+            *at += 1;
+        }
+        (*at + 1 < self.starts.len() && first(*at) == doc)
+            .then(|| u64::from(self.starts[*at + 1] - self.starts[*at]))
+    }
+}
+
+/// Step 2: documents of one text, sorted by text key a range of hashes at a time.
+pub(crate) fn copies(signed: &Signed, budget: u64) -> Result<Copies, Failure> {
+    let n = signed.len();
+    let passes = passes(n, 16, room(signed, budget));
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut entries: Vec<(TextKey, u32)> = Vec::new();
+    for pass in 0..passes {
+        entries.clear();
+        signed.texts.for_each(|first, keys| {
+            entries.extend(
+                keys.iter()
+                    .zip(first as u32..)
+                    .filter(|(k, _)| passes == 1 || range_of((k.hash >> 32) as u32, passes) == pass)
+                    .map(|(k, doc)| (*k, doc)),
+            );
+            Ok(())
+        })?;
+        entries.par_sort_unstable();
+        let mut at = 0;
+        while at < entries.len() {
+            let key = entries[at].0;
+            let end = at + entries[at..].iter().take_while(|e| e.0 == key).count();
+            if end - at > 1 {
+                groups.push(entries[at..end].iter().map(|e| e.1).collect());
+            }
+            at = end;
+        }
+    }
+    drop(entries);
+    groups.par_sort_unstable_by_key(|g| g[0]);
+    let mut out = Copies {
+        order: Vec::with_capacity(groups.iter().map(Vec::len).sum()),
+        starts: Vec::with_capacity(groups.len()),
+        later: Vec::new(),
+    };
+    for g in groups {
+        out.starts.push(out.order.len() as u32);
+        out.later.extend_from_slice(&g[1..]);
+        out.order.extend(g);
+    }
+    out.starts.push(out.order.len() as u32);
+    out.later.par_sort_unstable();
+    Ok(out)
+}
+
+/// Step 3's candidates: every pair of first documents whose band keys agree in some band,
+/// `a < b`, as `a << 32 | b`, sorted, each once; and the documents without words.
+pub(crate) struct Pairs {
+    pairs: Vec<u64>,
+    wordless: u64,
+}
+
+/// Step 3: the candidate pairs.
+pub(crate) fn candidate_pairs(
+    signed: &Signed,
+    copies: &Copies,
+    budget: u64,
+    progress: &Progress,
+) -> Result<Pairs, Failure> {
+    let n = signed.len();
+    // Entries and their radix scratch: 16 bytes an entry.
+    let passes = passes(n, 16, room(signed, budget));
+    let mut wordless = 0u64;
+    progress.phase("candidates", Some((BANDS as u64) * passes));
+    let mut all: Vec<u64> = Vec::new();
+    let mut band_pairs: Vec<u64> = Vec::new();
+    let (mut entries, mut scratch) = (Vec::new(), Vec::new());
+    for (band, column) in signed.keys.iter().enumerate() {
+        band_pairs.clear();
+        for pass in 0..passes {
+            entries.clear();
+            let mut later = copies.later.iter().peekable();
+            // Groups of copies by first document, for counting the wordless.
+            let mut group = 0;
+            let count = band == 0 && pass == 0;
+            column.for_each(|first, keys| {
+                for (&k, doc) in keys.iter().zip(first as u32..) {
+                    // Later copies of a text stand aside: their first document speaks.
+                    while later.next_if(|&&c| c < doc).is_some() {}
+                    if later.next_if_eq(&&doc).is_some() {
+                        continue;
+                    }
+                    if count {
+                        let size = match copies.group_of(doc, &mut group) {
+                            Some(size) => size,
+                            None => 1,
+                        };
+                        if k == 0 {
+                            wordless += size;
+                        }
+                    }
+                    if k != 0 && (passes == 1 || range_of(k, passes) == pass) {
+                        entries.push(u64::from(k) << 32 | u64::from(doc));
+                    }
+                }
+                Ok(())
+            })?;
+            batch::band_runs(&mut entries, &mut scratch, |a, b| {
+                band_pairs.push(u64::from(a) << 32 | u64::from(b));
+            });
+            progress.set(band as u64 * passes + pass + 1);
+        }
+        band_pairs.par_sort_unstable();
+        band_pairs.dedup();
+        all = merge(&all, &band_pairs);
+    }
+    Ok(Pairs {
+        pairs: all,
+        wordless,
+    })
+}
+
+/// The union of two sorted lists without repeats.
+fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+/// Step 4: the nodes in a pair or holding copies, verified and assigned. Returns what
+/// was found (distances all zero) and the text keys of the documents of its nodes.
+pub(crate) fn resolve(
+    signed: &Signed,
+    copies: Copies,
+    pairs: Pairs,
+    options: &Options,
+    budget: u64,
+) -> Result<(Dedup, Vec<u32>, Vec<TextKey>), Failure> {
+    let Pairs { pairs, wordless } = pairs;
+    // The nodes' first documents, in order.
+    let mut firsts: Vec<u32> = pairs
+        .iter()
+        .flat_map(|&p| [(p >> 32) as u32, p as u32])
+        .chain(
+            copies
+                .starts
+                .iter()
+                .filter_map(|&s| copies.order.get(s as usize).copied()),
+        )
+        .collect();
+    firsts.par_sort_unstable();
+    firsts.dedup();
+    let node_of = |doc: u32| firsts.binary_search(&doc).unwrap_or(0) as u32;
+    let node_pairs: Vec<(u32, u32)> = pairs
+        .iter()
+        .map(|&p| (node_of((p >> 32) as u32), node_of(p as u32)))
+        .collect();
+    drop(pairs);
+    let mut order = Vec::with_capacity(firsts.len() + copies.later.len());
+    let mut starts = Vec::with_capacity(firsts.len() + 1);
+    let mut group = 0;
+    for &f in &firsts {
+        starts.push(order.len() as u32);
+        let g =
+            (group + 1 < copies.starts.len()).then(|| copies.order[copies.starts[group] as usize]);
+        if g == Some(f) {
+            let (from, to) = (copies.starts[group], copies.starts[group + 1]);
+            order.extend_from_slice(&copies.order[from as usize..to as usize]);
+            group += 1;
+        } else {
+            order.push(f);
+        }
+    }
+    starts.push(order.len() as u32);
+    drop(copies);
+    let c = Candidates::from_parts(order, starts, node_pairs, wordless)
+        .map_err(|e| Failure::io(anyhow!("dedup's candidates: {e}")))?;
+
+    // The text keys (lengths, for --keep) of every document of the nodes.
+    drop(firsts);
+    let mut docs: Vec<u32> = c.documents().to_vec();
+    docs.par_sort_unstable();
+    let keys = signed.texts.gather(&docs)?;
+    let len = |doc: u32| docs.binary_search(&doc).map_or(0, |i| keys[i].len);
+
+    let needed = c.needs();
+    let failed: Mutex<Option<Failure>> = Mutex::new(None);
+    let fits = needed.len() as u64 * Sketch::SIZE as u64 <= room(signed, budget);
+    let gathered = if fits {
+        signed.sketches.gather(&needed)?
+    } else {
+        Vec::new()
+    };
+    let sketch = |doc: u32| -> Sketch {
+        if fits {
+            return needed
+                .binary_search(&doc)
+                .map_or(Sketch::EMPTY, |i| gathered[i]);
+        }
+        signed.sketches.get(doc).unwrap_or_else(|e| {
+            if let Ok(mut f) = failed.lock() {
+                f.get_or_insert(e);
+            }
+            Sketch::EMPTY
+        })
+    };
+    let found = batch::resolve_with(&c, |_| [0; LANES], len, sketch, options);
+    if let Some(e) = failed.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    Ok((found, docs, keys))
+}
+
+/// Step 5's needs: the documents whose ids the clusters and pairs name, in input order,
+/// and the documents --deduplicated leaves out.
+pub(crate) struct Wanted {
+    /// Documents of clusters (with --clusters) and pairs (with --pairs), increasing.
+    pub(crate) involved: Vec<u32>,
+    /// Documents removed, increasing (empty without --deduplicated).
+    pub(crate) dropped: Vec<u32>,
+}
+
+/// What pass 2 gives back.
+pub(crate) struct Read {
+    /// The ids of [`Wanted::involved`], in its order, as JSON text.
+    pub(crate) ids: Vec<String>,
+    /// The fingerprint of each of their texts.
+    pub(crate) fps: HashMap<TextKey, Wide>,
+    /// Documents read.
+    pub(crate) docs: u64,
+}
+
+/// What one batch of pass 2 gives: per involved document, its place in the batch, id,
+/// and the first time its text is met, its fingerprint; the records to write; `None` when
+/// the batch is not the one pass 1 read.
+struct Batch {
+    docs: usize,
+    hits: Vec<(u32, String, Option<(TextKey, Wide)>)>,
+    records: Vec<Option<String>>,
+    changed: Option<String>,
+}
+
+/// Step 5: reads the input again, cut into the batches of pass 1 (`batches`: their
+/// sizes), so that each batch knows where its documents stand and only the involved ones
+/// are parsed whole and fingerprinted. `texts` are the involved documents' text keys
+/// (`key_of(doc)`), each with whether its text was fingerprinted yet (a text is
+/// fingerprinted once, however many copies it has); `write(record)` is called for each
+/// document not dropped, in input order, when `args.keep_records`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reread(
+    args: &ReadOptions,
+    batches: &[u32],
+    wanted: &Wanted,
+    texts: &HashMap<TextKey, AtomicBool>,
+    key_of: &(dyn Fn(u32) -> Option<TextKey> + Sync),
+    fingerprinter: &Fingerprinter,
+    progress: &Progress,
+    mut write: impl FnMut(&str) -> Result<(), Failure>,
+) -> Result<Read, Failure> {
+    let mut starts = Vec::with_capacity(batches.len());
+    let mut at = 0u64;
+    for &b in batches {
+        starts.push(at);
+        at += u64::from(b);
+    }
+    let records = args.keep_records;
+    // A JSON line whose text the reading left out is parsed again, whole.
+    let whole = ReadOptions {
+        ids_only: false,
+        ..args.clone()
+    };
+    let work = |k: u64, batch: &mut [Doc]| -> Batch {
+        let mut out = Batch {
+            docs: batch.len(),
+            hits: Vec::new(),
+            records: Vec::new(),
+            changed: None,
+        };
+        let (Some(&first), Some(&size)) = (starts.get(k as usize), batches.get(k as usize)) else {
+            out.changed = Some(format!(
+                "more than the {} batches of the first read",
+                batches.len()
+            ));
+            return out;
+        };
+        if batch.len() != size as usize {
+            out.changed = Some(format!(
+                "{} documents in batch {k} on the second read, {size} on the first",
+                batch.len()
+            ));
+            return out;
+        }
+        let end = first + size as u64;
+        let from = wanted.involved.partition_point(|&d| u64::from(d) < first);
+        let to = wanted.involved.partition_point(|&d| u64::from(d) < end);
+        let found: Vec<Result<(u32, String, Option<(TextKey, Wide)>), String>> = wanted.involved
+            [from..to]
+            .par_iter()
+            .map(|&doc| {
+                let i = (u64::from(doc) - first) as usize;
+                let d = &batch[i];
+                let id = d.id.to_string();
+                let Some(key) = key_of(doc) else {
+                    return Ok((i as u32, id, None));
+                };
+                let Some(seen) = texts.get(&key) else {
+                    return Ok((i as u32, id, None));
+                };
+                if seen.swap(true, Ordering::Relaxed) {
+                    return Ok((i as u32, id, None));
+                }
+                let reparsed;
+                let text = match &d.record {
+                    Some(line) if d.text.is_empty() && !line.trim().is_empty() => {
+                        reparsed = docs::json_record(line, &whole)
+                            .map(|(_, text)| text)
+                            .unwrap_or_default();
+                        &*reparsed
+                    }
+                    _ => d.text.as_str(),
+                };
+                let read = TextKey {
+                    hash: xxh3_64(text.as_bytes()),
+                    len: u32::try_from(text.len()).unwrap_or(u32::MAX),
+                };
+                if read != key {
+                    return Err(format!("document {doc} is not the text it was"));
+                }
+                Ok((
+                    i as u32,
+                    id,
+                    Some((key, fingerprinter.fingerprint_wide(text))),
+                ))
+            })
+            .collect();
+        for f in found {
+            match f {
+                Ok(hit) => out.hits.push(hit),
+                Err(why) => {
+                    out.changed.get_or_insert(why);
+                }
+            }
+        }
+        if records {
+            out.records = batch
+                .iter_mut()
+                .map(|d| match d.record.take() {
+                    Some(line) => Some(line),
+                    None => Some(json!({"id": d.id, "text": d.text}).to_string()),
+                })
+                .collect();
+        }
+        out
+    };
+    let mut out = Read {
+        ids: Vec::with_capacity(wanted.involved.len()),
+        fps: HashMap::with_capacity(texts.len()),
+        docs: 0,
+    };
+    let mut dropped = wanted.dropped.iter().peekable();
+    let changed = |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
+    let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "writing", work, |b| {
+        if let Some(why) = b.changed {
+            return Err(changed(why));
+        }
+        let first = out.docs;
+        for (_, id, fp) in b.hits {
+            out.ids.push(id);
+            if let Some((key, fp)) = fp {
+                out.fps.insert(key, fp);
+            }
+        }
+        if records {
+            for (i, record) in b.records.iter().enumerate() {
+                let doc = first + i as u64;
+                if dropped.next_if(|&&d| u64::from(d) == doc).is_some() {
+                    continue;
+                }
+                if let Some(line) = record {
+                    write(line)?;
+                }
+            }
+        }
+        out.docs += b.docs as u64;
+        Ok(())
+    })?;
+    if out.docs != at || out.ids.len() != wanted.involved.len() || out.fps.len() != texts.len() {
+        return Err(changed(format!(
+            "{} documents on the first read, {} on the second",
+            at, out.docs
+        )));
+    }
+    out.docs = stats.docs;
+    Ok(out)
+}

@@ -1,0 +1,188 @@
+//! `neardup dedup` within a memory budget: with its state spilled to disk and matched in
+//! many passes (`--memory` far below what it needs), in memory, and through the
+//! all-in-memory path that `--report` takes, every output is the same, byte for byte.
+
+mod common;
+
+use std::path::Path;
+
+use common::neardup;
+use serde_json::{json, Value};
+
+/// splitmix64, for a corpus that is the same on every run.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Documents of every kind that matters to matching: originals, near-copies edited a
+/// little or a lot (some near, some past the threshold, copies of copies so families
+/// chain), exact copies (of originals and of edited copies), texts without words, texts
+/// of fewer than five words, and unrelated texts; ids of mixed JSON types.
+fn corpus(seed: u64, n: usize) -> Vec<Value> {
+    let mut s = seed;
+    let word = |s: &mut u64| format!("w{}", next(s) % 400);
+    let mut texts: Vec<String> = Vec::new();
+    for i in 0..n {
+        let r = next(&mut s) % 100;
+        let text = if texts.is_empty() || r < 40 {
+            let len = 8 + (next(&mut s) % 60) as usize;
+            (0..len).map(|_| word(&mut s)).collect::<Vec<_>>().join(" ")
+        } else if r < 75 {
+            // An edited copy of an earlier text: a share of its words replaced.
+            let from = &texts[(next(&mut s) % texts.len() as u64) as usize];
+            let rate = next(&mut s) % 12;
+            from.split(' ')
+                .map(|w| {
+                    if next(&mut s) % 100 < rate {
+                        word(&mut s)
+                    } else {
+                        w.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else if r < 88 {
+            texts[(next(&mut s) % texts.len() as u64) as usize].clone()
+        } else if r < 92 {
+            ["", "...", " -- ", "?!"][(next(&mut s) % 4) as usize].to_string()
+        } else {
+            let len = 1 + (next(&mut s) % 4) as usize;
+            (0..len).map(|_| word(&mut s)).collect::<Vec<_>>().join(" ")
+        };
+        texts.push(text);
+        let _ = i;
+    }
+    texts
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| match i % 3 {
+            0 => json!({"id": format!("d{i}"), "text": text}),
+            1 => json!({"id": i, "text": text}),
+            _ => json!({"text": text}),
+        })
+        .collect()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Runs dedup on `input` with `flags` and returns its clusters, pairs, deduplicated
+/// output and summary.
+fn run(dir: &Path, input: &Path, name: &str, flags: &[&str]) -> (String, String, String, Value) {
+    let path = |what: &str| dir.join(format!("{name}.{what}"));
+    let (c, p, d, s) = (
+        path("clusters"),
+        path("pairs"),
+        path("dedup"),
+        path("stats"),
+    );
+    let mut args = vec![
+        input.to_str().unwrap(),
+        "-q",
+        "--clusters",
+        c.to_str().unwrap(),
+        "--pairs",
+        p.to_str().unwrap(),
+        "--deduplicated",
+        d.to_str().unwrap(),
+        "--stats-json",
+        s.to_str().unwrap(),
+    ];
+    args.extend_from_slice(flags);
+    let o = neardup(&[&["dedup"][..], &args].concat(), b"");
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stats: Value = serde_json::from_str(&read(&s)).unwrap();
+    (read(&c), read(&p), read(&d), stats)
+}
+
+fn with<'a>(flags: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    [flags, more].concat()
+}
+
+#[test]
+fn spilled_in_memory_and_all_in_memory_runs_write_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    for (seed, n, threshold, keep, closure) in [
+        (1, 1500, "0.8", "first", false),
+        (2, 1200, "0.6", "longest", false),
+        (3, 900, "0.9", "shortest", true),
+        (4, 1500, "0.7", "first", true),
+    ] {
+        let docs = corpus(seed, n);
+        let input = dir.path().join(format!("docs{seed}.jsonl"));
+        let lines: String = docs.iter().map(|d| format!("{d}\n")).collect();
+        std::fs::write(&input, lines).unwrap();
+        let report = dir.path().join("report.html");
+        let mut flags = vec!["--threshold", threshold, "--keep", keep];
+        if closure {
+            flags.push("--closure");
+        }
+        // --report takes the path that holds everything in memory, as dedup did before
+        // it had a budget.
+        let all = run(
+            dir.path(),
+            &input,
+            "all",
+            &with(&flags, &["--report", report.to_str().unwrap()]),
+        );
+        let memory = run(dir.path(), &input, "memory", &flags);
+        let spilled = run(
+            dir.path(),
+            &input,
+            "spilled",
+            &with(&flags, &["--memory", "1"]),
+        );
+        assert_eq!(memory.3["settings"]["spilled"], false);
+        assert_eq!(spilled.3["settings"]["spilled"], true);
+        let clusters = all.3["clusters"].as_u64().unwrap();
+        assert!(clusters > 20, "seed {seed}: only {clusters} clusters");
+        assert!(all.1.lines().count() > 50, "seed {seed}: few pairs");
+        for (name, got) in [("in memory", &memory), ("spilled", &spilled)] {
+            assert!(got.0 == all.0, "seed {seed}: clusters differ {name}");
+            assert!(got.1 == all.1, "seed {seed}: pairs differ {name}");
+            assert!(got.2 == all.2, "seed {seed}: deduplicated differs {name}");
+            for k in [
+                "exact_duplicates",
+                "near_duplicates",
+                "candidates",
+                "verified",
+                "wordless",
+                "kept",
+            ] {
+                assert_eq!(got.3[k], all.3[k], "seed {seed}: {k} {name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn memory_is_refused_where_it_would_not_bound_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    std::fs::write(&input, "{\"id\": 1, \"text\": \"a b c\"}\n").unwrap();
+    let o = neardup(
+        &[
+            "dedup",
+            input.to_str().unwrap(),
+            "--distance",
+            "40",
+            "--memory",
+            "1G",
+        ],
+        b"",
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("drop --memory"));
+    let o = neardup(&["dedup", input.to_str().unwrap(), "--memory", "lots"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected a size"));
+}
