@@ -13,6 +13,7 @@ pub mod fingerprint;
 pub mod fpconfig;
 pub mod gen_docs;
 pub mod index;
+pub mod load;
 pub mod memory;
 pub mod output;
 pub mod progress;
