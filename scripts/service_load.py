@@ -283,6 +283,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--stored", type=int, required=True, help="documents stored before the runs")
+    ap.add_argument("--corpus-first", type=int, default=0,
+                    help="the corpus's first line is this document (with --reuse: a corpus of the "
+                         "documents after the stored ones, e.g. `neardup bench gen-docs --first N`)")
     ap.add_argument("--queries", type=int, default=20_000, help="distinct check bodies")
     ap.add_argument("--put-bodies", type=int, default=100_000,
                     help="distinct texts for the PUTs, from the documents after the check bodies")
@@ -329,7 +332,7 @@ def main():
                           rss_after_load_mb=round(rss / 2**20, 1), cpu_after_load_s=round(cpu - cpu0, 1),
                           **commit_delta(c0, commit_stats(base)))
         else:
-            for _ in zip(range(args.stored), it):
+            for _ in zip(range(max(args.stored - args.corpus_first, 0)), it):
                 pass
             if args.more:
                 c0, cpu0 = commit_stats(base), proc_stats(server.pid)[0]

@@ -26,6 +26,10 @@ pub struct GenDocs {
     /// Documents in all.
     #[arg(short, long)]
     pub n: u64,
+    /// Write documents from this one on (the same seed makes the same documents, so a
+    /// run can take the queries after a loaded corpus without writing the corpus again).
+    #[arg(long, default_value_t = 0)]
+    pub first: u64,
     /// Bytes of text a document has, about.
     #[arg(long, default_value_t = 1000)]
     pub doc_bytes: usize,
@@ -38,8 +42,9 @@ pub struct GenDocs {
     /// The seed: the same seed writes the same corpus.
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
-    /// Where to write: a directory of shards `docs-NNNNN.jsonl.zst` (with --shards), or
-    /// one file (`.zst` compressed).
+    /// Where to write: a directory of shards `docs-NNNNN.jsonl.zst` (with --shards), one
+    /// file (`.zst` compressed), or `-`: standard output, in order, as it is made (so that
+    /// `neardup load` can read it from a pipe and no corpus lands on disk).
     #[arg(short, long)]
     pub output: String,
     /// Shards, written in parallel (0: one file, --output).
@@ -69,7 +74,13 @@ struct Words {
     words: Vec<String>,
     /// Cumulative weights scaled to u32, for sampling by a binary search.
     cumulative: Vec<u32>,
+    /// Per value of a draw's top [`GUIDE_BITS`] bits, the range of `cumulative` its
+    /// binary search can end in: the search then takes a few steps, not sixteen.
+    guide: Vec<(u32, u32)>,
 }
+
+/// Top bits of a draw that pick its range of the cumulative table.
+const GUIDE_BITS: u32 = 16;
 
 impl Words {
     fn new(seed: u64) -> Words {
@@ -97,13 +108,31 @@ impl Words {
                 acc += w / total;
                 (acc * f64::from(u32::MAX)) as u32
             })
+            .collect::<Vec<u32>>();
+        // Draws with top bits `t` lie in [t << s, (t + 1) << s): their search ends between
+        // the searches of those two ends.
+        let shift = 32 - GUIDE_BITS;
+        let guide = (0..1u64 << GUIDE_BITS)
+            .map(|t| {
+                let lo = (t << shift) as u32;
+                let hi = (((t + 1) << shift) - 1) as u32;
+                let from = cumulative.partition_point(|&c| c < lo);
+                let to = cumulative.partition_point(|&c| c < hi);
+                (from as u32, (to + 1).min(cumulative.len()) as u32)
+            })
             .collect();
-        Words { words, cumulative }
+        Words {
+            words,
+            cumulative,
+            guide,
+        }
     }
 
     fn pick(&self, r: u64) -> &str {
         let x = r as u32;
-        let i = self.cumulative.partition_point(|&c| c < x);
+        let (from, to) = self.guide[(x >> (32 - GUIDE_BITS)) as usize];
+        let (from, to) = (from as usize, to as usize);
+        let i = from + self.cumulative[from..to].partition_point(|&c| c < x);
         &self.words[i.min(VOCABULARY - 1)]
     }
 }
@@ -219,6 +248,15 @@ pub fn gen_docs(args: &GenDocs) -> Result<(), Failure> {
         words: &words,
         args,
     };
+    if args.output == "-" {
+        if args.shards != 0 {
+            return Err(Failure::input(anyhow!(
+                "--output - (standard output) writes one stream: leave out --shards"
+            )));
+        }
+        let (bytes, planted) = stream(&corpus, args)?;
+        return finish(args, started, bytes, planted);
+    }
     let shards = u64::from(args.shards.max(1));
     let paths: Vec<String> = if args.shards == 0 {
         vec![args.output.clone()]
@@ -235,12 +273,14 @@ pub fn gen_docs(args: &GenDocs) -> Result<(), Failure> {
             })
             .collect()
     };
-    let per = args.n.div_ceil(shards);
+    let first = args.first.min(args.n);
+    let per = (args.n - first).div_ceil(shards);
     let results: Vec<Result<(u64, Vec<String>), Failure>> = paths
         .par_iter()
         .enumerate()
         .map(|(s, path)| {
-            let (from, to) = (s as u64 * per, ((s as u64 + 1) * per).min(args.n));
+            let from = (first + s as u64 * per).min(args.n);
+            let to = (first + (s as u64 + 1) * per).min(args.n);
             write_shard(&corpus, path, from..to, args)
         })
         .collect();
@@ -262,12 +302,17 @@ pub fn gen_docs(args: &GenDocs) -> Result<(), Failure> {
         out.flush()
             .map_err(|e| Failure::io(anyhow!("cannot write '{path}': {e}")))?;
     }
+    finish(args, started, bytes, truth.len() as u64)
+}
+
+/// Says what was written, on standard error.
+fn finish(args: &GenDocs, started: Instant, bytes: u64, planted: u64) -> Result<(), Failure> {
     let seconds = started.elapsed().as_secs_f64();
     crate::note!(
         "{}",
         json!({
-            "documents": args.n,
-            "planted": truth.len(),
+            "documents": args.n - args.first.min(args.n),
+            "planted": planted,
             "text_bytes": bytes,
             "seconds": (seconds * 1000.0).round() / 1000.0,
             "documents_per_s": (args.n as f64 / seconds).round(),
@@ -298,15 +343,42 @@ fn write_shard(
     };
     let mut bytes = 0u64;
     let mut truth = Vec::new();
-    let mut line = Vec::with_capacity(args.doc_bytes * 2);
+    let mut lines = Vec::with_capacity(args.doc_bytes * 2 * CHUNK as usize);
+    let mut at = range.start;
+    while at < range.end {
+        let to = (at + CHUNK).min(range.end);
+        lines.clear();
+        bytes += render(corpus, at..to, &mut lines, &mut truth);
+        out.write_all(&lines).map_err(failed)?;
+        at = to;
+    }
+    out.flush().map_err(failed)?;
+    drop(out);
+    Ok((bytes, truth))
+}
+
+/// Documents rendered at a time by one thread.
+const CHUNK: u64 = 1024;
+
+/// Appends the JSON lines of documents `range` to `out` and the truth lines of its planted
+/// documents to `truth`; the bytes of text.
+fn render(
+    corpus: &Corpus<'_>,
+    range: std::ops::Range<u64>,
+    out: &mut Vec<u8>,
+    truth: &mut Vec<String>,
+) -> u64 {
+    let mut bytes = 0u64;
     for i in range {
         let (text, copy_of) = corpus.text(i);
         bytes += text.len() as u64;
-        line.clear();
-        serde_json::to_writer(&mut line, &json!({"id": format!("doc-{i}"), "text": text}))
-            .map_err(|e| Failure::io(anyhow!("{e}")))?;
-        line.push(b'\n');
-        out.write_all(&line).map_err(failed)?;
+        // As serde_json writes {"id": …, "text": …}: its keys in order, the text escaped.
+        out.extend_from_slice(b"{\"id\":\"doc-");
+        out.extend_from_slice(i.to_string().as_bytes());
+        out.extend_from_slice(b"\",\"text\":");
+        // Writing a string into a vector cannot fail.
+        let _ = serde_json::to_writer(&mut *out, &text);
+        out.extend_from_slice(b"}\n");
         if let Some((j, original)) = copy_of {
             let similarity = jaccard::exact(
                 &jaccard::shingle_set(&original),
@@ -318,9 +390,63 @@ fn write_shard(
             );
         }
     }
+    bytes
+}
+
+/// Writes the whole corpus to standard output, in order: windows of chunks made on every
+/// core, written as each window is done; the truth written as it comes. The bytes of text
+/// and the planted documents.
+fn stream(corpus: &Corpus<'_>, args: &GenDocs) -> Result<(u64, u64), Failure> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+    let failed = |e: std::io::Error| Failure::io(anyhow!("cannot write to standard output: {e}"));
+    let mut truth = match &args.truth {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+                .map_err(|e| Failure::input(anyhow!("cannot create '{path}': {e}")))?,
+        ),
+        None => None,
+    };
+    let window = CHUNK * 4 * rayon::current_num_threads() as u64;
+    let (mut bytes, mut planted) = (0u64, 0u64);
+    let mut at = args.first;
+    while at < args.n {
+        let end = (at + window).min(args.n);
+        let starts: Vec<u64> = (at..end).step_by(CHUNK as usize).collect();
+        let chunks: Vec<(Vec<u8>, u64, Vec<String>)> = starts
+            .par_iter()
+            .map(|&from| {
+                let mut lines = Vec::with_capacity(args.doc_bytes * 2 * CHUNK as usize);
+                let mut found = Vec::new();
+                let b = render(
+                    corpus,
+                    from..(from + CHUNK).min(end),
+                    &mut lines,
+                    &mut found,
+                );
+                (lines, b, found)
+            })
+            .collect();
+        for (lines, b, found) in chunks {
+            out.write_all(&lines).map_err(failed)?;
+            bytes += b;
+            planted += found.len() as u64;
+            if let (Some(t), Some(path)) = (truth.as_mut(), &args.truth) {
+                for line in found {
+                    writeln!(t, "{line}")
+                        .map_err(|e| Failure::io(anyhow!("cannot write '{path}': {e}")))?;
+                }
+            }
+        }
+        at = end;
+    }
     out.flush().map_err(failed)?;
-    drop(out);
-    Ok((bytes, truth))
+    if let (Some(t), Some(path)) = (truth.as_mut(), &args.truth) {
+        t.flush()
+            .map_err(|e| Failure::io(anyhow!("cannot write '{path}': {e}")))?;
+    }
+    Ok((bytes, planted))
 }
 
 #[cfg(test)]
@@ -330,6 +456,7 @@ mod tests {
     fn args(n: u64) -> GenDocs {
         GenDocs {
             n,
+            first: 0,
             doc_bytes: 1000,
             planted: 0.1,
             max_edit: 0.04,
@@ -339,6 +466,58 @@ mod tests {
             truth: None,
             level: 1,
         }
+    }
+
+    /// The guided pick is the binary search over the whole table, for draws at every
+    /// guide bucket's edges and at random.
+    #[test]
+    fn guided_picks_are_the_plain_search() {
+        let words = Words::new(5);
+        let plain = |x: u32| {
+            let i = words.cumulative.partition_point(|&c| c < x);
+            words.words[i.min(VOCABULARY - 1)].as_str()
+        };
+        let mut draws: Vec<u64> = (0..1u64 << GUIDE_BITS)
+            .flat_map(|t| {
+                let lo = t << (32 - GUIDE_BITS);
+                [lo, lo + (1 << (32 - GUIDE_BITS)) - 1]
+            })
+            .collect();
+        draws.extend((0..200_000u64).map(mix));
+        draws.extend(words.cumulative.iter().flat_map(|&c| {
+            let c = u64::from(c);
+            [c.saturating_sub(1), c, c + 1]
+        }));
+        for r in draws {
+            let x = r as u32;
+            assert_eq!(words.pick(u64::from(x)), plain(x), "draw {x}");
+        }
+    }
+
+    /// Rendered lines are what serde_json writes of {"id", "text"}.
+    #[test]
+    fn rendered_lines_are_json() {
+        let a = args(300);
+        let words = Words::new(a.seed);
+        let corpus = Corpus {
+            words: &words,
+            args: &a,
+        };
+        let (mut out, mut truth) = (Vec::new(), Vec::new());
+        render(&corpus, 0..300, &mut out, &mut truth);
+        let lines: Vec<&[u8]> = out
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(lines.len(), 300);
+        for (i, line) in lines.iter().enumerate() {
+            let want = serde_json::to_vec(
+                &json!({"id": format!("doc-{i}"), "text": corpus.text(i as u64).0}),
+            )
+            .unwrap();
+            assert_eq!(*line, &want[..]);
+        }
+        assert!(!truth.is_empty());
     }
 
     #[test]

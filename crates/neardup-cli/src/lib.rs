@@ -15,6 +15,7 @@ pub mod fpconfig;
 pub mod gen_docs;
 pub mod index;
 pub mod lines;
+pub mod load;
 pub mod maintain;
 pub mod memory;
 pub mod output;

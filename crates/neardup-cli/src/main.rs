@@ -11,6 +11,7 @@ use neardup_cli::failure;
 use neardup_cli::find::{self, DropInArgs, Job, Voice};
 use neardup_cli::fingerprint::{self, FingerprintCmd, IdfCmd};
 use neardup_cli::index::{self, IndexCmd};
+use neardup_cli::load::{self, LoadCmd};
 use neardup_cli::serve::{self, ServeCmd};
 use neardup_cli::{gen_docs, scale};
 
@@ -78,6 +79,13 @@ enum Command {
     /// /v1/documents/{id}, POST /v1/check, POST /v1/bulk/documents, POST /v1/bulk/check,
     /// GET /healthz, /metrics, /v1/openapi.json.
     Serve(ServeCmd),
+    /// Loads documents into the store of `neardup serve` offline, deciding each as a put
+    /// to the service would (--only-if-unique: its "only_if_unique").
+    ///
+    /// Reads what `neardup dedup` reads (JSON Lines, text, Parquet, directories, .gz/.zst,
+    /// standard input), signs on every core, and commits a batch at a time, durably.
+    /// Prints a summary line of JSON; --outcomes writes each document's outcome.
+    Load(LoadCmd),
     /// Measures precision and recall of fingerprint settings on edited copies of real
     /// documents, at k = 0 to --max-k.
     Eval(EvalCmd),
@@ -130,6 +138,7 @@ fn main() -> ExitCode {
         Command::Documents(cmd) => documents::run(&cmd),
         Command::Eval(cmd) => eval::run(&cmd),
         Command::Serve(cmd) => serve::run(&cmd),
+        Command::Load(cmd) => load::run(&cmd),
         Command::Bench(BenchCommand::FindAll(args)) => bench::find_all(&args),
         Command::Bench(BenchCommand::Fingerprint(args)) => bench::fingerprint(&args),
         Command::Bench(BenchCommand::Index(args)) => bench::index(&args),

@@ -78,6 +78,12 @@ pub struct ServeCmd {
     /// them from the kernel, one system call a page.
     #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     cache_mb: Option<u64>,
+    /// With --data: memory the service may use, its page cache (--cache-mb) included, e.g.
+    /// 12G. The start refuses a store whose index would not fit (before reading it, rather
+    /// than swapping), and a write whose new documents would not fit is answered 507
+    /// (nothing of it stored); /metrics reports the budget and what the store needs of it.
+    #[arg(long, value_name = "SIZE", value_parser = crate::find::parse_size)]
+    memory: Option<u64>,
     /// Seconds a connection has to send a request's head, from its start or the end of
     /// its previous answer (idle keep-alive connections close after it too).
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
@@ -244,6 +250,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             let started = std::time::Instant::now();
             let options = OpenOptions {
                 cache_bytes: cmd.cache_mb.and_then(|mb| usize::try_from(mb << 20).ok()),
+                memory_budget: cmd.memory,
             };
             let mut store = match create {
                 Some(c) => DocStore::create_with(dir, c, options),

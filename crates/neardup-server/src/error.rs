@@ -30,7 +30,7 @@ pub struct ErrorDetail {
     /// A stable code: `bad_json`, `invalid_request`, `not_found`, `unauthorized`,
     /// `too_large`, `too_many_items`, `headers_too_large`, `uri_too_long`, `timeout`,
     /// `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `store_unavailable`,
-    /// `not_stored`, `outcome_unknown`, `internal`.
+    /// `not_stored`, `outcome_unknown`, `memory_full`, `internal`.
     pub code: String,
     /// What went wrong.
     pub message: String,
@@ -148,6 +148,16 @@ impl ApiError {
 }
 
 impl ApiError {
+    /// Writes refused because their documents would not fit the store's memory budget:
+    /// nothing of them stored.
+    pub fn memory_full(message: String) -> ApiError {
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "memory_full",
+            format!("nothing of this request was stored: {message}"),
+        )
+    }
+
     /// Writes the store could not make: nothing of them stored, or (`unsure`) they may
     /// be, their log record being durable, and the next start applies them.
     pub fn write_failed(message: String, unsure: bool) -> ApiError {

@@ -209,6 +209,7 @@ pub async fn serve<B: Backend>(
     store.limit_matches(config.max_matches);
     let metrics = Arc::new(Metrics::new()?);
     metrics.documents.set(store.len() as i64);
+    writer::set_memory(&store, &metrics);
     let (jobs, queue) = mpsc::channel(4096);
     let failure = Arc::new(Failure::default());
     let state = AppState(Arc::new(Inner {
@@ -567,7 +568,10 @@ impl<R: BackendReader> AppState<R> {
             .map_err(|_| ApiError::unavailable())?;
         done.await
             .map_err(|_| ApiError::unavailable())?
-            .map_err(|f| ApiError::write_failed(f.message, f.unsure))
+            .map_err(|f| match f.memory {
+                true => ApiError::memory_full(f.message),
+                false => ApiError::write_failed(f.message, f.unsure),
+            })
     }
 }
 

@@ -15,6 +15,10 @@ pub struct Metrics {
     latency: HistogramVec,
     /// Documents stored.
     pub documents: IntGauge,
+    /// Bytes of memory the store needs now, as its budget counts them (0 without one).
+    pub memory_needed: IntGauge,
+    /// The store's memory budget in bytes (0: none).
+    pub memory_budget: IntGauge,
     resident: IntGauge,
     commits: IntCounter,
     committed_writes: IntCounter,
@@ -56,6 +60,14 @@ impl Metrics {
         )?;
         let documents = IntGauge::new("neardup_documents", "Documents stored")?;
         let resident = IntGauge::new("neardup_resident_bytes", "Resident memory of the process")?;
+        let memory_needed = IntGauge::new(
+            "neardup_memory_needed_bytes",
+            "Memory the store needs as its budget counts it: index, its rebuild, page cache",
+        )?;
+        let memory_budget = IntGauge::new(
+            "neardup_memory_budget_bytes",
+            "Memory the store may use (--memory; 0: no budget)",
+        )?;
         let commits = IntCounter::new(
             "neardup_commits_total",
             "Transactions committed with fsync (each covers a batch of writes)",
@@ -86,6 +98,8 @@ impl Metrics {
             Box::new(latency.clone()),
             Box::new(documents.clone()),
             Box::new(resident.clone()),
+            Box::new(memory_needed.clone()),
+            Box::new(memory_budget.clone()),
             Box::new(commits.clone()),
             Box::new(committed_writes.clone()),
             Box::new(commit_seconds.clone()),
@@ -102,6 +116,8 @@ impl Metrics {
             latency,
             documents,
             resident,
+            memory_needed,
+            memory_budget,
             commits,
             committed_writes,
             commit_seconds,

@@ -26,6 +26,8 @@ pub(crate) struct WriteFailure {
     pub(crate) message: String,
     /// The writes may be durable (the next start applies them if so).
     pub(crate) unsure: bool,
+    /// Refused: their documents would not fit the store's memory budget.
+    pub(crate) memory: bool,
 }
 
 /// The store's failure, once it takes no more writes: set by the writer, read by
@@ -174,6 +176,7 @@ pub(crate) fn run<B: Backend>(
         let result = store.apply(all);
         metrics.commit(writes, started.elapsed());
         metrics.documents.set(store.len() as i64);
+        set_memory(&store, &metrics);
         match result {
             Ok(outcomes) => {
                 let mut outcomes = outcomes.into_iter();
@@ -185,6 +188,7 @@ pub(crate) fn run<B: Backend>(
                 let failed = WriteFailure {
                     message: describe(&e),
                     unsure: !e.stored_nothing(),
+                    memory: matches!(e, StoreError::Memory { .. }),
                 };
                 for (_, reply) in waiting {
                     let _ = reply.send(Err(failed.clone()));
@@ -205,6 +209,17 @@ pub(crate) fn run<B: Backend>(
         finish_snapshot(&mut store, last, &metrics);
     }
     store
+}
+
+/// The memory gauges, from the store.
+pub(crate) fn set_memory<B: Backend>(store: &B, metrics: &Metrics) {
+    let (needed, budget) = store.memory();
+    metrics
+        .memory_needed
+        .set(i64::try_from(needed).unwrap_or(i64::MAX));
+    metrics
+        .memory_budget
+        .set(budget.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
 }
 
 fn describe(e: &StoreError) -> String {

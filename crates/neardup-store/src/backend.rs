@@ -71,6 +71,15 @@ pub trait Backend: Send + 'static {
         None
     }
 
+    /// The memory the store needs now, as its budget counts it, and that budget
+    /// ([`DocumentStore::memory_needed`]); `(0, None)` for a store that keeps its
+    /// documents elsewhere.
+    ///
+    /// [`DocumentStore::memory_needed`]: crate::DocumentStore::memory_needed
+    fn memory(&self) -> (u64, Option<u64>) {
+        (0, None)
+    }
+
     /// Whether the store changed since its last snapshot ([`DocumentStore::snapshot_due`]).
     ///
     /// [`DocumentStore::snapshot_due`]: crate::DocumentStore::snapshot_due

@@ -208,6 +208,9 @@ pub struct DocumentStore {
     /// The next checkpoint commits even with nothing logged: the durable commits'
     /// settings changed ([`DocumentStore::with_quick_repair`]).
     settle: bool,
+    /// Memory the store may use ([`OpenOptions::memory_budget`]), and its page cache's.
+    budget: Option<u64>,
+    cache: usize,
 }
 
 impl Drop for DocumentStore {
@@ -419,6 +422,30 @@ pub struct OpenOptions {
     /// read the B-tree pages through it, so a store larger than it reads from the kernel
     /// page by page.
     pub cache_bytes: Option<usize>,
+    /// Bytes of memory the store may use, its page cache included ([`memory_needed`]):
+    /// opening a store whose index would not fit fails at once (before reading it), and
+    /// a write whose new documents would not fit is refused ([`StoreError::Memory`]).
+    pub memory_budget: Option<u64>,
+}
+
+/// redb's page cache when none is set.
+const DEFAULT_CACHE: usize = 1 << 30;
+
+/// Memory of the process beside the index and the cache: the runtime, request buffers,
+/// a batch of writes.
+const BASE_MEMORY: u64 = 128 << 20;
+
+/// Bytes a document of the index's recent levels takes (its twenty entries, keys, id and
+/// place in the id map): the middle level holds up to a 32nd of the documents.
+const LEVEL_BYTES: u64 = 300;
+
+/// Memory a store of `docs` documents (without paragraphs) needs at most while it serves,
+/// with `cache` bytes of page cache: its index, as much again while the index's main part
+/// is rebuilt beside the old one (each time the documents grow by a 32nd), the levels of
+/// recent writes, and the rest of the process ([`BASE_MEMORY`]).
+pub fn memory_needed(docs: usize, cache: usize) -> u64 {
+    let main = BandIndex::main_bytes(docs) as u64;
+    2 * main + docs as u64 / 32 * LEVEL_BYTES + cache as u64 + BASE_MEMORY
 }
 
 impl OpenOptions {
@@ -429,6 +456,38 @@ impl OpenOptions {
         }
         builder
     }
+}
+
+/// [`StoreError::Memory`] when `docs` documents (and `paras` paragraphs) need more than
+/// `budget` bytes with `cache` bytes of page cache.
+fn over_budget(dir: &Path, docs: usize, paras: usize, cache: usize, budget: u64) -> Result<()> {
+    let mut need = memory_needed(docs, cache);
+    if paras > 0 {
+        need += 2 * BandIndex::main_bytes(paras) as u64 + paras as u64 / 32 * LEVEL_BYTES;
+    }
+    if need <= budget {
+        return Ok(());
+    }
+    let mb = |b: u64| b.div_ceil(1 << 20);
+    let index = BandIndex::main_bytes(docs) as u64;
+    Err(StoreError::Memory {
+        path: dir.to_path_buf(),
+        detail: format!(
+            "{docs} documents{} need about {} MB of memory: their index {} MB, as much again \
+             while its main part is rebuilt, {} MB of page cache and {} MB for the rest; the \
+             memory budget is {} MB",
+            if paras > 0 {
+                format!(" and {paras} paragraphs")
+            } else {
+                String::new()
+            },
+            mb(need),
+            mb(index),
+            mb(cache as u64),
+            mb(BASE_MEMORY),
+            mb(budget)
+        ),
+    })
 }
 
 impl DocumentStore {
@@ -498,6 +557,8 @@ impl DocumentStore {
                 replayed: 0,
                 writeback,
                 settle: false,
+                budget: options.memory_budget,
+                cache: options.cache_bytes.unwrap_or(DEFAULT_CACHE),
             })
         };
         file::create_store(dir.as_ref(), &options.builder(), init, open)
@@ -593,6 +654,17 @@ impl DocumentStore {
             }
         }
         let next_id = get("next_id")?;
+        if let Some(budget) = options.memory_budget {
+            let docs = db!(&path, txn.open_table(DOCS))?;
+            let n = db!(&path, redb::ReadableTableMetadata::len(&docs))? as usize;
+            over_budget(
+                dir,
+                n,
+                0,
+                options.cache_bytes.unwrap_or(DEFAULT_CACHE),
+                budget,
+            )?;
+        }
         let setting = |key: &str| -> Result<Option<u64>> {
             Ok(db!(&path, meta.get(key))?.map(|v| v.value()))
         };
@@ -655,7 +727,10 @@ impl DocumentStore {
             replayed: 0,
             writeback,
             settle: false,
+            budget: options.memory_budget,
+            cache: options.cache_bytes.unwrap_or(DEFAULT_CACHE),
         };
+        store.fits(0)?;
         store.replay(records)?;
         Ok(store)
     }
@@ -819,6 +894,41 @@ impl DocumentStore {
         self.view.get(id)
     }
 
+    /// [`StoreError::Memory`] unless the store with `more` documents fits its memory
+    /// budget (if it has one).
+    fn fits(&self, more: usize) -> Result<()> {
+        let Some(budget) = self.budget else {
+            return Ok(());
+        };
+        let dir = self.view.path.parent().unwrap_or(Path::new("."));
+        let paras = self.paras.len();
+        let more_paras = if paras > 0 { more * 8 } else { 0 };
+        over_budget(
+            dir,
+            self.len() + more,
+            paras + more_paras,
+            self.cache,
+            budget,
+        )
+    }
+
+    /// The memory budget ([`OpenOptions::memory_budget`]), if the store has one.
+    pub fn memory_budget(&self) -> Option<u64> {
+        self.budget
+    }
+
+    /// What the store needs of its memory budget now ([`memory_needed`], paragraphs
+    /// included).
+    pub fn memory_needed(&self) -> u64 {
+        let paras = self.paras.len();
+        memory_needed(self.len(), self.cache)
+            + if paras > 0 {
+                2 * BandIndex::main_bytes(paras) as u64 + paras as u64 / 32 * LEVEL_BYTES
+            } else {
+                0
+            }
+    }
+
     fn refuse_if_broken(&self) -> Result<()> {
         match &self.failed {
             Some(detail) => Err(StoreError::Failed {
@@ -864,8 +974,33 @@ impl DocumentStore {
     /// without words matches only its copies.
     pub fn apply(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
         self.refuse_if_broken()?;
+        self.fits(puts(&writes))?;
         let path = self.view.path.clone();
         let result = guard(&path, || self.apply_unguarded(writes));
+        self.note_failure(&result);
+        result
+    }
+
+    /// Applies `writes` as [`DocumentStore::apply`] decides them, made durable by one
+    /// commit of the database itself rather than a record of the write-ahead log: for
+    /// loading many documents at once (`neardup load`), where the log would write every
+    /// document twice. Each call costs a durable commit of the file (two fsyncs with
+    /// quick-repair), so it is for large batches. A crash before it returns loses the
+    /// whole batch and nothing before it.
+    pub fn apply_bulk(&mut self, writes: Vec<Write>) -> Result<Vec<Outcome>> {
+        self.refuse_if_broken()?;
+        self.fits(puts(&writes))?;
+        let path = self.view.path.clone();
+        let result = guard(&path, || {
+            // What the log holds goes into the database first: this batch follows it.
+            self.checkpoint_now()?;
+            let now = self.view.clock.now();
+            let outcomes = self.decide(writes, now, None)?;
+            let txn = self.begin_write()?;
+            db!(&path, txn.commit())?;
+            self.checkpointed = Instant::now();
+            Ok(outcomes)
+        });
         self.note_failure(&result);
         result
     }
@@ -1068,6 +1203,14 @@ impl DocumentStore {
     }
 }
 
+/// The puts among `writes`: the documents they may add.
+fn puts(writes: &[Write]) -> usize {
+    writes
+        .iter()
+        .filter(|w| matches!(w, Write::Put { .. }))
+        .count()
+}
+
 /// The tables a write changes.
 struct Tables<'t> {
     ids: redb::Table<'t, &'static str, u64>,
@@ -1118,23 +1261,53 @@ impl StoreView for TablesView<'_, '_> {
     }
 }
 
-/// Writes `plan`'s steps into the tables, in order; the documents it removed, each with
-/// the index ids of its paragraphs. With `paragraphs`, a document's paragraphs are kept
-/// (up to [`MAX_PARAGRAPHS`]).
+/// Writes `plan`'s steps into the tables; the documents it removed, each with the index
+/// ids of its paragraphs. With `paragraphs`, a document's paragraphs are kept (up to
+/// [`MAX_PARAGRAPHS`]).
+///
+/// The id table is written in the order of the ids (each id's steps in plan order), the
+/// others in the plan's order, which numbers new documents upwards: a B-tree takes keys in
+/// order at a fraction of the cost of keys at random (a bulk load's ids land in pages
+/// already read, not one page each), and every table ends as the plan's order leaves it.
 fn carry_out(
     path: &Path,
     t: &mut Tables<'_>,
     plan: &Plan,
     paragraphs: bool,
 ) -> Result<Vec<(u64, Vec<u64>)>> {
+    fn id_of(step: &Step) -> &str {
+        match step {
+            Step::Remove { id, .. } => id.as_str(),
+            Step::Insert(put) => put.id.as_str(),
+        }
+    }
+    let mut by_id: Vec<&Step> = plan.steps.iter().collect();
+    by_id.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+    for step in by_id {
+        match step {
+            Step::Remove { id, internal } => {
+                let held = db!(path, t.ids.remove(id.as_str()))?.map(|v| v.value());
+                if held != Some(*internal) {
+                    return Err(StoreError::Damaged {
+                        path: path.to_path_buf(),
+                        detail: format!(
+                            "id {id:?} names document {held:?}, the decision removed {internal}"
+                        ),
+                    });
+                }
+            }
+            Step::Insert(put) => {
+                db!(path, t.ids.insert(put.id.as_str(), put.internal))?;
+            }
+        }
+    }
     let mut removed = Vec::new();
     for step in &plan.steps {
         match step {
-            Step::Remove { id, .. } => removed.extend(delete(path, t, id)?),
+            Step::Remove { internal, .. } => removed.push(delete(path, t, *internal)?),
             Step::Insert(put) => {
                 let internal = put.internal;
                 let sig = put.doc.signature;
-                db!(path, t.ids.insert(put.id.as_str(), internal))?;
                 db!(
                     path,
                     t.docs.insert(
@@ -1160,12 +1333,9 @@ fn carry_out(
     Ok(removed)
 }
 
-/// Deletes `id`'s rows; if it was stored, its internal id and the index ids of its
-/// paragraphs.
-fn delete(path: &Path, t: &mut Tables<'_>, id: &str) -> Result<Option<(u64, Vec<u64>)>> {
-    let Some(internal) = db!(path, t.ids.remove(id))?.map(|v| v.value()) else {
-        return Ok(None);
-    };
+/// Deletes document `internal`'s rows but its id's (which [`carry_out`] removes): its
+/// internal id and the index ids of its paragraphs.
+fn delete(path: &Path, t: &mut Tables<'_>, internal: u64) -> Result<(u64, Vec<u64>)> {
     let expires = db!(path, t.docs.remove(internal))?.map(|v| v.value().1);
     let paras = db!(path, t.paras.remove(internal))?.map_or(0, |v| v.value().len() / PARA_BYTES);
     if let Some(e) = expires.filter(|&e| e != 0) {
@@ -1174,7 +1344,7 @@ fn delete(path: &Path, t: &mut Tables<'_>, id: &str) -> Result<Option<(u64, Vec<
     let para_ids = (0..paras as u64)
         .map(|p| internal * MAX_PARAGRAPHS + p)
         .collect();
-    Ok(Some((internal, para_ids)))
+    Ok((internal, para_ids))
 }
 
 fn describe(c: &DocConfig) -> String {
@@ -1226,6 +1396,10 @@ impl Backend for DocumentStore {
 
     fn limit_matches(&mut self, n: usize) {
         self.max_matches = n;
+    }
+
+    fn memory(&self) -> (u64, Option<u64>) {
+        (DocumentStore::memory_needed(self), self.budget)
     }
 }
 

@@ -106,6 +106,16 @@ pub enum StoreError {
         /// The first failure.
         detail: String,
     },
+    /// The store would need more memory than it may use (its `memory_budget`): at open,
+    /// for the index of what it holds; at a write, for the index with the write's new
+    /// documents. Nothing was changed.
+    #[error("{}: {detail}", path.display())]
+    Memory {
+        /// The data directory.
+        path: PathBuf,
+        /// What it would need, and what it may use.
+        detail: String,
+    },
     /// The directory cannot be made.
     #[error("{}: {source}", path.display())]
     Io {

@@ -59,7 +59,9 @@ pub use backend::{Backend, BackendReader};
 pub use clock::{Clock, SystemClock};
 pub use decide::{Hit, Outcome, ParagraphHit, SpanMatch, StoredDoc, Write, MAX_MATCHES};
 pub use dir::{DOC_FORMAT, FILE, FORMAT, LOG_FILE};
-pub use documents::{DocumentReader, DocumentStore, OpenOptions, Opened, CHECKPOINT_EVERY};
+pub use documents::{
+    memory_needed, DocumentReader, DocumentStore, OpenOptions, Opened, CHECKPOINT_EVERY,
+};
 pub use error::{Result, StoreError};
 pub use fingerprints::{FingerprintReader, FingerprintStore, Record, StoreConfig};
 pub use prepare::{DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};

@@ -65,7 +65,9 @@ enum Op {
         unique: bool,
     },
     Delete(u8),
-    Batch(Vec<BatchWrite>),
+    /// A batch in one transaction: through the write-ahead log, or (`true`) in one
+    /// durable commit of its own, as `neardup load` writes (`apply_bulk`).
+    Batch(Vec<BatchWrite>, bool),
     Check(usize, Vec<(usize, usize)>),
     Advance(u64),
     Sweep,
@@ -93,7 +95,8 @@ fn op() -> impl Strategy<Value = Op> {
             (0u8..5, prop::option::weighted(0.8, (0usize..3, edits(), any::<bool>()))),
             1..8,
         )
-        .prop_map(Op::Batch),
+        .prop_flat_map(|b| (Just(b), prop::bool::weighted(0.3)))
+        .prop_map(|(b, bulk)| Op::Batch(b, bulk)),
         4 => (0usize..3, edits()).prop_map(|(b, e)| Op::Check(b, e)),
         1 => (1u64..15).prop_map(Op::Advance),
         1 => Just(Op::Sweep),
@@ -213,7 +216,7 @@ proptest! {
                     let out = store.apply(vec![Write::Delete { id: id.clone() }]).unwrap();
                     prop_assert_eq!(&out[0], &Outcome::Delete { removed: model.remove(&id).is_some() });
                 }
-                Op::Batch(batch) => {
+                Op::Batch(batch, bulk) => {
                     // One transaction: each write decided against the store and the writes
                     // before it.
                     let mut writes = Vec::new();
@@ -232,8 +235,14 @@ proptest! {
                         wants.push(Outcome::Put { inserted, replaced, matches, more_matches: 0 });
                         writes.push(Write::Put { id, doc: Box::new(doc), ttl: None, only_if_unique: unique });
                     }
-                    logged += 1;
-                    let out = store.apply(writes).unwrap();
+                    let out = if bulk {
+                        // The log is checkpointed first, and this batch is not logged.
+                        logged = 0;
+                        store.apply_bulk(writes).unwrap()
+                    } else {
+                        logged += 1;
+                        store.apply(writes).unwrap()
+                    };
                     prop_assert_eq!(out.len(), wants.len());
                     for (got, want) in out.iter().zip(&wants) {
                         match (got, want) {

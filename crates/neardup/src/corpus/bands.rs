@@ -10,9 +10,12 @@
 //! top level is sealed and folded into the middle one on a thread of its own (by default),
 //! so the writer does not wait for that either. What is its own is the [`Scheme`]: a
 //! document is its band keys, a table is a band. Per band, the main part keeps a bucket
-//! directory on the top bits of the keys, the low 16 bits of each key, and each entry's
-//! slot packed at the bits it needs: with `n` documents, about `20 · (2 + ⌈log₂ n⌉/8)`
-//! bytes a document (118 at 100 million), plus 12 for its id and the id index.
+//! directory on the top bits of the keys (a bucket for about eight documents), the bits of
+//! each key below the directory's, and each entry's slot, both packed at the bits they
+//! need: with `n` documents, about `20 · (35 / 8 + 0.5)` bytes a document (4 bits of
+//! directory, 35 of key and slot), plus the ids packed (⌈log₂ n⌉ bits), about 100 bytes a
+//! document from a million to 100 million. (It was 245 at 10 million: a directory bucket
+//! a document, 16 bits of every key, ids of 64 bits.)
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -25,10 +28,13 @@ use super::raw::{invalid, In, Out};
 use crate::error::{Error, Result};
 use crate::jaccard::{BandKeys, BANDS};
 
-/// Key bits a main part's directory covers at most, and at least when its keys keep only
-/// their low 16 bits.
+/// Key bits a main part's directory covers at most.
 const MAX_DIR_BITS: u32 = 24;
-const LOW_BITS: u32 = 16;
+/// Documents a main part's directory bucket holds, about: `2^DIR_SHARE`. A bucket is a
+/// run a query scans, and its directory entry 32 bits a band: at one document a bucket
+/// the directories took 134 bytes a document at 10 million (2^24 buckets), at about
+/// eight they take 10–17 bytes, for a scan of about eight packed keys a band.
+const DIR_SHARE: u32 = 3;
 
 /// The band index's part of the levelled engine: a document is its band keys, and table
 /// `b` holds the keys of band `b`. A full top level is folded on a thread of its own (with
@@ -180,41 +186,30 @@ fn scan_run(run: &[(u32, u32)], key: u32, mut f: impl FnMut(u32)) {
     }
 }
 
-/// The low bits of a band's keys below its directory: all 32 for a small main part, the
-/// low 16 once the directory covers the top 16 or more.
-#[derive(Debug)]
-enum Low {
-    Full(Vec<u32>),
-    Half(Vec<u16>),
-}
-
 /// One band of the main part: keys sorted, with a directory on their top bits.
 #[derive(Debug)]
 struct MainBand {
     /// `dir[b]..dir[b + 1]` is the run of entries whose keys' top `dir_bits` bits are `b`.
     dir: Vec<u32>,
-    low: Low,
+    /// Each entry's key below the directory's bits (its low `32 - dir_bits` bits).
+    lows: Packed,
     slots: Packed,
 }
 
 impl MainBand {
     fn heap_bytes(&self) -> usize {
-        self.dir.capacity() * 4
-            + match &self.low {
-                Low::Full(v) => v.capacity() * 4,
-                Low::Half(v) => v.capacity() * 2,
-            }
-            + self.slots.heap_bytes()
+        self.dir.capacity() * 4 + self.lows.heap_bytes() + self.slots.heap_bytes()
     }
 }
 
-/// The merged part: per band its entries; the ids by slot, and the slots in id order.
+/// The merged part: per band its entries; the ids by slot, and the slots in id order
+/// (none when the ids increase with the slots, as a store's numbers do).
 #[derive(Debug)]
 struct Main {
     dir_bits: u32,
     bands: Vec<MainBand>,
-    ids: Vec<u64>,
-    by_id: Packed,
+    ids: Packed,
+    by_id: Option<Packed>,
 }
 
 impl Main {
@@ -223,18 +218,27 @@ impl Main {
     }
 
     fn len(&self) -> usize {
-        self.ids.len()
+        self.ids.len
     }
 
     fn heap_bytes(&self) -> usize {
         self.bands.iter().map(MainBand::heap_bytes).sum::<usize>()
-            + self.ids.capacity() * 8
-            + self.by_id.heap_bytes()
+            + self.ids.heap_bytes()
+            + self.by_id.as_ref().map_or(0, Packed::heap_bytes)
+    }
+
+    /// The slot of the `i`th id in id order.
+    #[inline]
+    fn ordered(&self, i: usize) -> usize {
+        match &self.by_id {
+            Some(order) => order.get(i) as usize,
+            None => i,
+        }
     }
 
     /// The slot of `id`, if it was merged (it may since have been removed).
     fn position(&self, id: u64) -> Option<u32> {
-        let id_at = |i: usize| self.ids[self.by_id.get(i) as usize];
+        let id_at = |i: usize| self.ids.get(self.ordered(i));
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -244,7 +248,7 @@ impl Main {
                 hi = mid;
             }
         }
-        (lo < self.len() && id_at(lo) == id).then(|| self.by_id.get(lo) as u32)
+        (lo < self.len() && id_at(lo) == id).then(|| self.ordered(lo) as u32)
     }
 
     /// Calls `f(slot)` for every entry of band `band` with `key`: the plain lookup,
@@ -254,21 +258,10 @@ impl Main {
         let b = &self.bands[band];
         let bucket = (u64::from(key) >> (32 - self.dir_bits)) as usize;
         let (from, to) = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
-        match &b.low {
-            Low::Full(keys) => {
-                for (i, &k) in keys[from..to].iter().enumerate() {
-                    if k == key {
-                        f(b.slots.get(from + i) as u32);
-                    }
-                }
-            }
-            Low::Half(lows) => {
-                let low = key as u16;
-                for (i, &l) in lows[from..to].iter().enumerate() {
-                    if l == low {
-                        f(b.slots.get(from + i) as u32);
-                    }
-                }
+        let low = u64::from(key) & low_mask(self.dir_bits);
+        for i in from..to {
+            if b.lows.get(i) == low {
+                f(b.slots.get(i) as u32);
             }
         }
     }
@@ -294,33 +287,16 @@ impl Main {
         let mut touched = 0u64;
         for (b, &(from, to)) in self.bands.iter().zip(&runs) {
             if from < to {
-                let low = match &b.low {
-                    Low::Full(k) => u64::from(k[from]),
-                    Low::Half(l) => u64::from(l[from]),
-                };
-                touched ^= low ^ b.slots.get(from);
+                touched ^= b.lows.get(from) ^ b.slots.get(from);
             }
         }
         std::hint::black_box(touched);
+        let mask = low_mask(self.dir_bits);
         for ((b, &key), &(from, to)) in self.bands.iter().zip(keys).zip(&runs) {
-            if from == to {
-                continue;
-            }
-            match &b.low {
-                Low::Full(k) => {
-                    for (i, &k) in k[from..to].iter().enumerate() {
-                        if k == key {
-                            f(b.slots.get(from + i) as u32);
-                        }
-                    }
-                }
-                Low::Half(lows) => {
-                    let low = key as u16;
-                    for (i, &l) in lows[from..to].iter().enumerate() {
-                        if l == low {
-                            f(b.slots.get(from + i) as u32);
-                        }
-                    }
+            let low = u64::from(key) & mask;
+            for i in from..to {
+                if b.lows.get(i) == low {
+                    f(b.slots.get(i) as u32);
                 }
             }
         }
@@ -353,17 +329,14 @@ impl Iterator for Entries<'_> {
     fn next(&mut self) -> Option<(u32, u32)> {
         let b = self.band;
         let i = self.at;
-        let key = match &b.low {
-            Low::Full(keys) => *keys.get(i)?,
-            Low::Half(lows) => {
-                let low = *lows.get(i)?;
-                // The bucket holding entry `i`: the first whose run ends after it.
-                while b.dir[self.bucket + 1] as usize <= i {
-                    self.bucket += 1;
-                }
-                (self.bucket as u32) << self.shift | u32::from(low)
-            }
-        };
+        if i >= b.lows.len {
+            return None;
+        }
+        // The bucket holding entry `i`: the first whose run ends after it.
+        while b.dir[self.bucket + 1] as usize <= i {
+            self.bucket += 1;
+        }
+        let key = ((self.bucket as u64) << self.shift | b.lows.get(i)) as u32;
         self.at += 1;
         Some((key, b.slots.get(i) as u32))
     }
@@ -376,7 +349,7 @@ impl MainPart for Main {
 
     #[inline]
     fn id(&self, slot: usize) -> u64 {
-        self.ids[slot]
+        self.ids.get(slot)
     }
 
     fn position(&self, id: u64) -> Option<u32> {
@@ -388,10 +361,18 @@ impl MainPart for Main {
     }
 }
 
-/// The directory bits of a main part of `n` documents: about one entry a bucket, at
-/// least 4 bits and at most [`MAX_DIR_BITS`].
+/// The directory bits of a main part of `n` documents: about `2^DIR_SHARE` entries a
+/// bucket, at least 4 bits and at most [`MAX_DIR_BITS`].
 fn dir_bits(n: usize) -> u32 {
-    (usize::BITS - n.leading_zeros()).clamp(4, MAX_DIR_BITS)
+    (usize::BITS - n.leading_zeros())
+        .saturating_sub(DIR_SHARE)
+        .clamp(4, MAX_DIR_BITS)
+}
+
+/// The key bits a main part with `dir_bits` of directory keeps of each key.
+#[inline]
+fn low_mask(dir_bits: u32) -> u64 {
+    (1u64 << (32 - dir_bits)) - 1
 }
 
 /// A main part of `ids` (by slot) whose band `b` holds the entries `entries(b)` (sorted
@@ -406,13 +387,18 @@ where
     let built = crate::par::map((0..BANDS).collect(), |band| {
         MainBand::from_sorted(entries(band), dir_bits, n)
     });
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_unstable_by_key(|&s| ids[s as usize]);
-    let by_id = Packed::from_fn(n, n as u64, |i| u64::from(order[i]));
+    let by_id = if ids.windows(2).all(|w| w[0] < w[1]) {
+        None
+    } else {
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_unstable_by_key(|&s| ids[s as usize]);
+        Some(Packed::from_fn(n, n as u64, |i| u64::from(order[i])))
+    };
+    let max = ids.iter().copied().max().unwrap_or(0);
     Main {
         dir_bits,
         bands: built,
-        ids,
+        ids: Packed::from_fn(n, max, |i| ids[i]),
         by_id,
     }
 }
@@ -422,33 +408,22 @@ impl MainBand {
     /// `n`) with a directory on the top `dir_bits` bits of the keys, in one pass.
     fn from_sorted(entries: impl Iterator<Item = (u32, u32)>, dir_bits: u32, n: usize) -> MainBand {
         let mut dir = Directory::new(dir_bits);
-        let half = dir_bits >= LOW_BITS;
-        let (mut full, mut lows) = (Vec::new(), Vec::new());
-        if half {
-            lows.reserve(n);
-        } else {
-            full.reserve(n);
-        }
+        let mask = low_mask(dir_bits);
+        let mut lows = Packed::builder(mask, n);
         let slots = Packed::collect(
             n as u64,
             n,
             entries.map(|(key, slot)| {
                 dir.push(key);
-                if half {
-                    lows.push(key as u16);
-                } else {
-                    full.push(key);
-                }
+                lows.push(u64::from(key) & mask);
                 u64::from(slot)
             }),
         );
-        let dir = dir.finish();
-        let low = if half {
-            Low::Half(lows)
-        } else {
-            Low::Full(full)
-        };
-        MainBand { dir, low, slots }
+        MainBand {
+            dir: dir.finish(),
+            lows: lows.finish(),
+            slots,
+        }
     }
 }
 
@@ -592,6 +567,16 @@ impl BandIndex {
             entries.into_iter()
         });
         Ok(BandIndex::of(Snap::of_main(Bands, main)))
+    }
+
+    /// Bytes of memory the main part of an index of `n` documents takes (their ids below
+    /// `2n`): about what a start from them allocates, and what a rebuild of it allocates
+    /// again beside the old one. For budgets: see `neardup_store::memory_needed`.
+    pub fn main_bytes(n: usize) -> usize {
+        let bits = |x: usize| (usize::BITS - x.leading_zeros()).max(1) as usize;
+        let d = dir_bits(n);
+        let per_band = ((1usize << d) + 1) * 4 + (n * (32 - d as usize + bits(n))).div_ceil(8);
+        BANDS * (per_band + 16) + (n * bits(2 * n)).div_ceil(8) + 16
     }
 
     /// Whether folds of the top level and rebuilds of the main part run on other threads
@@ -753,9 +738,9 @@ fn build_main(snap: &Snap) -> Main {
     gone.dedup();
     let mut ids = Vec::with_capacity(snap.len());
     let mut removed = gone.iter().peekable();
-    for (slot, &id) in snap.main.ids.iter().enumerate() {
+    for slot in 0..main_len {
         if removed.next_if(|&&g| g as usize == slot).is_none() {
-            ids.push(id);
+            ids.push(snap.main.ids.get(slot));
         }
     }
     // The levels' slots (after the main part's) renumbered: a table, as they are few.
@@ -794,7 +779,7 @@ fn build_main(snap: &Snap) -> Main {
 }
 
 /// The first word of a snapshot: "NDBANDS" and the format's version.
-const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"NDBANDS1");
+const SNAPSHOT_MAGIC: u64 = u64::from_le_bytes(*b"NDBANDS2");
 /// Most documents (slots) a snapshot may hold, as the index itself.
 const MAX_SLOTS: u64 = u32::MAX as u64 - 1;
 
@@ -821,14 +806,14 @@ impl BandSnapshot {
         out.u64(SNAPSHOT_MAGIC)?;
         let main = &self.0.main;
         out.u64(u64::from(main.dir_bits))?;
-        out.slice(&main.ids, u64::to_le_bytes)?;
-        write_packed(&mut out, &main.by_id)?;
+        write_packed(&mut out, &main.ids)?;
+        out.u64(u64::from(main.by_id.is_some()))?;
+        if let Some(order) = &main.by_id {
+            write_packed(&mut out, order)?;
+        }
         for band in &main.bands {
             out.slice(&band.dir, u32::to_le_bytes)?;
-            match &band.low {
-                Low::Full(keys) => out.slice(keys, u32::to_le_bytes)?,
-                Low::Half(lows) => out.slice(lows, u16::to_le_bytes)?,
-            }
+            write_packed(&mut out, &band.lows)?;
             write_packed(&mut out, &band.slots)?;
         }
         // Three levels, as the format has: a sealed level is written with the top one.
@@ -893,34 +878,36 @@ fn read_main<R: Read>(input: &mut In<R>) -> io::Result<Main> {
         return Err(invalid(format!("{dir_bits} directory bits")));
     }
     let dir_bits = dir_bits as u32;
-    let ids = input.vec(MAX_SLOTS, "ids", u64::from_le_bytes)?;
-    let n = ids.len();
-    let by_id = read_packed(input, "id order")?;
-    if by_id.len != n {
-        return Err(invalid("the id order does not cover the ids"));
-    }
+    let ids = read_packed(input, "ids")?;
+    let n = ids.len;
+    let by_id = match input.u64()? {
+        // Without an order the ids must increase with the slots: searched as they are.
+        0 if (1..n).all(|i| ids.get(i - 1) < ids.get(i)) => None,
+        0 => return Err(invalid("ids out of order without an id order")),
+        1 => {
+            let order = read_packed(input, "id order")?;
+            if order.len != n {
+                return Err(invalid("the id order does not cover the ids"));
+            }
+            Some(order)
+        }
+        other => return Err(invalid(format!("an id order flag of {other}"))),
+    };
     let mut bands = Vec::with_capacity(BANDS);
     for _ in 0..BANDS {
         let dir = input.vec((1 << dir_bits) + 1, "directory", u32::from_le_bytes)?;
-        let low = if dir_bits >= LOW_BITS {
-            Low::Half(input.vec(n as u64, "keys", u16::from_le_bytes)?)
-        } else {
-            Low::Full(input.vec(n as u64, "keys", u32::from_le_bytes)?)
-        };
+        let lows = read_packed(input, "keys")?;
         let slots = read_packed(input, "slots")?;
-        let entries = match &low {
-            Low::Full(v) => v.len(),
-            Low::Half(v) => v.len(),
-        };
         let sound = dir.len() == (1 << dir_bits) + 1
             && dir[0] == 0
             && dir.windows(2).all(|w| w[0] <= w[1])
-            && dir.last().is_some_and(|&l| l as usize == entries)
-            && slots.len == entries;
+            && dir.last().is_some_and(|&l| l as usize == lows.len)
+            && lows.bits <= 32 - dir_bits
+            && slots.len == lows.len;
         if !sound {
             return Err(invalid("a band's directory does not match its entries"));
         }
-        bands.push(MainBand { dir, low, slots });
+        bands.push(MainBand { dir, lows, slots });
     }
     Ok(Main {
         dir_bits,
@@ -1093,16 +1080,13 @@ mod tests {
     }
 
     /// The fast lookup of all the bands finds what the plain one finds band by band, in
-    /// the same order: small parts (all 32 key bits kept) and large (low 16 bits kept).
+    /// the same order: small parts (28 key bits kept) and large (fewer).
     #[test]
     fn find_bands_is_find_of_each_band() {
         let mut seed = 7;
         for (n, alphabet) in [(0, 3), (1, 3), (50, 4), (3000, 40), (40_000, 3000)] {
             let (main, docs) = main_of(n, alphabet, &mut seed);
-            assert_eq!(
-                matches!(main.bands[0].low, Low::Half(_)),
-                main.dir_bits >= LOW_BITS
-            );
+            assert_eq!(main.bands[0].lows.bits, 32 - main.dir_bits);
             let (_, others) = main_of(50, alphabet, &mut seed);
             for q in docs.iter().take(200).chain(&others) {
                 let mut plain = Vec::new();

@@ -249,25 +249,16 @@ impl Packed {
     /// The values of `values`, none above `max`, packed as they come (about `hint` of
     /// them): a part can be built from a merge without a vector of its entries first.
     pub(super) fn collect(max: u64, hint: usize, values: impl IntoIterator<Item = u64>) -> Packed {
-        let bits = (u64::BITS - max.leading_zeros()).max(1);
-        let mut words = Vec::with_capacity((hint * bits as usize).div_ceil(64) + 1);
-        // The word being filled, and its bits used.
-        let (mut word, mut used, mut len) = (0u64, 0u32, 0usize);
+        let mut out = PackedBuilder::new(max, hint);
         for v in values {
-            debug_assert!(v <= max);
-            word |= v << used;
-            used += bits;
-            if used >= 64 {
-                words.push(word);
-                used -= 64;
-                // The high bits of `v` that did not fit start the next word.
-                word = if used == 0 { 0 } else { v >> (bits - used) };
-            }
-            len += 1;
+            out.push(v);
         }
-        words.push(word);
-        words.resize((len * bits as usize).div_ceil(64) + 1, 0);
-        Packed { bits, len, words }
+        out.finish()
+    }
+
+    /// A builder of values none above `max`, about `hint` of them, pushed one by one.
+    pub(super) fn builder(max: u64, hint: usize) -> PackedBuilder {
+        PackedBuilder::new(max, hint)
     }
 
     pub(super) fn new(values: &[u64]) -> Packed {
@@ -293,6 +284,59 @@ impl Packed {
 
     pub(super) fn heap_bytes(&self) -> usize {
         self.words.capacity() * 8
+    }
+}
+
+/// [`Packed`] being filled, value by value.
+pub(super) struct PackedBuilder {
+    bits: u32,
+    words: Vec<u64>,
+    /// The word being filled, and its bits used.
+    word: u64,
+    used: u32,
+    len: usize,
+}
+
+impl PackedBuilder {
+    fn new(max: u64, hint: usize) -> PackedBuilder {
+        let bits = (u64::BITS - max.leading_zeros()).max(1);
+        PackedBuilder {
+            bits,
+            words: Vec::with_capacity((hint * bits as usize).div_ceil(64) + 1),
+            word: 0,
+            used: 0,
+            len: 0,
+        }
+    }
+
+    /// Appends `v` (at most the builder's `max`).
+    #[inline]
+    pub(super) fn push(&mut self, v: u64) {
+        debug_assert!(self.bits == 64 || v >> self.bits == 0);
+        self.word |= v << self.used;
+        self.used += self.bits;
+        if self.used >= 64 {
+            self.words.push(self.word);
+            self.used -= 64;
+            // The high bits of `v` that did not fit start the next word.
+            self.word = if self.used == 0 {
+                0
+            } else {
+                v >> (self.bits - self.used)
+            };
+        }
+        self.len += 1;
+    }
+
+    pub(super) fn finish(mut self) -> Packed {
+        self.words.push(self.word);
+        self.words
+            .resize((self.len * self.bits as usize).div_ceil(64) + 1, 0);
+        Packed {
+            bits: self.bits,
+            len: self.len,
+            words: self.words,
+        }
     }
 }
 

@@ -1,0 +1,249 @@
+//! `neardup load`: documents into a document store (`neardup serve`'s) offline, from the
+//! files `neardup dedup` reads. Texts are signed on every core; the signed documents are
+//! decided in large batches by the store's one decision, in input order, exactly as the
+//! service decides a put (`"only_if_unique"` included); each batch is one durable commit
+//! of the store, made on a thread of its own while the next batch is signed. The service
+//! then starts on the store as it is.
+
+use std::io::Write as _;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use neardup::jaccard::Threshold;
+use neardup_io::docs::{self, Doc};
+use neardup_store::{DocConfig, DocStore, OpenOptions, Outcome, Prepared, Write};
+use rayon::prelude::*;
+use serde_json::json;
+
+use crate::doc_args::DocArgs;
+use crate::failure::Failure;
+use crate::progress::Progress;
+use crate::serve::store_failure;
+
+/// Settings of `neardup load`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct LoadCmd {
+    /// The store's data directory. No other process may have it open (`neardup serve`
+    /// holds it while it runs).
+    #[arg(long, value_name = "DIR")]
+    data: String,
+    /// Make a new store in --data first, with --threshold and --paragraphs.
+    #[arg(long)]
+    create: bool,
+    /// With --create: documents at or above this estimated Jaccard similarity of their word
+    /// 5-shingle sets are near-duplicates.
+    #[arg(long, requires = "create", value_parser = parse_threshold)]
+    threshold: Option<Threshold>,
+    /// With --create: index paragraphs too.
+    #[arg(long, requires = "create")]
+    paragraphs: bool,
+    /// Store a document only if no near-duplicate of it is stored (or loaded before it),
+    /// as a put with "only_if_unique": a crawl's first copy gets in, later ones are
+    /// refused.
+    #[arg(long)]
+    only_if_unique: bool,
+    /// Seconds each loaded document lives (as a put's "ttl"); they never expire without.
+    #[arg(long, value_name = "SECONDS")]
+    ttl: Option<u64>,
+    /// Documents decided and committed together: larger batches make fewer commits.
+    #[arg(long, value_name = "N", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    batch: u64,
+    /// Write each document's outcome here, one JSON line a document in input order:
+    /// {"id", "inserted", "replaced", "matches"} (matches: the ids of the near-duplicates
+    /// found, most similar first), as the service answers a put.
+    #[arg(long, value_name = "FILE")]
+    outcomes: Option<String>,
+    /// With --outcomes: only the documents that met a near-duplicate (refused, or stored
+    /// with matches), so that a load of 100 million writes a tenth as many lines.
+    #[arg(long, requires = "outcomes")]
+    matched_only: bool,
+
+    /// Megabytes of the database's page cache (default 1024), as `neardup serve --cache-mb`.
+    #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    cache_mb: Option<u64>,
+    /// Memory the load may use, its page cache included, e.g. 12G (as `neardup serve
+    /// --memory`): a store whose index would not fit is refused before the first batch.
+    #[arg(long, value_name = "SIZE", value_parser = crate::find::parse_size)]
+    memory: Option<u64>,
+    #[command(flatten)]
+    docs: DocArgs,
+}
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
+}
+
+/// What a load counted.
+#[derive(Default)]
+struct Counts {
+    documents: u64,
+    inserted: u64,
+    replaced: u64,
+    refused: u64,
+    commits: u64,
+    commit_seconds: f64,
+}
+
+/// A batch of signed documents for the writer: their ids and puts.
+type Batch = Vec<Write>;
+
+/// Runs `neardup load`.
+pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
+    let started = Instant::now();
+    let options = OpenOptions {
+        cache_bytes: cmd.cache_mb.and_then(|mb| usize::try_from(mb << 20).ok()),
+        memory_budget: cmd.memory,
+    };
+    let store = if cmd.create {
+        let config = DocConfig {
+            threshold: cmd.threshold.unwrap_or_default(),
+            paragraphs: cmd.paragraphs,
+        };
+        DocStore::create_with(&cmd.data, config, options)
+    } else {
+        DocStore::open_with(&cmd.data, None, options)
+    }
+    .map_err(store_failure)?
+    // A crash while loading then costs no walk of the whole file at the next start.
+    .with_quick_repair(true);
+    let before = store.len();
+    let opened = started.elapsed();
+    let preparer = store.preparer();
+    let mut outcomes = match &cmd.outcomes {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+                .map_err(|e| Failure::input(anyhow!("cannot create '{path}': {e}")))?,
+        ),
+        None => None,
+    };
+    let ttl = cmd.ttl.map(Duration::from_secs);
+    let batch_size = usize::try_from(cmd.batch).unwrap_or(usize::MAX);
+    let progress = Progress::for_stderr();
+    let read = cmd.docs.options();
+    let (to_writer, batches) = sync_channel::<Batch>(1);
+    let (stats, counts) = std::thread::scope(|scope| {
+        let outcomes = &mut outcomes;
+        let matched_only = cmd.matched_only;
+        let writer = scope.spawn(move || write_batches(store, batches, outcomes, matched_only));
+        let sign = |docs: &[Doc]| -> Vec<(String, Prepared)> {
+            docs.par_iter()
+                .map(|d| (docs::id_text(&d.id), preparer.prepare(&d.text, false)))
+                .collect()
+        };
+        let mut pending: Batch = Vec::with_capacity(batch_size);
+        let sent = docs::read_mapped::<_, Failure>(&read, &progress, "loading", sign, |signed| {
+            for (id, doc) in signed {
+                pending.push(Write::Put {
+                    id,
+                    doc: Box::new(doc),
+                    ttl,
+                    only_if_unique: cmd.only_if_unique,
+                });
+            }
+            if pending.len() >= batch_size {
+                let full = std::mem::replace(&mut pending, Vec::with_capacity(batch_size));
+                // The writer hung up: it failed, and says why below.
+                let _ = to_writer.send(full);
+            }
+            Ok(())
+        });
+        if sent.is_ok() && !pending.is_empty() {
+            let _ = to_writer.send(pending);
+        }
+        drop(to_writer);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the writer thread panicked"))));
+        // A writer's failure explains a reading that stopped.
+        let counts = written?;
+        Ok::<_, Failure>((sent?, counts))
+    })?;
+    progress.finish();
+    let seconds = started.elapsed().as_secs_f64();
+    let loading = seconds - opened.as_secs_f64();
+    let line = json!({
+        "documents": counts.documents,
+        "inserted": counts.inserted,
+        "replaced": counts.replaced,
+        "refused": counts.refused,
+        "stored_before": before,
+        "bytes": stats.bytes,
+        "commits": counts.commits,
+        "commit_seconds": round3(counts.commit_seconds),
+        "open_seconds": round3(opened.as_secs_f64()),
+        "seconds": round3(seconds),
+        "documents_per_s": (counts.documents as f64 / loading.max(1e-9)).round(),
+    });
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::io(anyhow!("cannot write the summary: {e}")))
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Applies every batch that comes, in order, each in one durable commit; then closes the
+/// store (a clean stop). Each outcome goes to `outcomes`, when there is such a file.
+fn write_batches(
+    mut store: DocStore,
+    batches: Receiver<Batch>,
+    outcomes: &mut Option<std::io::BufWriter<std::fs::File>>,
+    matched_only: bool,
+) -> Result<Counts, Failure> {
+    let mut counts = Counts::default();
+    for batch in batches {
+        let ids: Vec<String> = match outcomes {
+            Some(_) => batch
+                .iter()
+                .map(|w| match w {
+                    Write::Put { id, .. } | Write::Delete { id } => id.clone(),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let took = Instant::now();
+        let done = store.apply_bulk(batch).map_err(store_failure)?;
+        counts.commit_seconds += took.elapsed().as_secs_f64();
+        counts.commits += 1;
+        for (i, outcome) in done.iter().enumerate() {
+            counts.documents += 1;
+            let Outcome::Put {
+                inserted,
+                replaced,
+                matches,
+                ..
+            } = outcome
+            else {
+                continue;
+            };
+            counts.inserted += u64::from(*inserted);
+            counts.replaced += u64::from(*replaced);
+            counts.refused += u64::from(!*inserted);
+            if matched_only && *inserted && matches.is_empty() {
+                continue;
+            }
+            if let Some(out) = outcomes.as_mut() {
+                let names: Vec<&str> = matches.iter().map(|m| m.id.as_str()).collect();
+                let line = json!({
+                    "id": ids.get(i),
+                    "inserted": inserted,
+                    "replaced": replaced,
+                    "matches": names,
+                });
+                writeln!(out, "{line}")
+                    .map_err(|e| Failure::io(anyhow!("cannot write the outcomes: {e}")))?;
+            }
+        }
+    }
+    if let Some(out) = outcomes.as_mut() {
+        out.flush()
+            .map_err(|e| Failure::io(anyhow!("cannot write the outcomes: {e}")))?;
+    }
+    store.checkpoint().map_err(store_failure)?;
+    drop(store);
+    Ok(counts)
+}

@@ -1,0 +1,269 @@
+//! `neardup load` against the store's own writes: loading a corpus stores what putting
+//! the same documents one at a time stores, with the same outcome for each (the oracle is
+//! the store itself, one put per call, as the service puts them); the generator's stream
+//! loads as its file does; bad input is refused by name.
+
+mod common;
+
+use common::neardup;
+use neardup_store::{DocConfig, DocStore, Outcome, Write};
+use serde_json::{json, Value};
+
+/// A text of 60 words from base `base`, with `edits` of its words replaced: texts of one
+/// base and few edits are near-duplicates.
+fn text(base: usize, edits: &[usize]) -> String {
+    let mut words: Vec<String> = (0..60)
+        .map(|i| format!("w{}x{}", (i * 31 + base * 17) % 101, (base * 13 + i) % 7))
+        .collect();
+    for &at in edits {
+        words[at % 60] = format!("edit{at}");
+    }
+    words.join(" ")
+}
+
+/// 600 documents: 150 bases, each put again edited (near-duplicates), some ids put twice
+/// (a replacement), some texts without words.
+fn corpus() -> Vec<(String, String)> {
+    let mut docs = Vec::new();
+    for i in 0..600usize {
+        let base = i % 150;
+        let edits: Vec<usize> = (0..(i / 150) * 2).map(|e| e * 7 + i).collect();
+        let id = if i % 97 == 5 {
+            format!("doc-{}", i - 5)
+        } else {
+            format!("doc-{i}")
+        };
+        let t = if i % 211 == 0 {
+            "!!! ???".to_string()
+        } else {
+            text(base, &edits)
+        };
+        docs.push((id, t));
+    }
+    docs
+}
+
+fn jsonl(docs: &[(String, String)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (id, t) in docs {
+        out.extend_from_slice(json!({"id": id, "text": t}).to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The outcome of each put, as `neardup load --outcomes` writes it.
+fn outcome_line(id: &str, o: &Outcome) -> Value {
+    let Outcome::Put {
+        inserted,
+        replaced,
+        matches,
+        ..
+    } = o
+    else {
+        panic!("{o:?}")
+    };
+    let names: Vec<&str> = matches.iter().map(|m| m.id.as_str()).collect();
+    json!({"id": id, "inserted": inserted, "replaced": replaced, "matches": names})
+}
+
+#[test]
+fn a_load_stores_and_answers_what_single_puts_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus();
+    let input = dir.path().join("corpus.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    for unique in [true, false] {
+        let loaded = dir.path().join(format!("loaded-{unique}"));
+        let outcomes = dir.path().join(format!("outcomes-{unique}.jsonl"));
+        let mut args = vec![
+            "load",
+            "--data",
+            loaded.to_str().unwrap(),
+            "--create",
+            "--threshold",
+            "0.7",
+            "--batch",
+            "37",
+            "--outcomes",
+            outcomes.to_str().unwrap(),
+            input.to_str().unwrap(),
+        ];
+        if unique {
+            args.push("--only-if-unique");
+        }
+        let out = neardup(&args, b"");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["documents"], 600);
+
+        // The oracle: the same documents, one put a call.
+        let config = DocConfig {
+            threshold: "0.7".parse().unwrap(),
+            paragraphs: false,
+        };
+        let one_by_one = dir.path().join(format!("single-{unique}"));
+        let mut single = DocStore::create(&one_by_one, config).unwrap();
+        let prep = single.preparer();
+        let mut want = Vec::new();
+        for (id, t) in &docs {
+            let out = single
+                .apply(vec![Write::Put {
+                    id: id.clone(),
+                    doc: Box::new(prep.prepare(t, false)),
+                    ttl: None,
+                    only_if_unique: unique,
+                }])
+                .unwrap();
+            want.push(outcome_line(id, &out[0]));
+        }
+        let got: Vec<Value> = std::fs::read_to_string(&outcomes)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got, want);
+        let refused = want.iter().filter(|w| w["inserted"] == false).count();
+        assert_eq!(summary["refused"], refused as u64);
+        if unique {
+            // Each base's edited copies are refused as near-duplicates of its first.
+            assert!(refused > 300, "{refused}");
+        } else {
+            assert_eq!(refused, 0);
+        }
+
+        // The same documents stored, under the same ids; checks answer alike.
+        let store = DocStore::open(&loaded, Some(config)).unwrap();
+        assert_eq!(store.len(), single.len());
+        for (id, t) in &docs {
+            assert_eq!(store.get(id).unwrap(), single.get(id).unwrap(), "{id}");
+            let q = prep.prepare(t, false);
+            assert_eq!(store.check(&q).unwrap(), single.check(&q).unwrap());
+        }
+    }
+}
+
+#[test]
+fn the_generators_stream_loads_as_its_file_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gen.jsonl");
+    let truth = dir.path().join("truth.jsonl");
+    let gen = |output: &str, truth: &str| {
+        neardup(
+            &[
+                "bench",
+                "gen-docs",
+                "-n",
+                "2000",
+                "--doc-bytes",
+                "400",
+                "--seed",
+                "9",
+                "--output",
+                output,
+                "--truth",
+                truth,
+            ],
+            b"",
+        )
+    };
+    let written = gen(file.to_str().unwrap(), truth.to_str().unwrap());
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let streamed = gen("-", dir.path().join("truth2.jsonl").to_str().unwrap());
+    assert!(streamed.status.success());
+    assert_eq!(streamed.stdout, std::fs::read(&file).unwrap());
+    assert_eq!(
+        std::fs::read(&truth).unwrap(),
+        std::fs::read(dir.path().join("truth2.jsonl")).unwrap()
+    );
+
+    // Loaded from standard input, only if unique: every planted copy of similarity well
+    // above the threshold is refused, and names its original.
+    let store = dir.path().join("store");
+    let outcomes = dir.path().join("outcomes.jsonl");
+    let out = neardup(
+        &[
+            "load",
+            "--data",
+            store.to_str().unwrap(),
+            "--create",
+            "--only-if-unique",
+            "--outcomes",
+            outcomes.to_str().unwrap(),
+            "-",
+        ],
+        &streamed.stdout,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_id: std::collections::HashMap<String, Value> = std::fs::read_to_string(&outcomes)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["id"].as_str().unwrap().to_string(), v)
+        })
+        .collect();
+    assert_eq!(by_id.len(), 2000);
+    let mut checked = 0;
+    for line in std::fs::read_to_string(&truth).unwrap().lines() {
+        let pair: Value = serde_json::from_str(line).unwrap();
+        if pair["jaccard"].as_f64().unwrap() < 0.9 {
+            continue;
+        }
+        let (a, b) = (pair["a"].as_str().unwrap(), pair["b"].as_str().unwrap());
+        if by_id[a]["inserted"] != true {
+            // The original was itself refused (a copy of an earlier one): b may match
+            // that earlier one instead.
+            continue;
+        }
+        let outcome = &by_id[b];
+        assert_eq!(outcome["inserted"], false, "{line}: {outcome}");
+        let names: Vec<&str> = outcome["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap())
+            .collect();
+        assert!(names.contains(&a), "{line}: {outcome}");
+        checked += 1;
+    }
+    assert!(checked > 50, "{checked}");
+}
+
+#[test]
+fn bad_input_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    // Not a store.
+    let out = neardup(
+        &["load", "--data", s, "-"],
+        b"{\"id\": 1, \"text\": \"a b c\"}\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a neardup data directory"));
+    // A line that is not JSON: named, and nothing of the input after it stored.
+    let out = neardup(
+        &["load", "--data", s, "--create", "--format", "jsonl", "-"],
+        b"{\"id\": \"a\", \"text\": \"one two three four five six\"}\nnot json\n",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+}
