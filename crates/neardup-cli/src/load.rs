@@ -17,9 +17,9 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use crate::doc_args::DocArgs;
+use crate::failure::store_failure;
 use crate::failure::Failure;
 use crate::progress::Progress;
-use crate::serve::store_failure;
 
 /// Settings of `neardup load`.
 #[derive(clap::Args, Clone, Debug)]

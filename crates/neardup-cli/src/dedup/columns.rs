@@ -216,7 +216,14 @@ impl<T: Fixed> Column<T> {
     /// nearby documents are read together, far ones one by one.
     pub(crate) fn gather(&self, docs: &[u32]) -> Result<Vec<T>, Failure> {
         if let Some(all) = self.in_memory() {
-            return Ok(docs.iter().map(|&d| all[d as usize]).collect());
+            return docs
+                .iter()
+                .map(|&d| {
+                    all.get(d as usize)
+                        .copied()
+                        .ok_or_else(|| Failure::io(anyhow!("no document {d} in dedup's state")))
+                })
+                .collect();
         }
         let mut out = Vec::with_capacity(docs.len());
         let (mut buf, mut raw) = (Vec::new(), Vec::new());
