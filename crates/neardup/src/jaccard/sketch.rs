@@ -309,6 +309,13 @@ impl Mins {
         } else {
             &[]
         };
+        #[cfg(target_arch = "x86_64")]
+        if filled.is_empty() && crate::arch::features().avx512vbmi() {
+            // SAFETY: the CPU has AVX-512 F, BW and VBMI (checked just above: VBMI
+            // implies F and BW).
+            unsafe { borrow_all_avx512(&full, mins, &mut values) };
+            return Some(Bins(values));
+        }
         for (w, &bits) in full.iter().enumerate() {
             let mut empty = !bits;
             while empty != 0 {
@@ -415,6 +422,67 @@ fn borrow(walk: &Walk, full: &[u64; BINS / 64], filled: &[u16]) -> (usize, u64) 
                 return (bin, step as u64);
             }
             step += 1;
+        }
+    }
+}
+
+/// Every empty bin's borrowing by walking ([`borrow`] with no list of filled bins), 32
+/// steps of a walk at a time: the steps' bins computed in 16-bit lanes, their bytes of
+/// the bitmap `full` fetched by one byte permute, the bits tested together. The walk's
+/// loop branched once a step on whether the bin was filled, which no predictor learns
+/// (a third of the bins filled, at random): on documents of 1 KB, walking took 40% of
+/// `neardup dedup`'s time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+fn borrow_all_avx512(full: &[u64; BINS / 64], mins: &[u64; BINS], values: &mut [u64; BINS]) {
+    use std::arch::x86_64::*;
+
+    // SAFETY: the load reads the 64 bytes of `full`, unaligned.
+    let bitmap = unsafe { _mm512_loadu_si512(full.as_ptr().cast()) };
+    let lanes = _mm512_set_epi16(
+        31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9,
+        8, 7, 6, 5, 4, 3, 2, 1, 0,
+    );
+    let mask = _mm512_set1_epi16((BINS - 1) as i16);
+    let (low_byte, seven, one) = (
+        _mm512_set1_epi16(0xff),
+        _mm512_set1_epi16(7),
+        _mm512_set1_epi16(1),
+    );
+    for (w, &bits) in full.iter().enumerate() {
+        let mut empty = !bits;
+        while empty != 0 {
+            let i = w * 64 + empty.trailing_zeros() as usize;
+            empty &= empty - 1;
+            let walk = &WALKS[i];
+            let (start, stride) = (walk.start as usize, walk.stride as usize);
+            // Steps 32c .. 32c + 31: start + step · stride, modulo BINS in 16 bits (BINS
+            // divides 2^16).
+            let offsets = _mm512_mullo_epi16(lanes, _mm512_set1_epi16(stride as i16));
+            let mut base = _mm512_set1_epi16(start as i16);
+            let ahead = _mm512_set1_epi16((32 * stride) as i16);
+            let mut found = None;
+            for chunk in 0..BINS / 32 {
+                let bins = _mm512_and_si512(_mm512_add_epi16(base, offsets), mask);
+                // A lane's low byte indexes the bitmap's bytes (the high byte fetches byte
+                // 0, masked off).
+                let bytes = _mm512_permutexvar_epi8(_mm512_srli_epi16::<3>(bins), bitmap);
+                let shifted = _mm512_srlv_epi16(
+                    _mm512_and_si512(bytes, low_byte),
+                    _mm512_and_si512(bins, seven),
+                );
+                let hits = _mm512_test_epi16_mask(shifted, one);
+                if hits != 0 {
+                    found = Some(chunk * 32 + hits.trailing_zeros() as usize);
+                    break;
+                }
+                base = _mm512_add_epi16(base, ahead);
+            }
+            // Some bin is filled (the caller walks only then), and the walk visits every
+            // bin in BINS steps.
+            let step = found.unwrap_or(0);
+            let bin = (start + step * stride) & (BINS - 1);
+            values[i] = value(mins[bin], step as u64 + 1);
         }
     }
 }
@@ -672,6 +740,17 @@ mod tests {
             // Both ways borrow()'s callers take: solving over the list, walking the bitmap.
             prop_assert_eq!(borrow(walk, &full, &filled), walked);
             prop_assert_eq!(borrow(walk, &full, &[]), walked);
+            #[cfg(target_arch = "x86_64")]
+            if crate::arch::features().avx512vbmi() {
+                // Every empty bin's borrowing at once, as walking gives it.
+                let mut values = [0u64; BINS];
+                // SAFETY: the CPU has AVX-512 VBMI (checked just above).
+                unsafe { borrow_all_avx512(&full, &mins, &mut values) };
+                for j in (0..BINS).filter(|&j| mins[j] == EMPTY) {
+                    let (b, step) = borrow(&WALKS[j], &full, &[]);
+                    prop_assert_eq!(values[j], value(mins[b], step + 1), "bin {}", j);
+                }
+            }
         }
     }
 }
