@@ -130,8 +130,9 @@ fn a_load_stores_and_answers_what_single_puts_do() {
         let refused = want.iter().filter(|w| w["inserted"] == false).count();
         assert_eq!(summary["refused"], refused as u64);
         if unique {
-            // Each base's edited copies are refused as near-duplicates of its first.
-            assert!(refused > 300, "{refused}");
+            // Each base's first edited copies (two words in sixty) are refused as
+            // near-duplicates of it.
+            assert!(refused >= 150, "{refused}");
         } else {
             assert_eq!(refused, 0);
         }
@@ -265,5 +266,5 @@ fn bad_input_is_refused_by_name() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:2: not valid JSON"));
 }
