@@ -1,4 +1,4 @@
-"""Exceptions of ``neardup.Store``, defined in Python so that each can also be the
+"""Exceptions of ``neardup.FingerprintStore`` and ``neardup.DocumentStore``, defined in Python so that each can also be the
 built-in exception callers already catch (``FileNotFoundError``, ``FileExistsError``,
 ``ValueError``)."""
 
