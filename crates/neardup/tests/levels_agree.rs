@@ -205,3 +205,55 @@ fn every_level_gives_the_scalar_results() {
     }
     eprintln!("levels compared: {compared:?}");
 }
+
+/// The corpus's queries at every level against brute force, on a corpus large enough for
+/// its tables to keep 48-bit keys under a 16-bit directory (the vector scan's case),
+/// with fingerprints near one another so that every table finds matches.
+#[test]
+fn corpus_queries_agree_at_every_level() {
+    use neardup::corpus::Corpus;
+    use neardup::tables::Blocks;
+
+    let mut rng = Rng(7);
+    let mut docs: Vec<(u64, u64)> = Vec::new();
+    for i in 0..60_000u64 {
+        let fp = match docs.len() {
+            n if n > 0 && i % 3 == 0 => docs[rng.below(n)].1 ^ (1 << rng.below(64)),
+            _ => rng.next(),
+        };
+        docs.push((i, fp));
+    }
+    let mut corpus = Corpus::new(Blocks::Auto, 3, docs.len()).unwrap();
+    corpus.insert_bulk(&docs).unwrap();
+    let queries: Vec<u64> = (0..3000)
+        .map(|_| {
+            let mut q = docs[rng.below(docs.len())].1;
+            for _ in 0..rng.below(5) {
+                q ^= 1 << rng.below(64);
+            }
+            q
+        })
+        .collect();
+    let want: Vec<Vec<(u64, u32)>> = queries
+        .iter()
+        .map(|&q| {
+            let mut m: Vec<(u64, u32)> = docs
+                .iter()
+                .map(|&(id, f)| (id, (f ^ q).count_ones()))
+                .filter(|&(_, d)| d <= 3)
+                .collect();
+            m.sort_by_key(|&(id, d)| (d, id));
+            m
+        })
+        .collect();
+    assert!(want.iter().filter(|m| m.len() > 1).count() > 100);
+    for level in arch::levels() {
+        arch::with_level(level, || {
+            for (&q, w) in queries.iter().zip(&want) {
+                assert_eq!(&corpus.find_all(q), w, "{level}");
+                assert_eq!(corpus.find_first(q), w.first().copied(), "{level}");
+            }
+        });
+    }
+    assert_eq!(corpus.find_all_bulk(&queries), want);
+}

@@ -46,10 +46,9 @@ mod raw;
 pub use bands::{BandIndex, BandIndexReader, BandSnapshot};
 pub use documents::Documents;
 
-use crate::hint::prefetch;
 use engine::{Engine, Level, Place, Scheme, Snap};
 use level::{level_dir, run_level};
-use main_part::{Index, Main, Packed, IMPLIED};
+use main_part::{Index, Main, Packed, Wide, IMPLIED};
 
 /// Modelled cost of a table probe (a directory read and a cache miss into the run).
 const PROBE: f64 = 40.0;
@@ -277,7 +276,7 @@ impl Snapshot {
     fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
         bulk(fps, |chunk| {
             let mut out = vec![Vec::new(); chunk.len()];
-            self.each_match_many(chunk, |qi, id, d| out[qi].push((id, d)));
+            self.each_match_pipelined(chunk, |qi, id, d| out[qi].push((id, d)));
             for v in &mut out {
                 v.sort_unstable_by_key(|&(id, d)| (d, id));
             }
@@ -288,13 +287,28 @@ impl Snapshot {
     fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
         bulk(fps, |chunk| {
             let mut out: Vec<Option<(u64, u32)>> = vec![None; chunk.len()];
-            self.each_match_many(chunk, |qi, id, d| {
+            self.each_match_pipelined(chunk, |qi, id, d| {
                 if out[qi].is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
                     out[qi] = Some((id, d));
                 }
             });
             out
         })
+    }
+
+    /// The levels holding entries, which queries search besides the main part (usually
+    /// none, or the top one), and how many there are.
+    fn busy_levels(&self) -> ([&Level<Fingerprints>; 4], usize) {
+        let all = self.levels();
+        let mut busy = [all[0]; 4];
+        let mut n = 0;
+        for level in all {
+            if level.tables.iter().any(|t| !t.is_empty()) {
+                busy[n] = level;
+                n += 1;
+            }
+        }
+        (busy, n)
     }
 
     /// Calls `f(query index, id, distance)` for every match of every query. Probes (a
@@ -307,20 +321,27 @@ impl Snapshot {
         let tables = self.layout().tables();
         let main = &*self.main;
         let indexes = &main.indexes;
-        let levels = self.levels();
+        let (busy, n_busy) = self.busy_levels();
+        let busy = &busy[..n_busy];
+        let wide = Wide::for_distance(k);
         let live = |slot: usize| !self.removed(slot as u32);
         let t_count = tables.len();
         let total = fps.len() * t_count;
         let mut probe = [(0usize, 0usize, 0u64, 0usize); GROUP];
         let mut ranges = [(0usize, 0usize); GROUP];
+        // The query and table of the group's first probe, carried from group to group.
+        let (mut qi, mut t) = (0, 0);
         for start in (0..total).step_by(GROUP) {
             let end = (start + GROUP).min(total);
-            for (p, slot) in (start..end).zip(probe.iter_mut()) {
-                let (qi, t) = (p / t_count, p % t_count);
+            for slot in &mut probe[..end - start] {
                 let q = tables[t].permute(fps[qi]);
                 let b = indexes[t].bucket(q);
-                prefetch(&indexes[t].dir[b]);
+                indexes[t].dir.prefetch(b);
                 *slot = (qi, t, q, b);
+                t += 1;
+                if t == t_count {
+                    (qi, t) = (qi + 1, 0);
+                }
             }
             let n = end - start;
             for (&(_, t, _, b), range) in probe[..n].iter().zip(ranges.iter_mut()) {
@@ -330,7 +351,7 @@ impl Snapshot {
                 let (table, mask) = (&tables[t], tables[t].search_mask());
                 if t == 0 {
                     // The first table holds the ids: its positions are the documents.
-                    indexes[0].run(q, mask, k, b, range, |diff, pos| {
+                    indexes[0].run(q, mask, k, b, range, wide, |diff, pos| {
                         if table.is_first_for(diff) && live(pos) {
                             f(qi, main.ids.get(pos), diff.count_ones());
                         }
@@ -339,7 +360,7 @@ impl Snapshot {
                     // Another table sees fingerprints: each distinct one that this table
                     // reports is looked up in the first (equal keys are adjacent).
                     let mut last = None;
-                    indexes[t].run(q, mask, k, b, range, |diff, _| {
+                    indexes[t].run(q, mask, k, b, range, wide, |diff, _| {
                         if last == Some(diff) || !table.is_first_for(diff) {
                             return;
                         }
@@ -352,7 +373,7 @@ impl Snapshot {
                         }
                     });
                 }
-                for level in levels {
+                for level in busy {
                     if let Some(d) = level.tables.get(t).filter(|d| !d.is_empty()) {
                         let dir = level.dirs.get(t).map_or(&[][..], Vec::as_slice);
                         run_level(d, dir, q, mask, k, |diff, slot| {
@@ -362,6 +383,115 @@ impl Snapshot {
                         });
                     }
                 }
+            }
+        }
+    }
+
+    /// [`Snapshot::each_match_many`] for many queries at once, as a pipeline of stages
+    /// a group of probes apart, so that every memory access of a query has a group's
+    /// work to arrive in before it is needed: the directory lines of the next probes are
+    /// asked for, then their keys; the probes before are scanned; the matches of a later
+    /// table find their fingerprint in the first table (its directory line, then its
+    /// keys) and every match its id (the line holding it), each a stage later.
+    fn each_match_pipelined(&self, fps: &[u64], mut f: impl FnMut(usize, u64, u32)) {
+        const GROUP: usize = 8;
+        let k = self.layout().distance();
+        let tables = self.layout().tables();
+        let main = &*self.main;
+        let indexes = &main.indexes;
+        let (busy, n_busy) = self.busy_levels();
+        let busy = &busy[..n_busy];
+        let wide = Wide::for_distance(k);
+        let live = |slot: usize| !self.removed(slot as u32);
+        let t_count = tables.len();
+        let total = fps.len() * t_count;
+        // (query, table, permuted query, bucket, its range): probes whose directory line
+        // was asked for (`dir`), and whose keys were (`keys`).
+        let mut dir = [(0usize, 0usize, 0u64, 0usize); GROUP];
+        let mut keys = [(0usize, 0usize, 0u64, 0usize, (0usize, 0usize)); GROUP];
+        let (mut n_dir, mut n_keys) = (0, 0);
+        // Matches: (query, distance, position in the first table) whose id's line was
+        // asked for; (query, distance, first table's key, its bucket) whose directory
+        // line was, then with its range, whose keys were.
+        let mut found: Vec<(usize, u32, usize)> = Vec::new();
+        let mut found_next: Vec<(usize, u32, usize)> = Vec::new();
+        let mut look_dir: Vec<(usize, u32, u64, usize)> = Vec::new();
+        let mut look_keys: Vec<(usize, u32, u64, usize, (usize, usize))> = Vec::new();
+        let (mut qi, mut t, mut issued) = (0, 0, 0);
+        loop {
+            for &(qi, d, pos) in &found {
+                f(qi, main.ids.get(pos), d);
+            }
+            found.clear();
+            for &(qi, d, key, b, range) in &look_keys {
+                for pos in indexes[0].exact_in(key, b, range) {
+                    if live(pos) {
+                        main.ids.prefetch_at(pos);
+                        found_next.push((qi, d, pos));
+                    }
+                }
+            }
+            look_keys.clear();
+            for &(qi, d, key, b) in &look_dir {
+                look_keys.push((qi, d, key, b, indexes[0].range(b)));
+            }
+            look_dir.clear();
+            for &(qi, t, q, b, range) in &keys[..n_keys] {
+                let (table, mask) = (&tables[t], tables[t].search_mask());
+                if t == 0 {
+                    indexes[0].run(q, mask, k, b, range, wide, |diff, pos| {
+                        if table.is_first_for(diff) && live(pos) {
+                            main.ids.prefetch_at(pos);
+                            found_next.push((qi, diff.count_ones(), pos));
+                        }
+                    });
+                } else {
+                    let mut last = None;
+                    indexes[t].run(q, mask, k, b, range, wide, |diff, _| {
+                        if last == Some(diff) || !table.is_first_for(diff) {
+                            return;
+                        }
+                        last = Some(diff);
+                        let key = tables[0].permute(table.unpermute(q ^ diff));
+                        let b0 = indexes[0].bucket(key);
+                        indexes[0].dir.prefetch(b0);
+                        look_dir.push((qi, diff.count_ones(), key, b0));
+                    });
+                }
+                for level in busy {
+                    if let Some(d) = level.tables.get(t).filter(|d| !d.is_empty()) {
+                        let dir = level.dirs.get(t).map_or(&[][..], Vec::as_slice);
+                        run_level(d, dir, q, mask, k, |diff, slot| {
+                            if table.is_first_for(diff) && live(slot as usize) {
+                                f(qi, self.id(slot), diff.count_ones());
+                            }
+                        });
+                    }
+                }
+            }
+            for (slot, &(qi, t, q, b)) in keys.iter_mut().zip(&dir[..n_dir]) {
+                *slot = (qi, t, q, b, indexes[t].range(b));
+            }
+            n_keys = n_dir;
+            n_dir = GROUP.min(total - issued);
+            for slot in &mut dir[..n_dir] {
+                let q = tables[t].permute(fps[qi]);
+                let b = indexes[t].bucket(q);
+                indexes[t].dir.prefetch(b);
+                *slot = (qi, t, q, b);
+                t += 1;
+                if t == t_count {
+                    (qi, t) = (qi + 1, 0);
+                }
+            }
+            issued += n_dir;
+            std::mem::swap(&mut found, &mut found_next);
+            if n_dir + n_keys == 0
+                && found.is_empty()
+                && look_dir.is_empty()
+                && look_keys.is_empty()
+            {
+                break;
             }
         }
     }
