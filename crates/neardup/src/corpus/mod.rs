@@ -51,6 +51,10 @@ use level::{level_dir, run_level};
 use main_part::{Index, Main, Packed, Wide, IMPLIED};
 
 /// Modelled cost of a table probe (a directory read and a cache miss into the run).
+/// A query's look at a run of keys: (query, distance, first table's key, its bucket,
+/// the range of keys).
+type KeysLook = (usize, u32, u64, usize, (usize, usize));
+
 const PROBE: f64 = 40.0;
 /// Modelled cost of checking one candidate.
 const CHECK: f64 = 2.0;
@@ -416,7 +420,7 @@ impl Snapshot {
         let mut found: Vec<(usize, u32, usize)> = Vec::new();
         let mut found_next: Vec<(usize, u32, usize)> = Vec::new();
         let mut look_dir: Vec<(usize, u32, u64, usize)> = Vec::new();
-        let mut look_keys: Vec<(usize, u32, u64, usize, (usize, usize))> = Vec::new();
+        let mut look_keys: Vec<KeysLook> = Vec::new();
         let (mut qi, mut t, mut issued) = (0, 0, 0);
         loop {
             for &(qi, d, pos) in &found {
