@@ -74,6 +74,7 @@ fuzz_target!(|data: &[u8]| {
     let all = lines(body);
     for (n, &raw) in all.iter().enumerate() {
         // A newline or the end of the input ends the line, and one CR before either goes.
+        let input_bytes = raw.len();
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let text = String::from_utf8_lossy(raw).into_owned();
         if text.trim().is_empty() {
@@ -93,6 +94,7 @@ fuzz_target!(|data: &[u8]| {
                         .unwrap_or_else(|| Value::String(format!("{path}:{}", n + 1))),
                     text: body,
                     record: args.keep_records.then(|| text.clone()),
+                    input_bytes,
                 }),
                 _ => None,
             },

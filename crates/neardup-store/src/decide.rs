@@ -223,6 +223,7 @@ impl Candidates {
 
     /// Adds the stored document `internal`, unless it has expired at `now`: an expired
     /// document stops matching at once, before a sweep removes it.
+    #[cfg(feature = "redis")]
     pub(crate) fn stored(&mut self, internal: u64, doc: DocRecord, now: u64) {
         if !expired(doc.expires, now) {
             self.add(internal, doc.id, doc.signature);
