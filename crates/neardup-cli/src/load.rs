@@ -123,17 +123,38 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
     let progress = Progress::for_stderr();
     let read = cmd.docs.options();
     let (to_writer, batches) = sync_channel::<Batch>(1);
+    // Signing gets a thread pool of its own, fed by a reading thread: when the writer
+    // falls behind, the signers wait for it, and the store's index work (its folds and
+    // rebuilds, on the global pool) must never wait for them in turn. Signing on the
+    // global pool (as `read_mapped` does) deadlocked there at the first rebuild of the
+    // index that came while the signers waited.
+    let signers = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("neardup-sign-{i}"))
+        .build()
+        .map_err(|e| Failure::io(anyhow!("cannot start the signing threads: {e}")))?;
+    let (to_signers, read_batches) = sync_channel::<Vec<Doc>>(2 * signers.current_num_threads());
     let (stats, counts) = std::thread::scope(|scope| {
         let outcomes = &mut outcomes;
         let matched_only = cmd.matched_only;
         let writer = scope.spawn(move || write_batches(store, batches, outcomes, matched_only));
-        let sign = |docs: &[Doc]| -> Vec<(String, Prepared)> {
-            docs.par_iter()
-                .map(|d| (docs::id_text(&d.id), preparer.prepare(&d.text, false)))
-                .collect()
-        };
+        let progress = &progress;
+        let read = &read;
+        let reader = scope.spawn(move || {
+            docs::read_as::<Failure>(read, progress, "loading", |docs| {
+                // The signers hung up: they failed, and say why below.
+                to_signers
+                    .send(docs)
+                    .map_err(|_| Failure::io(anyhow!("the signers stopped")))
+            })
+        });
         let mut pending: Batch = Vec::with_capacity(batch_size);
-        let sent = docs::read_mapped::<_, Failure>(&read, &progress, "loading", sign, |signed| {
+        let mut sent = Ok(());
+        for docs in read_batches {
+            let signed: Vec<(String, Prepared)> = signers.install(|| {
+                docs.par_iter()
+                    .map(|d| (docs::id_text(&d.id), preparer.prepare(&d.text, false)))
+                    .collect()
+            });
             for (id, doc) in signed {
                 pending.push(Write::Put {
                     id,
@@ -144,12 +165,17 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
             }
             if pending.len() >= batch_size {
                 let full = std::mem::replace(&mut pending, Vec::with_capacity(batch_size));
-                // The writer hung up: it failed, and says why below.
-                let _ = to_writer.send(full);
+                if to_writer.send(full).is_err() {
+                    // The writer failed, and says why below.
+                    sent = Err(Failure::io(anyhow!("the writer stopped")));
+                    break;
+                }
             }
-            Ok(())
-        });
-        if sent.is_ok() && !pending.is_empty() {
+        }
+        let read_stats = reader
+            .join()
+            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread panicked"))));
+        if sent.is_ok() && read_stats.is_ok() && !pending.is_empty() {
             let _ = to_writer.send(pending);
         }
         drop(to_writer);
@@ -158,7 +184,8 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
             .unwrap_or_else(|_| Err(Failure::io(anyhow!("the writer thread panicked"))));
         // A writer's failure explains a reading that stopped.
         let counts = written?;
-        Ok::<_, Failure>((sent?, counts))
+        sent?;
+        Ok::<_, Failure>((read_stats?, counts))
     })?;
     progress.finish();
     let seconds = started.elapsed().as_secs_f64();
