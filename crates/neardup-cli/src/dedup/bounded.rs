@@ -319,10 +319,7 @@ pub(crate) fn candidate_pairs(
                         continue;
                     }
                     if count {
-                        let size = match copies.group_of(doc, &mut group) {
-                            Some(size) => size,
-                            None => 1,
-                        };
+                        let size = copies.group_of(doc, &mut group).unwrap_or(1);
                         if k == 0 {
                             wordless += size;
                         }
@@ -480,9 +477,13 @@ pub(crate) struct Read {
 /// What one batch of pass 2 gives: per involved document, its place in the batch, id,
 /// and the first time its text is met, its fingerprint; the records to write; `None` when
 /// the batch is not the one pass 1 read.
+/// An involved document of a batch: its place in the batch, its id, and the first time
+/// its text is met, its text key and fingerprint.
+type Hit = (u32, String, Option<(TextKey, Wide)>);
+
 struct Batch {
     docs: usize,
-    hits: Vec<(u32, String, Option<(TextKey, Wide)>)>,
+    hits: Vec<Hit>,
     records: Vec<Option<String>>,
     changed: Option<String>,
 }
@@ -540,8 +541,7 @@ pub(crate) fn reread(
         let end = first + size as u64;
         let from = wanted.involved.partition_point(|&d| u64::from(d) < first);
         let to = wanted.involved.partition_point(|&d| u64::from(d) < end);
-        let found: Vec<Result<(u32, String, Option<(TextKey, Wide)>), String>> = wanted.involved
-            [from..to]
+        let found: Vec<Result<Hit, String>> = wanted.involved[from..to]
             .par_iter()
             .map(|&doc| {
                 let i = (u64::from(doc) - first) as usize;

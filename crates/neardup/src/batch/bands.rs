@@ -74,7 +74,7 @@ pub fn band_candidates<'a, E: From<Error>>(
 /// increasing key order: one band's (or one key range's) candidates, for a caller that
 /// holds a band at a time ([`crate::batch::Candidates::from_parts`]) and merges the bands'
 /// pairs itself. `scratch` is reused; both vectors' contents are left unspecified.
-pub fn band_runs(entries: &mut Vec<u64>, scratch: &mut Vec<u64>, mut pair: impl FnMut(u32, u32)) {
+pub fn band_runs(entries: &mut [u64], scratch: &mut Vec<u64>, mut pair: impl FnMut(u32, u32)) {
     scratch.clear();
     scratch.resize(entries.len(), 0);
     radix::sort_into(entries, scratch);
