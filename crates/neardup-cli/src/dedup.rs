@@ -1,7 +1,13 @@
 //! `neardup dedup`: documents in; clusters of near-duplicates, pairs, and the corpus
 //! without its copies out.
 //!
-//! Two passes over the input, so memory holds 124 bytes per document and never the texts:
+//! Under the Jaccard rule (the default) the run keeps within a memory budget
+//! (`--memory`) at any corpus size: [`bounded`] signs every document once (sketch, band
+//! keys, text key; no 256-bit fingerprint), keeps that state in memory or spills it,
+//! finds copies and candidates by sorting in passes, resolves only the nodes that can be
+//! in a cluster, and reads the input again to write, fingerprinting only the texts it
+//! writes. With `--distance` or `--report`, two passes keep 124 bytes a document in
+//! memory:
 //!
 //! 1. read (one thread) → fingerprint (all threads): per document its 256-bit fingerprint,
 //!    a hash of its text, its length and its band keys (80 bytes) in memory, and its

@@ -474,13 +474,12 @@ pub(crate) struct Read {
     pub(crate) docs: u64,
 }
 
-/// What one batch of pass 2 gives: per involved document, its place in the batch, id,
-/// and the first time its text is met, its fingerprint; the records to write; `None` when
-/// the batch is not the one pass 1 read.
-/// An involved document of a batch: its place, its id, and (the first time its text is
-/// met) the text's key and fingerprint.
+/// An involved document of a batch: its place in the batch, its id, and the first time
+/// its text is met, its text key and fingerprint.
 type Hit = (u32, String, Option<(TextKey, Wide)>);
 
+/// What one batch of pass 2 gives: its involved documents, the records to write, and a
+/// note when the batch is not the one pass 1 read.
 struct Batch {
     docs: usize,
     hits: Vec<Hit>,
