@@ -187,7 +187,7 @@ fn join(words: &[&str]) -> String {
         if left == 0 {
             if k > 0 {
                 h = mix(h);
-                out.push_str(if h % 7 == 0 { ".\n\n" } else { ". " });
+                out.push_str(if h.is_multiple_of(7) { ".\n\n" } else { ". " });
             }
             h = mix(h);
             left = 8 + h % 16;

@@ -679,7 +679,7 @@ mod tests {
                     for _ in 0..flips {
                         key ^= 1 << (next() % 48);
                     }
-                    if next() % 4 == 0 {
+                    if next().is_multiple_of(4) {
                         key = next();
                     }
                     low48(key)

@@ -411,7 +411,7 @@ impl Snapshot {
         let mut found: Vec<(usize, u32, usize)> = Vec::new();
         let mut found_next: Vec<(usize, u32, usize)> = Vec::new();
         let mut look_dir: Vec<(usize, u32, u64, usize)> = Vec::new();
-        let mut look_keys: Vec<(usize, u32, u64, usize, (usize, usize))> = Vec::new();
+        let mut look_keys: Vec<Lookup> = Vec::new();
         let (mut qi, mut t, mut issued) = (0, 0, 0);
         loop {
             for &(qi, d, pos) in &found {
@@ -491,6 +491,10 @@ impl Snapshot {
         }
     }
 }
+
+/// A match of a later table whose fingerprint is being found in the first: the query, the
+/// distance, the first table's key, its bucket and the bucket's range.
+type Lookup = (usize, u32, u64, usize, (usize, usize));
 
 /// `f` over chunks of the queries, in parallel, results concatenated in order.
 fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec<R> {
