@@ -488,6 +488,7 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
         .map(|(i, &f)| (i as u64, f))
         .collect();
     let (mut builds, mut one, mut bulk) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut one_cpu, mut bulk_cpu) = (Vec::new(), Vec::new());
     let mut results: Vec<Vec<(u64, u32)>> = Vec::new();
     let (mut blocks, mut heap) = (0, 0);
     for _ in 0..args.repeats {
@@ -498,12 +499,14 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
         builds.push(t.elapsed().as_secs_f64());
         blocks = corpus.layout().blocks();
         heap = corpus.heap_bytes();
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), usage().cpu_s);
         let each: Vec<Vec<(u64, u32)>> = queries.iter().map(|&q| corpus.find_all(q)).collect();
         one.push(t.elapsed().as_secs_f64());
-        let t = Instant::now();
+        one_cpu.push(usage().cpu_s - cpu);
+        let (t, cpu) = (Instant::now(), usage().cpu_s);
         let all = corpus.find_all_bulk(&queries);
         bulk.push(t.elapsed().as_secs_f64());
+        bulk_cpu.push(usage().cpu_s - cpu);
         if all != each {
             return Err(Failure::io(anyhow!("bulk and single queries disagree")));
         }
@@ -522,15 +525,19 @@ pub fn index(args: &IndexBench) -> Result<(), Failure> {
     let found: usize = results.iter().map(Vec::len).sum();
     let build = median(&mut builds);
     let mut out = Output::create("-")?;
-    for (variant, secs) in [("one-by-one", &mut one), ("bulk", &mut bulk)] {
+    for (variant, secs, cpus) in [
+        ("one-by-one", &mut one, &mut one_cpu),
+        ("bulk", &mut bulk, &mut bulk_cpu),
+    ] {
         let seconds = median(secs);
+        let cpu_s = median(cpus);
         out.line(
             json!({
                 "peer": "neardup", "workload": "index", "variant": variant,
                 "impl": format!("neardup {} Corpus, {blocks} blocks, find_all{}", env!("CARGO_PKG_VERSION"), if variant == "bulk" { "_bulk" } else { "" }),
                 "threads": if variant == "bulk" { batch::threads() } else { 1 },
                 "n": fps.len(), "queries": queries.len(),
-                "build_s": round(build, 3), "seconds": round(seconds, 3),
+                "build_s": round(build, 3), "seconds": round(seconds, 4), "cpu_s": round(cpu_s, 4),
                 "throughput": (queries.len() as f64 / seconds).round(), "unit": "queries/s",
                 "recall": recall, "found": found,
                 "bytes_per_fingerprint": round(heap as f64 / fps.len().max(1) as f64, 1),

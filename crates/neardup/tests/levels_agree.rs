@@ -218,7 +218,7 @@ fn corpus_queries_agree_at_every_level() {
     let mut docs: Vec<(u64, u64)> = Vec::new();
     for i in 0..60_000u64 {
         let fp = match docs.len() {
-            n if n > 0 && i % 3 == 0 => docs[rng.below(n)].1 ^ (1 << rng.below(64)),
+            n if n > 0 && i.is_multiple_of(3) => docs[rng.below(n)].1 ^ (1 << rng.below(64)),
             _ => rng.next(),
         };
         docs.push((i, fp));

@@ -51,10 +51,6 @@ use level::{level_dir, run_level};
 use main_part::{Index, Main, Packed, Wide, IMPLIED};
 
 /// Modelled cost of a table probe (a directory read and a cache miss into the run).
-/// A query's look at a run of keys: (query, distance, first table's key, its bucket,
-/// the range of keys).
-type KeysLook = (usize, u32, u64, usize, (usize, usize));
-
 const PROBE: f64 = 40.0;
 /// Modelled cost of checking one candidate.
 const CHECK: f64 = 2.0;
@@ -420,7 +416,7 @@ impl Snapshot {
         let mut found: Vec<(usize, u32, usize)> = Vec::new();
         let mut found_next: Vec<(usize, u32, usize)> = Vec::new();
         let mut look_dir: Vec<(usize, u32, u64, usize)> = Vec::new();
-        let mut look_keys: Vec<KeysLook> = Vec::new();
+        let mut look_keys: Vec<Lookup> = Vec::new();
         let (mut qi, mut t, mut issued) = (0, 0, 0);
         loop {
             for &(qi, d, pos) in &found {
@@ -500,6 +496,10 @@ impl Snapshot {
         }
     }
 }
+
+/// A match of a later table whose fingerprint is being found in the first: the query, the
+/// distance, the first table's key, its bucket and the bucket's range.
+type Lookup = (usize, u32, u64, usize, (usize, usize));
 
 /// `f` over chunks of the queries, in parallel, results concatenated in order.
 fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec<R> {

@@ -310,6 +310,13 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             i = j;
             continue;
         }
+        if easy && separates_here(b, i, len, c) {
+            // Hard only next to letters or marks; between these neighbours it is a
+            // separator that is its own output, as `#` is (see `LONE`).
+            out.text.extend_from_slice(&b[i..i + len]);
+            i += len;
+            continue;
+        }
         // A hard character: the piece from the last cut to the next goes the plain way.
         let mut end = i + len;
         while end < b.len()
@@ -336,6 +343,80 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         i = end;
         cut = (end, out.text.len());
     }
+}
+
+/// Hard characters that are separators, their own output, whenever the characters on
+/// both sides are ASCII (or the text ends there) and, for the middle dot, not both
+/// letters. They are hard for what a neighbour may be: the middle dot U+00B7 joins two
+/// letters into one word (UAX #29 WB6/7: "l·l" in Catalan); a pictograph (`🔬`, `🔥`…)
+/// keeps a zero-width joiner before it and marks or a variation selector after it (WB3c,
+/// WB4), as do the symbols and punctuation of these blocks, and all of those are
+/// non-ASCII. Rustdoc writes " · " and emoji between spaces by the thousand, and each
+/// sent its piece through the plain pipeline. The ranges are the hard characters of
+/// U+2000..U+2FFF and U+1F000..U+1FAFF (and the middle dot) that behave as `#` between
+/// ASCII neighbours under the plain pipeline: no NFKC mapping (`⨌` is four integrals,
+/// `🉐` an ideograph), no word joined; `scan::tests::lone_separators` checks every one of
+/// them between every pair of a set of such neighbours.
+pub(crate) const LONE: &[std::ops::RangeInclusive<u32>] = &[
+    0xB7..=0xB7,
+    0x2028..=0x2029,
+    0x2800..=0x2A0B,
+    0x2A0D..=0x2A73,
+    0x2A77..=0x2ADB,
+    0x2ADD..=0x2BFF,
+    0x2CE5..=0x2CEA,
+    0x2CF4..=0x2CFC,
+    0x2CFE..=0x2CFF,
+    0x2D26..=0x2D26,
+    0x2D28..=0x2D2C,
+    0x2D2E..=0x2D2F,
+    0x2D68..=0x2D6E,
+    0x2D70..=0x2D7E,
+    0x2D97..=0x2D9F,
+    0x2DA7..=0x2DA7,
+    0x2DAF..=0x2DAF,
+    0x2DB7..=0x2DB7,
+    0x2DBF..=0x2DBF,
+    0x2DC7..=0x2DC7,
+    0x2DCF..=0x2DCF,
+    0x2DD7..=0x2DD7,
+    0x2DDF..=0x2DDF,
+    0x2E00..=0x2E2E,
+    0x2E30..=0x2E9E,
+    0x2EA0..=0x2EF2,
+    0x2EF4..=0x2EFF,
+    0x2FD6..=0x2FFF,
+    0x1F000..=0x1F0FF,
+    0x1F10D..=0x1F10F,
+    0x1F12F..=0x1F12F,
+    0x1F16D..=0x1F16F,
+    0x1F18A..=0x1F18F,
+    0x1F191..=0x1F1FF,
+    0x1F203..=0x1F20F,
+    0x1F23C..=0x1F23F,
+    0x1F249..=0x1F24F,
+    0x1F252..=0x1F3FA,
+    0x1F400..=0x1FAFF,
+];
+
+/// Whether the hard character `c` at `i..i + len` of `b` is a separator that is its own
+/// output there (see [`LONE`]).
+#[inline]
+fn separates_here(b: &[u8], i: usize, len: usize, c: u32) -> bool {
+    let before = match i.checked_sub(1) {
+        None => b' ',
+        Some(j) if b[j] < 0x80 => b[j],
+        Some(_) => return false,
+    };
+    let after = match b.get(i + len) {
+        None => b' ',
+        Some(&x) if x < 0x80 => x,
+        Some(_) => return false,
+    };
+    if c == 0xB7 && before.is_ascii_alphabetic() && after.is_ascii_alphabetic() {
+        return false;
+    }
+    LONE.iter().any(|r| r.contains(&c))
 }
 
 /// The unified ideographs U+4E00..=U+9FFF, all easy ideographs that are their own output
@@ -668,6 +749,14 @@ pub(crate) mod tests {
         "─",
         "│",
         "\x1b[0m",
+        "·",
+        " · ",
+        "l·l",
+        "©",
+        "🔬",
+        "⚠\u{fe0f}",
+        "⚠",
+        "→",
     ];
 
     pub(crate) fn mixed() -> impl Strategy<Value = String> {
@@ -713,7 +802,15 @@ pub(crate) mod tests {
             let mut i = at;
             while i < s {
                 let (c, len) = decode(&got.text, i);
-                if c >= 0x80 {
+                if c >= 0x80 && easy::entry(c).kind() == HARD {
+                    // A lone separator, between neighbours that leave it one.
+                    prop_assert!(
+                        LONE.iter().any(|r| r.contains(&c)),
+                        "{:#x} in {:?}",
+                        c,
+                        text
+                    );
+                } else if c >= 0x80 {
                     let entry = easy::entry(c);
                     prop_assert!(matches!(
                         entry.kind(),

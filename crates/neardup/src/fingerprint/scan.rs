@@ -390,7 +390,7 @@ fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Bloc
 mod tests {
     use super::*;
     use crate::fingerprint::normal::tests::{among_ideographs, mixed};
-    use crate::fingerprint::normal::{normalize_into, plain};
+    use crate::fingerprint::normal::{self, normalize_into, plain};
     use crate::fingerprint::Normalize;
     use proptest::prelude::*;
 
@@ -410,6 +410,52 @@ mod tests {
             .unicode_words()
             .map(String::from)
             .collect()
+    }
+
+    /// Every hard character the normaliser passes as a separator between ASCII
+    /// neighbours (`normal::LONE`), between every pair of a set of them and with more
+    /// around: the words and bytes of the plain pipeline.
+    #[test]
+    fn lone_separators() {
+        use crate::fingerprint::easy::{self, HARD};
+
+        let n = Normalize::default();
+        let near = ["a", "Z", "1", "_", " ", ".", ":", "'", "\n"];
+        // Further out: nothing, a letter, and what joins or attaches to a pictograph.
+        let outer = [
+            ("", ""),
+            ("b", "\u{301}"),
+            ("\u{200d}", "b"),
+            ("é", "\u{fe0f}"),
+        ];
+        let mut checked = 0;
+        for c in normal::LONE
+            .iter()
+            .flat_map(|r| r.clone())
+            .filter_map(char::from_u32)
+        {
+            if easy::entry(c as u32).kind() != HARD {
+                continue;
+            }
+            let mut texts = vec![c.to_string()];
+            for x in near {
+                texts.push(format!("{x}{c}"));
+                texts.push(format!("{c}{x}"));
+                for y in near {
+                    for (pre, post) in outer {
+                        texts.push(format!("{pre}{x}{c}{y}{post}"));
+                    }
+                }
+            }
+            for text in &texts {
+                assert_eq!(fast_words(text, n), plain_words(text, n), "{text:?}");
+                let mut norm = Normalized::default();
+                normalize_into(text, n, &mut norm);
+                assert_eq!(norm.text, plain(text, n, false).0.as_bytes(), "{text:?}");
+            }
+            checked += 1;
+        }
+        assert!(checked > 1000, "{checked}");
     }
 
     #[test]
