@@ -38,6 +38,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::doc_args::DocArgs;
+use crate::documents::parse_threshold;
 use crate::failure::Failure;
 use crate::find::{default_memory, parse_size};
 use crate::fpconfig::FingerprintArgs;
@@ -139,10 +140,6 @@ pub struct DedupCmd {
     /// (docs/report.md).
     #[arg(long, value_name = "FILE")]
     report: Option<String>,
-}
-
-fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
 /// Per document, what the first pass keeps: fingerprints, text hashes, lengths and band

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use crate::doc_args::DocArgs;
+use crate::documents::parse_threshold;
 use crate::failure::store_failure;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -68,10 +69,6 @@ pub struct LoadCmd {
     memory: Option<u64>,
     #[command(flatten)]
     docs: DocArgs,
-}
-
-fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
 }
 
 /// What a load counted.
