@@ -19,7 +19,7 @@ use libfuzzer_sys::fuzz_target;
 use neardup::jaccard::Threshold;
 use neardup_fuzz::scratch;
 use neardup_server::ServerConfig;
-use neardup_store::{DocConfig, DocStore};
+use neardup_store::{DocConfig, DocumentStore};
 use serde_json::Value;
 
 const TOKEN: &str = "fuzz-token";
@@ -32,7 +32,7 @@ const IDS: [&str; 8] = ["a", "b", "c/d", "e%20f", "%FF%FE", "g%2Fh", "", "i"];
 fn port() -> u16 {
     static PORT: OnceLock<u16> = OnceLock::new();
     *PORT.get_or_init(|| {
-        let store = DocStore::create(
+        let store = DocumentStore::create(
             scratch().join("service"),
             DocConfig {
                 threshold: Threshold::default(),
@@ -57,6 +57,7 @@ fn port() -> u16 {
                     body_limit: 1 << 20,
                     sweep_every: Duration::from_secs(1),
                     snapshot_every: None,
+                    ..ServerConfig::default()
                 };
                 let _ =
                     neardup_server::serve(listener, store, config, std::future::pending()).await;

@@ -2,7 +2,7 @@
 //! and without expiries, some replaced, some removed) is cut short or overwritten as the
 //! input says, then opened and used, or checked and exported. Every outcome is a value or
 //! a `StoreError`; none panics, hangs or takes unbounded memory. The store is a
-//! fingerprint store (`neardup index`) or a document store (`DocStore`, `neardup serve`'s)
+//! fingerprint store (`neardup index`) or a document store (`DocumentStore`, `neardup serve`'s)
 //! as the first byte says.
 //!
 //! The input is a list of edits: a byte `op`, three bytes of offset, and for writes their
@@ -19,7 +19,7 @@ use libfuzzer_sys::fuzz_target;
 use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
 use neardup_fuzz::scratch;
-use neardup_store::{DocConfig, DocStore, Store, StoreConfig, Write, FILE};
+use neardup_store::{DocConfig, DocumentStore, FingerprintStore, StoreConfig, Write, FILE};
 
 const CONFIG: StoreConfig = StoreConfig {
     blocks: Blocks::Fixed(4),
@@ -36,7 +36,7 @@ fn whole() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
         let dir = scratch().join("whole");
-        let mut store = Store::create(&dir, CONFIG, 1000).expect("creates");
+        let mut store = FingerprintStore::create(&dir, CONFIG, 1000).expect("creates");
         let docs: Vec<(String, u64, Option<Duration>)> = (0..300)
             .map(|i| {
                 let ttl = (i % 3 == 0).then(|| Duration::from_secs(i % 2 * 3600));
@@ -82,7 +82,7 @@ fn whole_documents() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
     BYTES.get_or_init(|| {
         let dir = scratch().join("whole-documents");
-        let mut store = DocStore::create(&dir, doc_config()).expect("creates");
+        let mut store = DocumentStore::create(&dir, doc_config()).expect("creates");
         let prep = store.preparer();
         let put = |i: u64, ttl: Option<Duration>| Write::Put {
             id: format!("doc-{}", i % 1000),
@@ -163,7 +163,7 @@ fn place(bytes: &[u8]) -> PathBuf {
 }
 
 fn use_store(dir: &Path) {
-    let Ok(mut store) = Store::open(dir, None) else {
+    let Ok(mut store) = FingerprintStore::open(dir, None) else {
         return;
     };
     let _ = store.records();
@@ -175,13 +175,13 @@ fn use_store(dir: &Path) {
     let _ = store.remove("doc-2");
     let _ = store.sweep();
     drop(store);
-    if let Ok(store) = Store::open(dir, None) {
+    if let Ok(store) = FingerprintStore::open(dir, None) {
         let _ = store.records();
     }
 }
 
 fn use_documents(dir: &Path) {
-    let Ok(mut store) = DocStore::open(dir, None) else {
+    let Ok(mut store) = DocumentStore::open(dir, None) else {
         return;
     };
     let prep = store.preparer();
@@ -208,7 +208,7 @@ fn use_documents(dir: &Path) {
     ]);
     let _ = store.sweep();
     drop(store);
-    if let Ok(store) = DocStore::open(dir, None) {
+    if let Ok(store) = DocumentStore::open(dir, None) {
         let _ = store.get("doc-1");
     }
 }
@@ -235,10 +235,10 @@ fuzz_target!(|data: &[u8]| {
         let _ = neardup_store::export(&dir, |_| Ok::<(), ()>(()));
         if neardup_store::repair(&dir).is_ok() {
             if documents {
-                let store = DocStore::open(&dir, None).expect("a repaired store opens");
+                let store = DocumentStore::open(&dir, None).expect("a repaired store opens");
                 store.get("doc-1").expect("a repaired store reads");
             } else {
-                let store = Store::open(&dir, None).expect("a repaired store opens");
+                let store = FingerprintStore::open(&dir, None).expect("a repaired store opens");
                 store.records().expect("a repaired store reads");
             }
         }

@@ -13,7 +13,7 @@ use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
 use neardup_io::docs::{self, id_text};
 use neardup_io::fingerprints::{parse_fingerprint_line, U64File};
-use neardup_store::{Store, StoreConfig};
+use neardup_store::{FingerprintStore, StoreConfig};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
@@ -153,8 +153,8 @@ fn store_err(e: neardup_store::StoreError) -> Failure {
     Failure::input(anyhow!("{e}"))
 }
 
-fn open(dir: &str) -> Result<Store, Failure> {
-    Store::open(dir, None).map_err(store_err)
+fn open(dir: &str) -> Result<FingerprintStore, Failure> {
+    FingerprintStore::open(dir, None).map_err(store_err)
 }
 
 /// The store's database file, as [`refuse_overwrite`] names it.
@@ -240,7 +240,7 @@ fn run_dir(cmd: &IndexCmd, dir: &str) -> Result<(), Failure> {
                 distance: *distance,
                 fingerprint_version: VERSION,
             };
-            let store = Store::create(dir, config, *expected).map_err(store_err)?;
+            let store = FingerprintStore::create(dir, config, *expected).map_err(store_err)?;
             note(format_args!(
                 "neardup index: created {dir} (blocks {}, distance {distance})",
                 store.config().blocks

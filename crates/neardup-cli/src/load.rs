@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_io::docs::{self, Doc};
-use neardup_store::{DocConfig, DocStore, OpenOptions, Outcome, Prepared, Write};
+use neardup_store::{DocConfig, DocumentStore, OpenOptions, Outcome, Prepared, Write};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -97,9 +97,9 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
             threshold: cmd.threshold.unwrap_or_default(),
             paragraphs: cmd.paragraphs,
         };
-        DocStore::create_with(&cmd.data, config, options)
+        DocumentStore::create_with(&cmd.data, config, options)
     } else {
-        DocStore::open_with(&cmd.data, None, options)
+        DocumentStore::open_with(&cmd.data, None, options)
     }
     .map_err(store_failure)?
     // A crash while loading then costs no walk of the whole file at the next start.
@@ -213,7 +213,7 @@ fn round3(x: f64) -> f64 {
 /// Applies every batch that comes, in order, each in one durable commit; then closes the
 /// store (a clean stop). Each outcome goes to `outcomes`, when there is such a file.
 fn write_batches(
-    mut store: DocStore,
+    mut store: DocumentStore,
     batches: Receiver<Batch>,
     outcomes: &mut Option<std::io::BufWriter<std::fs::File>>,
     matched_only: bool,

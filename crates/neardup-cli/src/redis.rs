@@ -71,7 +71,7 @@ impl RedisArgs {
         &self,
         _create: Option<DocConfig>,
         _expected: u64,
-    ) -> Result<neardup_store::DocStore, Failure> {
+    ) -> Result<neardup_store::DocumentStore, Failure> {
         Err(Failure::input(anyhow!(
             "--redis: this neardup was built without the 'redis' feature"
         )))

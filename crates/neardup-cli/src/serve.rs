@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{Backend, DocConfig, DocStore, OpenOptions, Opened};
+use neardup_store::{Backend, DocConfig, DocumentStore, OpenOptions, Opened};
 
 use crate::documents::parse_threshold;
 use crate::failure::{store_failure, Failure};
@@ -253,8 +253,8 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
                 memory_budget: cmd.memory,
             };
             let mut store = match create {
-                Some(c) => DocStore::create_with(dir, c, options),
-                None => DocStore::open_with(dir, None, options),
+                Some(c) => DocumentStore::create_with(dir, c, options),
+                None => DocumentStore::open_with(dir, None, options),
             }
             .map_err(store_failure)?
             .with_quick_repair(cmd.quick_repair)

@@ -570,7 +570,7 @@ fn a_damaged_store_is_an_error_then_checked_exported_and_repaired() {
         distance: 3,
         fingerprint_version: 2,
     };
-    let mut store = neardup_store::Store::create(&big, config, 0).unwrap();
+    let mut store = neardup_store::FingerprintStore::create(&big, config, 0).unwrap();
     let ids: Vec<String> = (0..2000).map(|i| format!("d{i:04}")).collect();
     for chunk in ids.chunks(500) {
         let docs: Vec<(&str, u64, Option<std::time::Duration>)> = chunk

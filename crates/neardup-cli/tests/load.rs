@@ -6,7 +6,7 @@
 mod common;
 
 use common::neardup;
-use neardup_store::{DocConfig, DocStore, Outcome, Write};
+use neardup_store::{DocConfig, DocumentStore, Outcome, Write};
 use serde_json::{json, Value};
 
 /// A text of 60 words from base `base`, with `edits` of its words replaced: texts of one
@@ -107,7 +107,7 @@ fn a_load_stores_and_answers_what_single_puts_do() {
             paragraphs: false,
         };
         let one_by_one = dir.path().join(format!("single-{unique}"));
-        let mut single = DocStore::create(&one_by_one, config).unwrap();
+        let mut single = DocumentStore::create(&one_by_one, config).unwrap();
         let prep = single.preparer();
         let mut want = Vec::new();
         for (id, t) in &docs {
@@ -138,7 +138,7 @@ fn a_load_stores_and_answers_what_single_puts_do() {
         }
 
         // The same documents stored, under the same ids; checks answer alike.
-        let store = DocStore::open(&loaded, Some(config)).unwrap();
+        let store = DocumentStore::open(&loaded, Some(config)).unwrap();
         assert_eq!(store.len(), single.len());
         for (id, t) in &docs {
             assert_eq!(store.get(id).unwrap(), single.get(id).unwrap(), "{id}");

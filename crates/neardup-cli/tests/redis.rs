@@ -4,7 +4,7 @@
 //!   requests (puts plain, gated and with a time to live, deletes, gets, checks of texts and
 //!   paragraphs, bulk puts and checks) go to both, and every answer must be equal;
 //! - `neardup documents … --data DIR` and `--redis` (and the older `neardup index …
-//!   --redis`) against the embedded `DocStore` fed the same documents (the data directory
+//!   --redis`) against the embedded `DocumentStore` fed the same documents (the data directory
 //!   case needs no cluster);
 //! - the errors of both (a missing corpus, a corpus made twice, both --data and --redis,
 //!   --fingerprints).
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::neardup;
-use neardup_store::{DocConfig, DocStore, Preparer, RedisOptions, RedisStore, Write};
+use neardup_store::{DocConfig, DocumentStore, Preparer, RedisOptions, RedisStore, Write};
 use serde_json::{json, Value};
 
 /// The cluster's seed nodes, or `None` (with a note) when no cluster is configured.
@@ -306,7 +306,7 @@ fn answers_as_the_embedded_store(command: &str, at: &[&str], only_if_unique: boo
         threshold: "0.7".parse().unwrap(),
         paragraphs: false,
     };
-    let mut oracle = DocStore::create(tmp.path().join("oracle"), config).unwrap();
+    let mut oracle = DocumentStore::create(tmp.path().join("oracle"), config).unwrap();
     let prep = Preparer::new(config);
     let puts = docs
         .iter()
@@ -318,7 +318,7 @@ fn answers_as_the_embedded_store(command: &str, at: &[&str], only_if_unique: boo
         })
         .collect();
     oracle.apply(puts).unwrap();
-    let expect = |oracle: &DocStore| -> String {
+    let expect = |oracle: &DocumentStore| -> String {
         let reader = oracle.reader();
         queries
             .iter()
@@ -379,7 +379,7 @@ fn documents_in_a_data_directory_answer_as_the_embedded_store() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let check: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(check["problems"], json!([]), "{check}");
-        let opened = DocStore::open(&dir, None).unwrap();
+        let opened = DocumentStore::open(&dir, None).unwrap();
         assert_eq!(check["documents"], opened.len());
     }
     let o = neardup(

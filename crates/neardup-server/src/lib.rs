@@ -1,7 +1,7 @@
 //! # neardup-server
 //!
 //! The HTTP service: "have we seen this document, or its paragraphs, before?" answered
-//! in a few hundred microseconds over a [`DocStore`], with the same decision as `neardup
+//! in a few hundred microseconds over a [`DocumentStore`], with the same decision as `neardup
 //! dedup` (estimated Jaccard similarity of word 5-shingle sets at the store's threshold).
 //!
 //! - `PUT /v1/documents/{id}` stores a document (`only_if_unique`: unless a

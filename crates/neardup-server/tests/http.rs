@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use neardup::jaccard::Threshold;
 use neardup_server::{serve, ServerConfig};
-use neardup_store::{Clock, DocConfig, DocStore, Opened};
+use neardup_store::{Clock, DocConfig, DocumentStore, Opened};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -26,7 +26,7 @@ struct Running {
     base: String,
     client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<DocStore, neardup_server::ServerError>>,
+    done: tokio::task::JoinHandle<Result<DocumentStore, neardup_server::ServerError>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -37,14 +37,18 @@ impl Running {
         clock: Option<Arc<TestClock>>,
     ) -> Running {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = DocStore::create(dir.path(), config).unwrap();
+        let mut store = DocumentStore::create(dir.path(), config).unwrap();
         if let Some(c) = clock {
             store = store.with_clock(c);
         }
         Running::on(store, server, Some(dir)).await
     }
 
-    async fn on(store: DocStore, server: ServerConfig, dir: Option<tempfile::TempDir>) -> Running {
+    async fn on(
+        store: DocumentStore,
+        server: ServerConfig,
+        dir: Option<tempfile::TempDir>,
+    ) -> Running {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -79,7 +83,7 @@ impl Running {
         self.send(method, path, Some(&body.to_string())).await
     }
 
-    async fn stop(mut self) -> DocStore {
+    async fn stop(mut self) -> DocumentStore {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -490,7 +494,7 @@ async fn every_error_is_a_4xx_with_a_code() {
 #[tokio::test]
 async fn the_token_guards_v1_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = DocStore::create(dir.path(), DocConfig::default()).unwrap();
+    let store = DocumentStore::create(dir.path(), DocConfig::default()).unwrap();
     let server = ServerConfig {
         token: Some("s3cret".into()),
         ..ServerConfig::default()
@@ -659,7 +663,7 @@ async fn the_gate_is_atomic_under_concurrency() {
 async fn shutdown_finishes_the_writes_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
-    let store = DocStore::create(&path, DocConfig::default()).unwrap();
+    let store = DocumentStore::create(&path, DocConfig::default()).unwrap();
     let svc = Running::on(store, ServerConfig::default(), Some(dir)).await;
     let mut tasks = Vec::new();
     for i in 0..200 {
@@ -693,7 +697,7 @@ async fn shutdown_finishes_the_writes_in_flight() {
         );
     }
     drop(store);
-    let store = DocStore::open(&path, None).unwrap();
+    let store = DocumentStore::open(&path, None).unwrap();
     // The service snapshotted its index as it stopped: the next start reads it whole.
     assert_eq!(store.opened(), &Opened::Snapshot { caught_up: 0 });
     assert!(store.len() >= acked.len());
@@ -711,7 +715,7 @@ async fn shutdown_finishes_the_writes_in_flight() {
 async fn snapshots_are_taken_while_serving() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_path_buf();
-    let store = DocStore::create(&path, DocConfig::default()).unwrap();
+    let store = DocumentStore::create(&path, DocConfig::default()).unwrap();
     let server = ServerConfig {
         snapshot_every: Some(Duration::from_millis(50)),
         ..ServerConfig::default()
@@ -747,7 +751,7 @@ async fn snapshots_are_taken_while_serving() {
     let store = svc.stop().await;
     let before = store.len();
     drop(store);
-    let store = DocStore::open(&path, None).unwrap();
+    let store = DocumentStore::open(&path, None).unwrap();
     assert!(matches!(store.opened(), Opened::Snapshot { .. }));
     assert_eq!(store.len(), before);
     assert_eq!(before, 20);

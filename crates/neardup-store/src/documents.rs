@@ -225,7 +225,7 @@ impl Drop for DocumentStore {
 
 impl std::fmt::Debug for DocumentStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DocStore")
+        f.debug_struct("DocumentStore")
             .field("path", &self.view.path)
             .field("len", &self.docs.len())
             .field("config", &self.view.config)
@@ -244,7 +244,7 @@ pub struct DocumentReader {
 
 impl std::fmt::Debug for DocumentReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DocStoreReader")
+        f.debug_struct("DocumentReader")
             .field("path", &self.view.path)
             .finish_non_exhaustive()
     }

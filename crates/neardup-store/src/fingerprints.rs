@@ -80,7 +80,7 @@ pub struct Record {
 
 impl std::fmt::Debug for FingerprintStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("FingerprintStore")
             .field("path", &self.path)
             .field("len", &self.corpus.len())
             .field("config", &self.config)
@@ -512,7 +512,7 @@ pub struct FingerprintReader {
 
 impl std::fmt::Debug for FingerprintReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreReader")
+        f.debug_struct("FingerprintReader")
             .field("path", &self.view.path)
             .finish_non_exhaustive()
     }

@@ -70,8 +70,16 @@ pub use redis::{Interrupt, RedisOptions, RedisReader, RedisStore};
 pub use repair::{check, export, repair, Check, Export, Repair};
 pub use snapshot::SnapshotJob;
 
-// The names the other crates know the stores by.
-pub use documents::DocumentReader as DocStoreReader;
-pub use documents::DocumentStore as DocStore;
-pub use fingerprints::FingerprintReader as StoreReader;
-pub use fingerprints::FingerprintStore as Store;
+// The names of the first releases, before the two models were named apart.
+/// Old name of [`DocumentStore`].
+#[deprecated(since = "0.1.0", note = "renamed DocumentStore")]
+pub type DocStore = DocumentStore;
+/// Old name of [`DocumentReader`].
+#[deprecated(since = "0.1.0", note = "renamed DocumentReader")]
+pub type DocStoreReader = DocumentReader;
+/// Old name of [`FingerprintStore`].
+#[deprecated(since = "0.1.0", note = "renamed FingerprintStore")]
+pub type Store = FingerprintStore;
+/// Old name of [`FingerprintReader`].
+#[deprecated(since = "0.1.0", note = "renamed FingerprintReader")]
+pub type StoreReader = FingerprintReader;

@@ -1,8 +1,8 @@
 //! Crash tests: a writer process is killed with SIGKILL at random moments, many times, on
 //! the same store, and after each kill the store must open with every acknowledged write in
 //! it, every acknowledged remove gone, and nothing else but the one call in flight, whole or
-//! not at all (a bulk call is one transaction). Kills land inside `Store::create` and inside
-//! `Store::open` (redb's recovery after the previous kill) too.
+//! not at all (a bulk call is one transaction). Kills land inside `FingerprintStore::create` and inside
+//! `FingerprintStore::open` (redb's recovery after the previous kill) too.
 //!
 //! The writer is this test binary run again ([`writer`], ignored in normal runs). It logs
 //! each call before making it (`B seq now op…`) and once it has returned (`A seq`), with
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use neardup::tables::Blocks;
-use neardup_store::{Clock, Record, Store, StoreConfig, StoreError};
+use neardup_store::{Clock, FingerprintStore, Record, StoreConfig, StoreError};
 
 const CONFIG: StoreConfig = StoreConfig {
     blocks: Blocks::Fixed(5),
@@ -194,8 +194,8 @@ fn writer() {
     let first = if create == "1" { Op::Create } else { Op::Open };
     log.line(&format!("B {seq} {now} {}", first.to_line()));
     let store = match first {
-        Op::Create => Store::create(dir, CONFIG, 1000),
-        _ => Store::open(dir, Some(CONFIG)),
+        Op::Create => FingerprintStore::create(dir, CONFIG, 1000),
+        _ => FingerprintStore::open(dir, Some(CONFIG)),
     };
     let mut store = store.unwrap().with_clock(clock.clone());
     log.line(&format!("A {seq}"));
@@ -367,12 +367,13 @@ fn crash_tests() {
             .first()
             .is_some_and(|op| op.1 == Op::Create);
         killed_in_create += usize::from(!created);
-        let store = match Store::open(&dir, Some(CONFIG)) {
+        let store = match FingerprintStore::open(&dir, Some(CONFIG)) {
             Ok(store) => store,
-            Err(StoreError::NotAStore(_)) if !created => Store::create(&dir, CONFIG, 1000)
-                .unwrap_or_else(|e| {
+            Err(StoreError::NotAStore(_)) if !created => {
+                FingerprintStore::create(&dir, CONFIG, 1000).unwrap_or_else(|e| {
                     panic!("create after a kill inside create: {e}");
-                }),
+                })
+            }
             Err(e) => panic!("after a kill in create (acknowledged: {created}): {e}"),
         };
         // Whatever the writer acknowledged after create is in it.
@@ -433,7 +434,7 @@ fn crash_tests() {
             }
         }
         let clock = Arc::new(SetClock(AtomicU64::new(now)));
-        let store = Store::open(&dir, Some(CONFIG))
+        let store = FingerprintStore::open(&dir, Some(CONFIG))
             .unwrap_or_else(|e| panic!("trial {done}: the store does not open: {e}"))
             .with_clock(clock);
         let got = records_model(store.records().unwrap());
@@ -483,6 +484,6 @@ fn crash_tests() {
         "no kill landed inside open"
     );
     // The store as the model says, once more, after the last kill.
-    let store = Store::open(&dir, Some(CONFIG)).unwrap();
+    let store = FingerprintStore::open(&dir, Some(CONFIG)).unwrap();
     assert!(records_model(store.records().unwrap()) == model);
 }

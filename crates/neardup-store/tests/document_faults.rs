@@ -1,4 +1,4 @@
-//! Damaged, cut and busy document stores (`DocStore`, the service's), held to the promises
+//! Damaged, cut and busy document stores (`DocumentStore`, the service's), held to the promises
 //! the fingerprint store's tests (faults.rs) hold it to: every case is an error naming the
 //! file, never a panic; `check` finds the damage and `repair` keeps every document that
 //! can be read.
@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use neardup::jaccard::Threshold;
-use neardup_store::{DocConfig, DocStore, StoreError, StoredDoc, Write, FILE, LOG_FILE};
+use neardup_store::{DocConfig, DocumentStore, StoreError, StoredDoc, Write, FILE, LOG_FILE};
 
 fn config() -> DocConfig {
     DocConfig {
@@ -27,7 +27,7 @@ fn text(i: usize) -> String {
 /// A store of `n` documents (every third expiring, far ahead), closed; each id with what
 /// `get` gave for it.
 fn filled(dir: &Path, n: usize) -> Vec<(String, StoredDoc)> {
-    let mut store = DocStore::create(dir, config()).unwrap();
+    let mut store = DocumentStore::create(dir, config()).unwrap();
     let prep = store.preparer();
     let ids: Vec<String> = (0..n).map(|i| format!("doc-{i}")).collect();
     for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
@@ -56,7 +56,7 @@ fn use_store(dir: &Path) {
         let msg = e.to_string();
         assert!(msg.contains(FILE), "{msg}");
     };
-    let mut store = match DocStore::open(dir, None) {
+    let mut store = match DocumentStore::open(dir, None) {
         Ok(store) => store,
         Err(e) => return named(e),
     };
@@ -90,7 +90,7 @@ fn a_document_store_cut_short_is_a_damaged_error_at_every_length() {
     lengths.extend([0, 1, 9, 100, 320, 4095, whole.len() - 4096, whole.len() - 1]);
     for len in lengths {
         std::fs::write(&path, &whole[..len]).unwrap();
-        let err = DocStore::open(dir.path(), None).unwrap_err();
+        let err = DocumentStore::open(dir.path(), None).unwrap_err();
         let msg = err.to_string();
         match len {
             0 => assert!(matches!(err, StoreError::Unfinished(_)), "{len}: {msg}"),
@@ -141,7 +141,7 @@ fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
         .unwrap();
     assert_eq!(std::fs::read(aside).unwrap(), logged);
     assert!(!log.exists());
-    let store = DocStore::open(dir.path(), Some(config())).unwrap();
+    let store = DocumentStore::open(dir.path(), Some(config())).unwrap();
     assert_eq!(store.replayed(), 0);
     assert_eq!(store.len(), 300);
     for (id, doc) in &docs {
@@ -200,7 +200,7 @@ fn damage_inside_a_document_store_is_an_error_or_found_by_check() {
         if !check.problems.is_empty() {
             found += 1;
             if neardup_store::repair(dir.path()).is_ok() {
-                DocStore::open(dir.path(), None).unwrap();
+                DocumentStore::open(dir.path(), None).unwrap();
             }
         }
     }
@@ -227,7 +227,7 @@ fn inconsistent_document_tables_are_found_and_repaired() {
     );
     let repair = neardup_store::repair(dir.path()).unwrap();
     assert!(repair.complete && repair.documents == 20, "{repair:?}");
-    let store = DocStore::open(dir.path(), Some(config())).unwrap();
+    let store = DocumentStore::open(dir.path(), Some(config())).unwrap();
     for (id, doc) in &docs {
         assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
     }
@@ -236,12 +236,12 @@ fn inconsistent_document_tables_are_found_and_repaired() {
 #[test]
 fn a_document_store_in_use_says_by_whom() {
     let dir = tempfile::tempdir().unwrap();
-    let store = DocStore::create(dir.path(), config()).unwrap();
-    let err = DocStore::open(dir.path(), None).unwrap_err();
+    let store = DocumentStore::create(dir.path(), config()).unwrap();
+    let err = DocumentStore::open(dir.path(), None).unwrap_err();
     assert!(matches!(err, StoreError::InUse { .. }), "{err}");
     assert!(err.to_string().contains("in use by this process"), "{err}");
     let err = neardup_store::check(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::InUse { .. }), "{err}");
     drop(store);
-    assert!(DocStore::open(dir.path(), None).is_ok());
+    assert!(DocumentStore::open(dir.path(), None).is_ok());
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, BANDS};
 use neardup_store::{
-    Clock, DocConfig, DocStore, Hit, Opened, Outcome, Preparer, StoreError, Write,
+    Clock, DocConfig, DocumentStore, Hit, Opened, Outcome, Preparer, StoreError, Write,
 };
 use proptest::prelude::*;
 
@@ -172,12 +172,12 @@ proptest! {
         // Batches wait in the log until an explicit checkpoint, a snapshot or a drop; or
         // are checkpointed before each next batch.
         let every = if log_all { Duration::from_secs(3600) } else { Duration::ZERO };
-        let mut store = DocStore::create(dir.path(), config)
+        let mut store = DocumentStore::create(dir.path(), config)
             .unwrap()
             .with_clock(clock.clone())
             .with_checkpoint_every(every);
         let open = |dir: &tempfile::TempDir| {
-            DocStore::open(dir.path(), Some(config))
+            DocumentStore::open(dir.path(), Some(config))
                 .unwrap()
                 .with_clock(clock.clone())
                 .with_checkpoint_every(every)
@@ -346,7 +346,7 @@ proptest! {
 #[test]
 fn a_batch_finds_its_own_puts_under_shared_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = DocStore::create(dir.path(), at_08(false)).unwrap();
+    let mut store = DocumentStore::create(dir.path(), at_08(false)).unwrap();
     let prep = store.preparer();
     let put = |id: &str, t: &str, unique: bool| Write::Put {
         id: id.into(),
@@ -409,7 +409,7 @@ fn at_08(paragraphs: bool) -> DocConfig {
 fn paragraphs_report_what_they_share() {
     let dir = tempfile::tempdir().unwrap();
     let config = at_08(true);
-    let mut store = DocStore::create(dir.path(), config).unwrap();
+    let mut store = DocumentStore::create(dir.path(), config).unwrap();
     let prep = store.preparer();
     let (a, b, c) = (text(0, &[]), text(1, &[]), text(2, &[]));
     let stored = format!("{a}\n\n{b}");
@@ -443,7 +443,7 @@ fn paragraphs_report_what_they_share() {
     }
     // Reopened, the paragraph index is rebuilt and a removal takes its paragraphs away.
     drop(store);
-    let mut store = DocStore::open(dir.path(), Some(config)).unwrap();
+    let mut store = DocumentStore::open(dir.path(), Some(config)).unwrap();
     assert_eq!(store.check_paragraphs(&doc).unwrap().len(), 2);
     store
         .apply(vec![Write::Delete { id: "ab".into() }])
@@ -456,7 +456,7 @@ fn paragraphs_report_what_they_share() {
 }
 
 /// Every check a store answers, documents and paragraphs, for the queries `texts`.
-fn answers(store: &DocStore, prep: &Preparer, texts: &[String]) -> Vec<String> {
+fn answers(store: &DocumentStore, prep: &Preparer, texts: &[String]) -> Vec<String> {
     texts
         .iter()
         .map(|t| {
@@ -480,7 +480,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
         threshold: Threshold::new(0.7).unwrap(),
         paragraphs: true,
     };
-    let mut store = DocStore::create(dir.path(), config).unwrap();
+    let mut store = DocumentStore::create(dir.path(), config).unwrap();
     let prep = store.preparer();
     let put = |id: String, t: &str| Write::Put {
         id,
@@ -525,7 +525,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     let len = store.len();
     drop(store);
 
-    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
     // Removed: 18 deleted, 10 replaced (d56 was deleted first in that batch), d3; added:
     // the 11 replacing and the 30 new.
     let caught_up = 18 + 10 + 1 + 11 + 30;
@@ -542,7 +542,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     let snapshot = dir.path().join("bands.snapshot");
     let kept = dir.path().join("kept.snapshot");
     std::fs::rename(&snapshot, &kept).unwrap();
-    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
     assert!(matches!(store.opened(), Opened::Rebuilt { .. }));
     assert_eq!(answers(&store, &prep, &queries), live);
     drop(store);
@@ -552,7 +552,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     let at = bytes.len() / 2;
     bytes[at] ^= 1;
     std::fs::write(&snapshot, &bytes).unwrap();
-    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
     let Opened::Rebuilt { why } = store.opened() else {
         panic!("{:?}", store.opened())
     };
@@ -562,7 +562,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
 
     // Another store's snapshot, even of the same settings and size: not used.
     let other = tempfile::tempdir().unwrap();
-    let mut store = DocStore::create(other.path(), config).unwrap();
+    let mut store = DocumentStore::create(other.path(), config).unwrap();
     store
         .apply(
             (0..120)
@@ -573,7 +573,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     store.save_snapshot().unwrap();
     drop(store);
     std::fs::copy(other.path().join("bands.snapshot"), &snapshot).unwrap();
-    let store = DocStore::open(dir.path(), Some(config)).unwrap();
+    let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
     assert!(
         matches!(store.opened(), Opened::Rebuilt { .. }),
         "{:?}",
@@ -586,23 +586,23 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
 fn stores_of_the_other_kind_and_other_settings_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = DocConfig::default();
-    drop(DocStore::create(dir.path(), config).unwrap());
+    drop(DocumentStore::create(dir.path(), config).unwrap());
     let other = DocConfig {
         threshold: Threshold::new(0.7).unwrap(),
         paragraphs: false,
     };
-    let e = DocStore::open(dir.path(), Some(other)).unwrap_err();
+    let e = DocumentStore::open(dir.path(), Some(other)).unwrap_err();
     assert!(matches!(e, StoreError::Mismatch { .. }), "{e}");
     assert!(e.to_string().contains("threshold 0.8"), "{e}");
-    let e = neardup_store::Store::open(dir.path(), None).unwrap_err();
+    let e = neardup_store::FingerprintStore::open(dir.path(), None).unwrap_err();
     assert!(e.to_string().contains("a document store"), "{e}");
     assert!(matches!(
-        DocStore::create(dir.path(), config),
+        DocumentStore::create(dir.path(), config),
         Err(StoreError::Exists(_))
     ));
     let fp = tempfile::tempdir().unwrap();
     drop(
-        neardup_store::Store::create(
+        neardup_store::FingerprintStore::create(
             fp.path(),
             neardup_store::StoreConfig {
                 blocks: neardup::tables::Blocks::Auto,
@@ -613,11 +613,11 @@ fn stores_of_the_other_kind_and_other_settings_are_refused() {
         )
         .unwrap(),
     );
-    let e = DocStore::open(fp.path(), None).unwrap_err();
+    let e = DocumentStore::open(fp.path(), None).unwrap_err();
     assert!(e.to_string().contains("not a document store"), "{e}");
     // Held by this store: a second one is refused, naming the holder.
-    let held = DocStore::open(dir.path(), None).unwrap();
-    let e = DocStore::open(dir.path(), None).unwrap_err();
+    let held = DocumentStore::open(dir.path(), None).unwrap();
+    let e = DocumentStore::open(dir.path(), None).unwrap_err();
     assert!(matches!(e, StoreError::InUse { .. }), "{e}");
     drop(held);
 }
@@ -627,7 +627,7 @@ fn a_store_of_the_old_words_is_refused_by_name() {
     // Sketch format 1 took `\w+` runs as words in every script: its sketches cannot be
     // compared with today's, so the store is refused, saying why and what to do.
     let dir = tempfile::tempdir().unwrap();
-    let mut store = DocStore::create(dir.path(), at_08(false)).unwrap();
+    let mut store = DocumentStore::create(dir.path(), at_08(false)).unwrap();
     let p = store.preparer();
     store
         .apply(vec![Write::Put {
@@ -653,7 +653,7 @@ fn a_store_of_the_old_words_is_refused_by_name() {
         }
         txn.commit().unwrap();
     }
-    let err = DocStore::open(dir.path(), None).unwrap_err();
+    let err = DocumentStore::open(dir.path(), None).unwrap_err();
     assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
     let msg = err.to_string();
     for part in [

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use neardup::tables::Blocks;
-use neardup_store::{Record, Store, StoreConfig, StoreError, FILE};
+use neardup_store::{FingerprintStore, Record, StoreConfig, StoreError, FILE};
 
 const CONFIG: StoreConfig = StoreConfig {
     blocks: Blocks::Fixed(6),
@@ -19,7 +19,7 @@ fn fp(i: u64) -> u64 {
 
 /// A store of `n` documents (every third with an expiry), closed, and its records.
 fn filled(dir: &Path, n: u64) -> Vec<Record> {
-    let mut store = Store::create(dir, CONFIG, 0).unwrap();
+    let mut store = FingerprintStore::create(dir, CONFIG, 0).unwrap();
     let ids: Vec<String> = (0..n).map(|i| format!("doc-{i:05}")).collect();
     let docs: Vec<(&str, u64, Option<Duration>)> = ids
         .iter()
@@ -47,7 +47,7 @@ fn a_store_cut_short_is_a_damaged_error_at_every_length() {
     lengths.extend([0, 1, 9, 100, 320, 4095, whole.len() - 4096, whole.len() - 1]);
     for len in lengths {
         std::fs::write(&path, &whole[..len]).unwrap();
-        let err = Store::open(dir.path(), None).unwrap_err();
+        let err = FingerprintStore::open(dir.path(), None).unwrap_err();
         let msg = err.to_string();
         match len {
             // Nothing in it: an interrupted create, as far as anyone can tell.
@@ -58,7 +58,7 @@ fn a_store_cut_short_is_a_damaged_error_at_every_length() {
             }
         }
         assert!(matches!(
-            Store::create(dir.path(), CONFIG, 0),
+            FingerprintStore::create(dir.path(), CONFIG, 0),
             Err(StoreError::Exists(_)) | Ok(_)
         ));
         // create never replaces a damaged store (only an empty, unfinished one).
@@ -98,7 +98,7 @@ fn a_store_cut_short_is_exported_and_repaired_with_what_it_holds() {
     assert!(repair.complete && repair.documents == 2000, "{repair:?}");
     let kept = repair.kept.unwrap();
     assert_eq!(std::fs::read(&kept).unwrap(), whole[..whole.len() - 4096]);
-    let store = Store::open(dir.path(), Some(CONFIG)).unwrap();
+    let store = FingerprintStore::open(dir.path(), Some(CONFIG)).unwrap();
     assert_eq!(store.records().unwrap(), records);
     assert_eq!(
         store.find_first(fp(7)).unwrap(),
@@ -137,7 +137,7 @@ fn damage_inside_the_file_is_found_by_check() {
             found += 1;
         }
         // Opening either works (redb never reads the damaged page on open) or is an error.
-        if let Err(e) = Store::open(dir.path(), None) {
+        if let Err(e) = FingerprintStore::open(dir.path(), None) {
             assert!(e.to_string().contains(FILE), "{e}");
         }
     }
@@ -164,7 +164,7 @@ fn inconsistent_tables_are_found_and_repaired() {
     );
     let repair = neardup_store::repair(dir.path()).unwrap();
     assert!(repair.complete);
-    let store = Store::open(dir.path(), Some(CONFIG)).unwrap();
+    let store = FingerprintStore::open(dir.path(), Some(CONFIG)).unwrap();
     assert_eq!(store.records().unwrap(), records);
     assert_eq!(
         store.find_first(fp(3)).unwrap(),
@@ -194,7 +194,7 @@ fn settings_that_make_no_store_leave_nothing_behind() {
             "blocks (4) must be greater than distance (4)",
         ),
     ] {
-        let err = Store::create(&d, config, 0).unwrap_err();
+        let err = FingerprintStore::create(&d, config, 0).unwrap_err();
         assert!(err.to_string().contains(words), "{err}");
         assert!(!d.exists(), "{err}: left {}", d.display());
     }
@@ -209,10 +209,10 @@ fn leftovers_of_an_interrupted_create_are_cleared() {
     let aside = d.join(format!("{FILE}.4194304.0.partial"));
     std::fs::write(&aside, b"half").unwrap();
     std::fs::write(d.join(FILE), b"").unwrap();
-    let err = Store::open(d, None).unwrap_err();
+    let err = FingerprintStore::open(d, None).unwrap_err();
     assert!(matches!(err, StoreError::Unfinished(_)), "{err}");
     assert!(err.to_string().contains("create it again"), "{err}");
-    let mut store = Store::create(d, CONFIG, 0).unwrap();
+    let mut store = FingerprintStore::create(d, CONFIG, 0).unwrap();
     store.insert("a", 1, None).unwrap();
     drop(store);
     if Path::new("/proc/self").exists() {
@@ -222,20 +222,20 @@ fn leftovers_of_an_interrupted_create_are_cleared() {
     // nothing either.
     let e = tempfile::tempdir().unwrap();
     drop(redb::Database::create(e.path().join(FILE)).unwrap());
-    let err = Store::open(e.path(), None).unwrap_err();
+    let err = FingerprintStore::open(e.path(), None).unwrap_err();
     assert!(matches!(err, StoreError::Unfinished(_)), "{err}");
-    Store::create(e.path(), CONFIG, 0).unwrap();
+    FingerprintStore::create(e.path(), CONFIG, 0).unwrap();
 }
 
 #[test]
 fn a_store_in_use_says_by_whom() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path(), CONFIG, 0).unwrap();
-    let err = Store::open(dir.path(), None).unwrap_err();
+    let store = FingerprintStore::create(dir.path(), CONFIG, 0).unwrap();
+    let err = FingerprintStore::open(dir.path(), None).unwrap_err();
     assert!(matches!(err, StoreError::InUse { .. }), "{err}");
     assert!(err.to_string().contains("in use by this process"), "{err}");
     let err = neardup_store::check(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::InUse { .. }), "{err}");
     drop(store);
-    assert!(Store::open(dir.path(), None).is_ok());
+    assert!(FingerprintStore::open(dir.path(), None).is_ok());
 }

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use neardup::jaccard::Threshold;
 use neardup::tables::Blocks;
-use neardup_store::{DocConfig, DocStore, Store, StoreConfig, StoreError, Write, FILE};
+use neardup_store::{
+    DocConfig, DocumentStore, FingerprintStore, StoreConfig, StoreError, Write, FILE,
+};
 
 /// The system allocator, refusing (and noting) any allocation above 1 GiB: no store of
 /// these tests needs one, and a damaged size would ask for far more.
@@ -62,7 +64,7 @@ fn fp(i: u64) -> u64 {
 /// The fuzz target's store: documents with and without expiries, some replaced, some
 /// removed.
 fn fuzz_base(dir: &Path) {
-    let mut store = Store::create(dir, CONFIG, 1000).unwrap();
+    let mut store = FingerprintStore::create(dir, CONFIG, 1000).unwrap();
     let ids: Vec<String> = (0..300).map(|i| format!("doc-{i}")).collect();
     let docs: Vec<(&str, u64, Option<Duration>)> = ids
         .iter()
@@ -122,14 +124,14 @@ fn a_store_cut_short_is_checked_exported_and_repaired_without_a_panic_report() {
         if let Err(e) = neardup_store::export(&dir, |_| Ok::<(), ()>(())) {
             redb_stopped += saw(&e);
         }
-        match Store::open(&dir, None) {
+        match FingerprintStore::open(&dir, None) {
             Err(e) => assert!(matches!(e, StoreError::Damaged { .. }), "{len}: {e}"),
             Ok(_) => panic!("{len}: a cut store opens"),
         }
         match neardup_store::repair(&dir) {
             // A repaired store opens whole.
             Ok(_) => {
-                let store = Store::open(&dir, None).unwrap();
+                let store = FingerprintStore::open(&dir, None).unwrap();
                 store.records().unwrap();
             }
             Err(e) => redb_stopped += saw(&e),
@@ -171,7 +173,7 @@ fn an_implausible_region_layout_is_damage_before_redb_reads_it() {
             damaged.truncate(879);
         }
         std::fs::write(&path, &damaged).unwrap();
-        let err = Store::open(&dir, None).unwrap_err();
+        let err = FingerprintStore::open(&dir, None).unwrap_err();
         assert!(err.to_string().contains("its header says"), "{err}");
         let check = neardup_store::check(&dir).unwrap();
         assert!(!check.complete && check.documents == 0, "{check:?}");
@@ -200,7 +202,7 @@ fn fuzz_documents(dir: &Path) {
         threshold: Threshold::default(),
         paragraphs: true,
     };
-    let mut store = DocStore::create(dir, config).unwrap();
+    let mut store = DocumentStore::create(dir, config).unwrap();
     let prep = store.preparer();
     let put = |i: u64, ttl: Option<Duration>| Write::Put {
         id: format!("doc-{}", i % 1000),
@@ -250,10 +252,13 @@ fn a_damaged_commit_slot_is_damage_not_a_read_of_terabytes() {
     );
     let _ = neardup_store::export(&dir, |_| Ok::<(), ()>(()));
     if neardup_store::repair(&dir).is_ok() {
-        DocStore::open(&dir, None).unwrap().get("doc-1").unwrap();
+        DocumentStore::open(&dir, None)
+            .unwrap()
+            .get("doc-1")
+            .unwrap();
     }
     std::fs::write(&path, &damaged).unwrap();
-    if let Ok(store) = DocStore::open(&dir, None) {
+    if let Ok(store) = DocumentStore::open(&dir, None) {
         let _ = store.get("doc-1");
     }
     assert_eq!(LARGEST_REFUSED.load(Ordering::SeqCst), 0);

@@ -1,6 +1,6 @@
 //! The Redis Cluster backend against the embedded store as its oracle: the same random
 //! batches of puts (plain and `only_if_unique`, with and without a time to live) and
-//! deletes, checks, gets, sweeps and clock steps go to a `DocStore` and a `RedisStore`,
+//! deletes, checks, gets, sweeps and clock steps go to a `DocumentStore` and a `RedisStore`,
 //! and every answer must be equal. Then the invariants one by one: a half-written insert
 //! is never seen, a removed or expired document never matches, no document is reported
 //! twice, band keys and ids are kept as exact bytes.
@@ -18,7 +18,7 @@ use std::time::Duration;
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, BANDS};
 use neardup_store::{
-    Clock, DocConfig, DocStore, Interrupt, Preparer, RedisOptions, RedisStore, Write,
+    Clock, DocConfig, DocumentStore, Interrupt, Preparer, RedisOptions, RedisStore, Write,
 };
 use proptest::prelude::*;
 
@@ -160,7 +160,7 @@ fn same_answers(
 ) -> std::result::Result<(), TestCaseError> {
     let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
     let clock = Arc::new(TestClock(AtomicU64::new(1_000_000)));
-    let mut local = DocStore::create(dir.path(), config)
+    let mut local = DocumentStore::create(dir.path(), config)
         .map_err(|e| TestCaseError::fail(e.to_string()))?
         .with_clock(clock.clone());
     let mut remote = RedisStore::create(seeds, options("model"), config, 1000)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use neardup::tables::Blocks;
-use neardup_store::{Clock, Store, StoreConfig, StoreError};
+use neardup_store::{Clock, FingerprintStore, StoreConfig, StoreError};
 use proptest::prelude::*;
 
 struct TestClock(AtomicU64);
@@ -76,7 +76,7 @@ proptest! {
     fn matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(TestClock(AtomicU64::new(1000)));
-        let mut store = Store::create(dir.path(), CONFIG, 100).unwrap().with_clock(clock.clone());
+        let mut store = FingerprintStore::create(dir.path(), CONFIG, 100).unwrap().with_clock(clock.clone());
         let mut model = Model::new();
         let name = |i: u8| format!("doc-{i}");
         let expiry = |t: Option<u64>, now: u64| t.map(|s| now + s);
@@ -137,7 +137,7 @@ proptest! {
                 }
                 Op::Reopen => {
                     drop(store);
-                    store = Store::open(dir.path(), Some(CONFIG)).unwrap().with_clock(clock.clone());
+                    store = FingerprintStore::open(dir.path(), Some(CONFIG)).unwrap().with_clock(clock.clone());
                 }
             }
             prop_assert_eq!(store.len(), model.len());
@@ -148,7 +148,7 @@ proptest! {
 #[test]
 fn bad_directories_are_named_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let err = Store::open(dir.path(), None).unwrap_err();
+    let err = FingerprintStore::open(dir.path(), None).unwrap_err();
     assert!(matches!(err, StoreError::NotAStore(_)), "{err}");
     assert!(err.to_string().contains("not a neardup data directory"));
 
@@ -158,12 +158,12 @@ fn bad_directories_are_named_errors() {
         b"not a database at all",
     )
     .unwrap();
-    let err = Store::open(dir.path(), None).unwrap_err();
+    let err = FingerprintStore::open(dir.path(), None).unwrap_err();
     assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
     assert!(err.to_string().contains(neardup_store::FILE), "{err}");
     // ... and create does not overwrite it.
     assert!(matches!(
-        Store::create(dir.path(), CONFIG, 10),
+        FingerprintStore::create(dir.path(), CONFIG, 10),
         Err(StoreError::Exists(_))
     ));
     assert_eq!(
@@ -175,7 +175,7 @@ fn bad_directories_are_named_errors() {
     let other = tempfile::tempdir().unwrap();
     let db = redb_database(other.path());
     drop(db);
-    let err = Store::open(other.path(), None).unwrap_err();
+    let err = FingerprintStore::open(other.path(), None).unwrap_err();
     assert!(err.to_string().contains("no neardup settings"), "{err}");
 }
 
@@ -193,7 +193,7 @@ fn redb_database(dir: &std::path::Path) -> redb::Database {
 #[test]
 fn settings_are_recorded_and_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::create(dir.path(), CONFIG, 1_000_000).unwrap();
+    let mut store = FingerprintStore::create(dir.path(), CONFIG, 1_000_000).unwrap();
     store.insert("a", 42, None).unwrap();
     let blocks = store.config().blocks;
     drop(store);
@@ -211,11 +211,11 @@ fn settings_are_recorded_and_checked() {
             ..CONFIG
         },
     ] {
-        let err = Store::open(dir.path(), Some(wrong)).unwrap_err();
+        let err = FingerprintStore::open(dir.path(), Some(wrong)).unwrap_err();
         assert!(matches!(err, StoreError::Mismatch { .. }), "{err}");
         assert!(err.to_string().contains("made with"), "{err}");
     }
-    let store = Store::open(dir.path(), Some(StoreConfig { blocks, ..CONFIG })).unwrap();
+    let store = FingerprintStore::open(dir.path(), Some(StoreConfig { blocks, ..CONFIG })).unwrap();
     assert_eq!(store.find_first(43).unwrap(), Some(("a".to_string(), 1)));
 }
 
@@ -229,7 +229,7 @@ fn crash_child() {
         .unwrap()
         .parse()
         .unwrap();
-    let mut store = Store::open(&dir, None).unwrap();
+    let mut store = FingerprintStore::open(&dir, None).unwrap();
     let mut out = std::io::stdout().lock();
     for i in start.. {
         store.insert(&format!("d{i}"), crash_fp(i), None).unwrap();
@@ -250,7 +250,7 @@ fn crash_fp(i: u64) -> u64 {
 #[test]
 fn acknowledged_writes_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    drop(Store::create(dir.path(), CONFIG, 1000).unwrap());
+    drop(FingerprintStore::create(dir.path(), CONFIG, 1000).unwrap());
     let (mut inserted, mut removed) = (BTreeSet::new(), BTreeSet::new());
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for round in 0..12u64 {
@@ -307,7 +307,7 @@ fn acknowledged_writes_survive_sigkill() {
             Some((_, n)) => (Some(n + 3), None),
             None => (Some(round * 1_000_000), None),
         };
-        let store = Store::open(dir.path(), Some(CONFIG)).unwrap();
+        let store = FingerprintStore::open(dir.path(), Some(CONFIG)).unwrap();
         for &i in &inserted {
             let found = store.find_all(crash_fp(i)).unwrap();
             let present = found
@@ -362,7 +362,7 @@ fn acknowledged_writes_survive_sigkill() {
 fn format_1_stores_are_upgraded() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(TestClock(AtomicU64::new(1000)));
-    let mut store = Store::create(dir.path(), CONFIG, 10)
+    let mut store = FingerprintStore::create(dir.path(), CONFIG, 10)
         .unwrap()
         .with_clock(clock.clone());
     store.insert("keep", 7, None).unwrap();
@@ -379,7 +379,7 @@ fn format_1_stores_are_upgraded() {
         txn.open_table(meta).unwrap().insert("format", &1).unwrap();
         txn.commit().unwrap();
     }
-    let mut store = Store::open(dir.path(), Some(CONFIG))
+    let mut store = FingerprintStore::open(dir.path(), Some(CONFIG))
         .unwrap()
         .with_clock(clock.clone());
     assert_eq!(store.find_all(7).unwrap().len(), 2);
@@ -407,7 +407,7 @@ fn readers_query_while_the_writer_commits() {
     use std::sync::atomic::AtomicBool;
 
     let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::create(dir.path(), CONFIG, 10_000).unwrap();
+    let mut store = FingerprintStore::create(dir.path(), CONFIG, 10_000).unwrap();
     let fp = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17);
     let name = |i: u64| format!("doc-{i}");
     // Documents 0..inserted are acknowledged; of those, even ones below removed are gone.
