@@ -37,8 +37,8 @@ use neardup_io::records;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use crate::doc_args::parse_threshold;
 use crate::doc_args::DocArgs;
-use crate::documents::parse_threshold;
 use crate::failure::Failure;
 use crate::find::{default_memory, parse_size};
 use crate::fpconfig::FingerprintArgs;

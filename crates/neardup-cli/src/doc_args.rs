@@ -1,6 +1,7 @@
 //! Where documents come from, as command-line flags: they give the options of the reader
 //! (`neardup_io::docs`), which reads them.
 
+use neardup::jaccard::Threshold;
 use neardup_io::docs::{Format, ReadOptions};
 
 /// How an input's bytes are cut into documents.
@@ -77,4 +78,9 @@ impl DocArgs {
             ..ReadOptions::default()
         }
     }
+}
+
+/// Parses a `--threshold` value.
+pub(crate) fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse().map_err(|e: neardup::Error| e.to_string())
 }

@@ -13,8 +13,9 @@ use neardup_store::{Backend, BackendReader, DocConfig, DocumentStore, Outcome, W
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::doc_args::DocArgs;
+use crate::doc_args::{parse_threshold, DocArgs};
 use crate::failure::{store_failure, Failure};
+use crate::load;
 use crate::maintain::{self, Model};
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
@@ -113,11 +114,6 @@ pub struct DocAt {
     pub redis: RedisArgs,
 }
 
-/// Parses a `--threshold` value.
-pub(crate) fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse().map_err(|e: neardup::Error| e.to_string())
-}
-
 /// Runs an `neardup documents` subcommand.
 pub fn run(cmd: &DocumentsCmd) -> Result<(), Failure> {
     let at = match cmd {
@@ -159,6 +155,31 @@ pub fn run(cmd: &DocumentsCmd) -> Result<(), Failure> {
                 None => DocumentStore::open(dir, None),
             }
             .map_err(store_failure)?;
+            if let DocumentsCmd::Insert {
+                docs,
+                ttl,
+                only_if_unique,
+                ..
+            } = cmd
+            {
+                // The way `neardup load` loads: signing on every core beside the writer.
+                let puts = load::Puts {
+                    ttl: ttl.map(Duration::from_secs),
+                    only_if_unique: *only_if_unique,
+                    batch: load::BATCH,
+                };
+                let progress = Progress::for_stderr();
+                let (store, _, counts) =
+                    load::load(store, docs, &puts, &progress, (&mut None, false))?;
+                progress.finish();
+                note_inserted(
+                    counts.documents,
+                    counts.inserted,
+                    *only_if_unique,
+                    store.len(),
+                );
+                return load::finish(store);
+            }
             on(cmd, &mut store, dir, at)?;
             // The service then starts from the snapshot instead of rebuilding the index.
             if !matches!(cmd, DocumentsCmd::Query { .. } | DocumentsCmd::Stats { .. }) {
@@ -173,6 +194,16 @@ pub fn run(cmd: &DocumentsCmd) -> Result<(), Failure> {
             on(cmd, &mut store, &at.redis.describe(), at)
         }
     }
+}
+
+/// Says what an insert did: `stored` of `read` documents, `now` in the store.
+fn note_inserted(read: u64, stored: u64, only_if_unique: bool, now: usize) {
+    let skipped = if only_if_unique {
+        format!(", {} near-duplicates not stored", read - stored)
+    } else {
+        String::new()
+    };
+    crate::note!("neardup documents: {stored} of {read} documents inserted{skipped}; {now} stored");
 }
 
 /// Refuses a command that would write over what it reads: the store file (`store`, in a
@@ -226,15 +257,7 @@ fn on<B: Backend>(
         } => {
             let (read, stored) =
                 insert(store, docs, ttl.map(Duration::from_secs), *only_if_unique)?;
-            let skipped = if *only_if_unique {
-                format!(", {} near-duplicates not stored", read - stored)
-            } else {
-                String::new()
-            };
-            crate::note!(
-                "neardup documents: {stored} of {read} documents inserted{skipped}; {} stored",
-                store.len()
-            );
+            note_inserted(read as u64, stored as u64, *only_if_unique, store.len());
             Ok(())
         }
         DocumentsCmd::Remove { input, .. } => {

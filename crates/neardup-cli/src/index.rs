@@ -17,8 +17,9 @@ use neardup_store::{FingerprintStore, StoreConfig};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+use crate::doc_args::parse_threshold;
 use crate::doc_args::DocArgs;
-use crate::documents::{self, parse_threshold, DocAt, DocumentsCmd};
+use crate::documents::{self, DocAt, DocumentsCmd};
 use crate::failure::{note, Failure};
 use crate::fpconfig::FingerprintArgs;
 use crate::lines::{each_id_batch, each_line};

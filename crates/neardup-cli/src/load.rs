@@ -16,8 +16,8 @@ use neardup_store::{DocConfig, DocumentStore, OpenOptions, Outcome, Prepared, Wr
 use rayon::prelude::*;
 use serde_json::json;
 
+use crate::doc_args::parse_threshold;
 use crate::doc_args::DocArgs;
-use crate::documents::parse_threshold;
 use crate::failure::store_failure;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -48,7 +48,7 @@ pub struct LoadCmd {
     #[arg(long, value_name = "SECONDS")]
     ttl: Option<u64>,
     /// Documents decided and committed together: larger batches make fewer commits.
-    #[arg(long, value_name = "N", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, value_name = "N", default_value_t = BATCH as u64,  value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     batch: u64,
     /// Write each document's outcome here, one JSON line a document in input order:
     /// {"id", "inserted", "replaced", "matches"} (matches: the ids of the near-duplicates
@@ -73,14 +73,17 @@ pub struct LoadCmd {
 
 /// What a load counted.
 #[derive(Default)]
-struct Counts {
-    documents: u64,
-    inserted: u64,
-    replaced: u64,
-    refused: u64,
+pub(crate) struct Counts {
+    pub(crate) documents: u64,
+    pub(crate) inserted: u64,
+    pub(crate) replaced: u64,
+    pub(crate) refused: u64,
     commits: u64,
     commit_seconds: f64,
 }
+
+/// Documents decided and committed together by default.
+pub(crate) const BATCH: usize = 50_000;
 
 /// A batch of signed documents for the writer: their ids and puts.
 type Batch = Vec<Write>;
@@ -101,12 +104,9 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
     } else {
         DocumentStore::open_with(&cmd.data, None, options)
     }
-    .map_err(store_failure)?
-    // A crash while loading then costs no walk of the whole file at the next start.
-    .with_quick_repair(true);
+    .map_err(store_failure)?;
     let before = store.len();
     let opened = started.elapsed();
-    let preparer = store.preparer();
     let mut outcomes = match &cmd.outcomes {
         Some(path) => Some(
             std::fs::File::create(path)
@@ -115,76 +115,21 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
         ),
         None => None,
     };
-    let ttl = cmd.ttl.map(Duration::from_secs);
-    let batch_size = usize::try_from(cmd.batch).unwrap_or(usize::MAX);
+    let puts = Puts {
+        ttl: cmd.ttl.map(Duration::from_secs),
+        only_if_unique: cmd.only_if_unique,
+        batch: usize::try_from(cmd.batch).unwrap_or(usize::MAX),
+    };
     let progress = Progress::for_stderr();
-    let read = cmd.docs.options();
-    let (to_writer, batches) = sync_channel::<Batch>(1);
-    // Signing gets a thread pool of its own, fed by a reading thread: when the writer
-    // falls behind, the signers wait for it, and the store's index work (its folds and
-    // rebuilds, on the global pool) must never wait for them in turn. Signing on the
-    // global pool (as `read_mapped` does) deadlocked there at the first rebuild of the
-    // index that came while the signers waited.
-    let signers = rayon::ThreadPoolBuilder::new()
-        .thread_name(|i| format!("neardup-sign-{i}"))
-        .build()
-        .map_err(|e| Failure::io(anyhow!("cannot start the signing threads: {e}")))?;
-    let (to_signers, read_batches) = sync_channel::<Vec<Doc>>(2 * signers.current_num_threads());
-    let (stats, counts) = std::thread::scope(|scope| {
-        let outcomes = &mut outcomes;
-        let matched_only = cmd.matched_only;
-        let writer = scope.spawn(move || write_batches(store, batches, outcomes, matched_only));
-        let progress = &progress;
-        let read = &read;
-        let reader = scope.spawn(move || {
-            docs::read_as::<Failure>(read, progress, "loading", |docs| {
-                // The signers hung up: they failed, and say why below.
-                to_signers
-                    .send(docs)
-                    .map_err(|_| Failure::io(anyhow!("the signers stopped")))
-            })
-        });
-        let mut pending: Batch = Vec::with_capacity(batch_size);
-        let mut sent = Ok(());
-        for docs in read_batches {
-            let signed: Vec<(String, Prepared)> = signers.install(|| {
-                docs.par_iter()
-                    .map(|d| (docs::id_text(&d.id), preparer.prepare(&d.text, false)))
-                    .collect()
-            });
-            for (id, doc) in signed {
-                pending.push(Write::Put {
-                    id,
-                    doc: Box::new(doc),
-                    ttl,
-                    only_if_unique: cmd.only_if_unique,
-                });
-            }
-            if pending.len() >= batch_size {
-                let full = std::mem::replace(&mut pending, Vec::with_capacity(batch_size));
-                if to_writer.send(full).is_err() {
-                    // The writer failed, and says why below.
-                    sent = Err(Failure::io(anyhow!("the writer stopped")));
-                    break;
-                }
-            }
-        }
-        let read_stats = reader
-            .join()
-            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread panicked"))));
-        if sent.is_ok() && read_stats.is_ok() && !pending.is_empty() {
-            let _ = to_writer.send(pending);
-        }
-        drop(to_writer);
-        let written = writer
-            .join()
-            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the writer thread panicked"))));
-        // A writer's failure explains a reading that stopped.
-        let counts = written?;
-        sent?;
-        Ok::<_, Failure>((read_stats?, counts))
-    })?;
+    let (store, stats, counts) = load(
+        store,
+        &cmd.docs,
+        &puts,
+        &progress,
+        (&mut outcomes, cmd.matched_only),
+    )?;
     progress.finish();
+    finish(store)?;
     let seconds = started.elapsed().as_secs_f64();
     let loading = seconds - opened.as_secs_f64();
     let line = json!({
@@ -206,18 +151,116 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
         .map_err(|e| Failure::io(anyhow!("cannot write the summary: {e}")))
 }
 
+/// How loaded documents are put: as a put with these "ttl" and "only_if_unique", `batch`
+/// of them decided and committed together.
+pub(crate) struct Puts {
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) only_if_unique: bool,
+    pub(crate) batch: usize,
+}
+
+/// Where each outcome goes (a file of JSON lines), and whether only the matched ones.
+type OutcomesTo<'a> = (&'a mut Option<std::io::BufWriter<std::fs::File>>, bool);
+
+/// Ends a load: the index snapshot saved (the service then starts from it instead of
+/// rebuilding the index) and the store checkpointed and closed.
+pub(crate) fn finish(mut store: DocumentStore) -> Result<(), Failure> {
+    store.save_snapshot().map_err(store_failure)?;
+    store.checkpoint().map_err(store_failure)
+}
+
+/// Loads the documents of `source` into `store`: `neardup load`, and `neardup documents
+/// insert --data`. Gives the store back with what was read and what the store decided.
+pub(crate) fn load(
+    store: DocumentStore,
+    source: &DocArgs,
+    puts: &Puts,
+    progress: &Progress,
+    outcomes: OutcomesTo<'_>,
+) -> Result<(DocumentStore, docs::ReadStats, Counts), Failure> {
+    // A crash while loading then costs no walk of the whole file at the next start.
+    let store = store.with_quick_repair(true);
+    let preparer = store.preparer();
+    let batch_size = puts.batch;
+    let read = source.options();
+    let (to_writer, batches) = sync_channel::<Batch>(1);
+    // Signing gets a thread pool of its own, fed by a reading thread: when the writer
+    // falls behind, the signers wait for it, and the store's index work (its folds and
+    // rebuilds, on the global pool) must never wait for them in turn. Signing on the
+    // global pool (as `read_mapped` does) deadlocked there at the first rebuild of the
+    // index that came while the signers waited.
+    let signers = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("neardup-sign-{i}"))
+        .build()
+        .map_err(|e| Failure::io(anyhow!("cannot start the signing threads: {e}")))?;
+    let (to_signers, read_batches) = sync_channel::<Vec<Doc>>(2 * signers.current_num_threads());
+    std::thread::scope(|scope| {
+        let (outcomes, matched_only) = outcomes;
+        let writer = scope.spawn(move || write_batches(store, batches, outcomes, matched_only));
+        let read = &read;
+        let reader = scope.spawn(move || {
+            docs::read_as::<Failure>(read, progress, "loading", |docs| {
+                // The signers hung up: they failed, and say why below.
+                to_signers
+                    .send(docs)
+                    .map_err(|_| Failure::io(anyhow!("the signers stopped")))
+            })
+        });
+        let mut pending: Batch = Vec::with_capacity(batch_size.min(1 << 20));
+        let mut sent = Ok(());
+        for docs in read_batches {
+            let signed: Vec<(String, Prepared)> = signers.install(|| {
+                docs.par_iter()
+                    .map(|d| (docs::id_text(&d.id), preparer.prepare(&d.text, false)))
+                    .collect()
+            });
+            for (id, doc) in signed {
+                pending.push(Write::Put {
+                    id,
+                    doc: Box::new(doc),
+                    ttl: puts.ttl,
+                    only_if_unique: puts.only_if_unique,
+                });
+            }
+            if pending.len() >= batch_size {
+                let full =
+                    std::mem::replace(&mut pending, Vec::with_capacity(batch_size.min(1 << 20)));
+                if to_writer.send(full).is_err() {
+                    // The writer failed, and says why below.
+                    sent = Err(Failure::io(anyhow!("the writer stopped")));
+                    break;
+                }
+            }
+        }
+        let read_stats = reader
+            .join()
+            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread panicked"))));
+        if sent.is_ok() && read_stats.is_ok() && !pending.is_empty() {
+            let _ = to_writer.send(pending);
+        }
+        drop(to_writer);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(Failure::io(anyhow!("the writer thread panicked"))));
+        // A writer's failure explains a reading that stopped.
+        let (store, counts) = written?;
+        sent?;
+        Ok((store, read_stats?, counts))
+    })
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Applies every batch that comes, in order, each in one durable commit; then closes the
-/// store (a clean stop). Each outcome goes to `outcomes`, when there is such a file.
+/// Applies every batch that comes, in order, each in one durable commit; gives the store
+/// back. Each outcome goes to `outcomes`, when there is such a file.
 fn write_batches(
     mut store: DocumentStore,
     batches: Receiver<Batch>,
     outcomes: &mut Option<std::io::BufWriter<std::fs::File>>,
     matched_only: bool,
-) -> Result<Counts, Failure> {
+) -> Result<(DocumentStore, Counts), Failure> {
     let mut counts = Counts::default();
     for batch in batches {
         let ids: Vec<String> = match outcomes {
@@ -267,7 +310,5 @@ fn write_batches(
         out.flush()
             .map_err(|e| Failure::io(anyhow!("cannot write the outcomes: {e}")))?;
     }
-    store.checkpoint().map_err(store_failure)?;
-    drop(store);
-    Ok(counts)
+    Ok((store, counts))
 }

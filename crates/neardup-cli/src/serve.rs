@@ -7,7 +7,7 @@ use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
 use neardup_store::{Backend, DocConfig, DocumentStore, OpenOptions, Opened};
 
-use crate::documents::parse_threshold;
+use crate::doc_args::parse_threshold;
 use crate::failure::{store_failure, Failure};
 use crate::output::refuse_overwrite;
 use crate::redis::RedisArgs;
