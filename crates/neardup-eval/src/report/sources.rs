@@ -170,7 +170,7 @@ impl Row {
             documents: c.documents,
             removed: c.removed,
             kept: c.documents - c.removed,
-            shown: [c.documents, c.documents - c.removed, c.removed].map(super::grouped),
+            shown: [c.documents, c.documents - c.removed, c.removed].map(super::page::grouped),
             removed_percent: format!(
                 "{:.1}",
                 100.0 * c.removed as f64 / c.documents.max(1) as f64
