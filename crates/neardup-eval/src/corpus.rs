@@ -491,6 +491,34 @@ mod tests {
         assert!(!truth.is_empty());
     }
 
+    /// Shards are the one file cut in order, compressed; the truth is the same.
+    #[test]
+    fn shards_are_the_file_cut_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+        let a = Settings {
+            first: 37,
+            doc_bytes: 300,
+            ..args(700)
+        };
+        let one = write_files(&a, &path("one.jsonl"), 0, Some(&path("t1"))).unwrap();
+        let cut = write_files(&a, &path("shards"), 3, Some(&path("t3"))).unwrap();
+        assert_eq!(one, cut);
+        assert!(one.planted > 0);
+        let mut joined = Vec::new();
+        for s in 0..3 {
+            let shard = std::fs::read(path(&format!("shards/docs-{s:05}.jsonl.zst"))).unwrap();
+            joined.extend(zstd::decode_all(&shard[..]).unwrap());
+        }
+        let whole = std::fs::read(path("one.jsonl")).unwrap();
+        assert_eq!(joined, whole);
+        assert_eq!(whole.split(|&b| b == b'\n').count() - 1, 700 - 37);
+        assert_eq!(
+            std::fs::read(path("t1")).unwrap(),
+            std::fs::read(path("t3")).unwrap()
+        );
+    }
+
     #[test]
     fn copies_are_near_their_originals_and_texts_are_of_the_size_asked() {
         let a = args(5000);
