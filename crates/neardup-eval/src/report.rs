@@ -10,7 +10,7 @@
 //!   plotted against the threshold (or the distance).
 //!
 //! Pages are [minijinja] templates (`templates/`) over plain data; plots are SVG drawn
-//! by the templates from coordinates [`plot`] computes. Every value is HTML-escaped on
+//! by the templates from coordinates `plot` computes. Every value is HTML-escaped on
 //! the way out (texts from a corpus may hold markup), and the page's Content Security
 //! Policy forbids scripts and network loads in any case.
 

@@ -1,5 +1,5 @@
-//! Counts per source, when document ids look like paths ("py/3.11/json/decoder.py",
-//! "npm/left-pad/README.md", "https://example.org/a/b"): a source is an id's first
+//! Counts per source, when document ids look like paths (`py/3.11/json/decoder.py`,
+//! `npm/left-pad/README.md`, `https://example.org/a/b`): a source is an id's first
 //! directory, or its first two, so a template repeated across one source shows up as that
 //! source losing most of its documents.
 
