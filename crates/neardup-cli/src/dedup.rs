@@ -44,7 +44,7 @@ use crate::find::{default_memory, parse_size};
 use crate::fpconfig::FingerprintArgs;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
-use crate::report::dedup::Collector;
+use neardup_eval::report::dedup::Collector;
 
 mod bounded;
 mod columns;
@@ -296,7 +296,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     let mut report = outputs
         .report
         .take()
-        .map(|out| Collector::plan(out, &found, &prints.text_hashes, rule, n));
+        .map(|out| (out, Collector::plan(&found, &prints.text_hashes, rule, n)));
     if outputs.any() || report.is_some() {
         write_outputs(
             &mut args,
@@ -304,7 +304,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
             &found,
             n,
             &progress,
-            report.as_mut(),
+            report.as_mut().map(|r| &mut r.1),
         )?;
     }
     progress.finish();
@@ -313,8 +313,9 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
 
     let summary = summary(cmd, &options, &stats, &found, n, matching, &timings, start);
     finish_run(cmd, &summary, &stats, &found)?;
-    if let Some(report) = report {
-        report.write(&summary, &found, &prints.text_hashes, &cmd.docs)?;
+    if let Some((out, report)) = report {
+        let inputs: Vec<String> = cmd.docs.named().cloned().collect();
+        out.page(report.render(&summary, &found, &prints.text_hashes, &inputs))?;
     }
     Ok(())
 }
@@ -711,7 +712,7 @@ fn write_outputs(
                 continue;
             }
             if let Some(r) = report.as_deref_mut() {
-                r.see(index as u32, &doc);
+                r.see(index as u32, &doc.id, &doc.text);
             }
             if involved.get(next) == Some(&(index as u32)) {
                 ids.push(doc.id.to_string());

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use neardup::fingerprint::{Fingerprinter, IdfBuilder, Normalize, Tokenizer, Weighting};
 use neardup::jaccard::{exact, shingle_set};
+use neardup_eval::report::eval as eval_report;
 use neardup_io::docs;
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -295,7 +296,13 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
         let t = crate::truth::run(&cmd.docs, truth, &cmd.thresholds, cmd.markdown, &mut out)?;
         out.finish()?;
         if let Some(report) = report {
-            crate::report::eval::write_truth(report, &t.rows, t.documents, &cmd.docs, truth)?;
+            let inputs: Vec<String> = cmd.docs.named().cloned().collect();
+            report.page(eval_report::truth_page(
+                &t.rows,
+                t.documents,
+                &inputs,
+                truth,
+            ))?;
         }
         return Ok(());
     }
@@ -435,7 +442,8 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     }
     out.finish()?;
     if let Some(report) = report {
-        crate::report::eval::write_grid(report, &rows, docs.len(), &cmd.docs)?;
+        let inputs: Vec<String> = cmd.docs.named().cloned().collect();
+        report.page(eval_report::grid_page(&rows, docs.len(), &inputs))?;
     }
     Ok(())
 }

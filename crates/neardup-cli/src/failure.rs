@@ -58,6 +58,18 @@ impl From<neardup_io::Error> for Failure {
     }
 }
 
+/// An error of `neardup-eval` (a corpus or truth file written or read), its message as it
+/// is, with the exit status of its kind as for `neardup-io`'s.
+impl From<neardup_eval::Error> for Failure {
+    fn from(e: neardup_eval::Error) -> Failure {
+        if e.is_input() {
+            Failure::input(e)
+        } else {
+            Failure::io(e)
+        }
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#}", self.error)

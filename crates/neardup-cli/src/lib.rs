@@ -1,7 +1,10 @@
 //! The commands of the `neardup` binary and of the drop-in `simhash-find-all` /
 //! `simhash-find-clusters`: their flags, outputs, progress and exit statuses, and the
 //! find-all / find-clusters job itself. Inputs are read through `neardup-io`; the
-//! `neardup` crate does the work.
+//! `neardup` crate does the work; `neardup-eval` makes the HTML reports, the synthetic
+//! corpus of `bench gen-docs` and the scores of `eval --truth`, and `neardup-store` /
+//! `neardup-server` hold the stores and the service. Here their errors become exit
+//! statuses ([`Failure`]).
 
 pub mod bench;
 pub mod dedup;
@@ -21,7 +24,6 @@ pub mod memory;
 pub mod output;
 pub mod progress;
 pub mod redis;
-pub mod report;
 mod rng;
 pub mod scale;
 pub mod serve;

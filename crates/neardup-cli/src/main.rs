@@ -1,4 +1,5 @@
-//! `neardup`: near-duplicate detection with simhash.
+//! `neardup`: near-duplicate detection with simhash. The commands and their flags; each
+//! runs in `neardup_cli` (see its crate docs for which library does the work).
 
 use std::process::ExitCode;
 

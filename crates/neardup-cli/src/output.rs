@@ -66,6 +66,15 @@ impl Output {
         self.check(r)
     }
 
+    /// Writes a page of `neardup_eval::report` (or says why it could not be made) and
+    /// finishes.
+    pub fn page(mut self, html: Result<String, neardup_eval::Error>) -> Result<(), Failure> {
+        let html =
+            html.map_err(|e| Failure::io(anyhow!("cannot make the report {}: {e}", self.name)))?;
+        self.line(html.as_bytes())?;
+        self.finish()
+    }
+
     /// Writes `line` and a newline.
     pub fn line(&mut self, line: &[u8]) -> Result<(), Failure> {
         if self.closed {

@@ -6,11 +6,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::page::{self, grouped, Figure};
 use super::plot::{fmt4, LineChart, Series};
-use super::{grouped, Figure};
-use crate::doc_args::DocArgs;
-use crate::failure::Failure;
-use crate::output::Output;
+use crate::Error;
 
 /// Configurations plotted for plain `eval`: the best by F1.
 const PLOTTED: usize = 5;
@@ -80,13 +78,12 @@ fn percent(share: f64) -> String {
 }
 
 /// The page of `eval --truth`: `rows` are its JSON lines, one per threshold.
-pub fn write_truth(
-    out: Output,
+pub fn truth_page(
     rows: &[Value],
     documents: usize,
-    docs: &DocArgs,
+    inputs: &[String],
     truth: &str,
-) -> Result<(), Failure> {
+) -> Result<String, Error> {
     let mut rows: Vec<&Value> = rows.iter().collect();
     rows.sort_by(|a, b| num(a, "threshold").total_cmp(&num(b, "threshold")));
     let xs: Vec<f64> = rows.iter().map(|r| num(r, "threshold")).collect();
@@ -231,7 +228,7 @@ pub fn write_truth(
     let page = Page {
         version: env!("CARGO_PKG_VERSION"),
         title: "How neardup dedup does against the truth".into(),
-        inputs: super::inputs(docs),
+        inputs: page::inputs(inputs),
         lead: format!("Truth: {truth}"),
         figures: vec![
             Figure::count("documents", "documents", documents as u64),
@@ -248,16 +245,11 @@ pub fn write_truth(
             },
         ],
     };
-    super::write(out, "eval.html", &page)
+    page::render("eval.html", &page)
 }
 
 /// The page of plain `eval`: `rows` are its JSON lines, one per configuration and k.
-pub fn write_grid(
-    out: Output,
-    rows: &[Value],
-    documents: usize,
-    docs: &DocArgs,
-) -> Result<(), Failure> {
+pub fn grid_page(rows: &[Value], documents: usize, inputs: &[String]) -> Result<String, Error> {
     // Configurations in order of first appearance, each with its rows by k.
     let mut configs: Vec<(String, Vec<&Value>)> = Vec::new();
     for r in rows {
@@ -356,7 +348,7 @@ pub fn write_grid(
     let page = Page {
         version: env!("CARGO_PKG_VERSION"),
         title: "Fingerprint settings on edited copies".into(),
-        inputs: super::inputs(docs),
+        inputs: page::inputs(inputs),
         lead: "Every pair within k bits, scored against the edits' true Jaccard similarity.".into(),
         figures: vec![
             Figure::count("documents", "documents and variants", documents as u64),
@@ -368,5 +360,5 @@ pub fn write_grid(
             "Precision: the reported pairs that are related (one family, or a true Jaccard of at least 0.5). Recall: the (original, variant) pairs with a Jaccard of 0.9 to 1 found within k bits.".into(),
         ],
     };
-    super::write(out, "eval.html", &page)
+    page::render("eval.html", &page)
 }

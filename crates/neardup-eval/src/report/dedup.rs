@@ -8,7 +8,7 @@
 //! 2. [`Collector::see`], for every document of the second pass (which reads the input
 //!    again anyway): counts per source, and the ids and texts of the sampled documents
 //!    (texts cut at [`TEXT_BYTES`]);
-//! 3. [`Collector::write`], at the end: the page, with the run's summary.
+//! 3. [`Collector::render`], at the end: the page, with the run's summary.
 //!
 //! Memory beyond the run's own: a bit per document, the samples, and at most a few
 //! thousand sources' counts.
@@ -16,18 +16,15 @@
 use std::collections::BinaryHeap;
 
 use neardup::batch::{Cluster, Dedup, Member, Rule};
-use neardup_io::docs::Doc;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::diff::{self, Diff};
+use super::page::{self, grouped, Figure};
 use super::plot::{fmt4, BarChart, Bin, Scale, XAxis};
 use super::sources::{Sources, Table};
-use super::{grouped, Figure};
-use crate::doc_args::DocArgs;
-use crate::failure::Failure;
-use crate::output::Output;
-use crate::rng::SplitMix64;
+use crate::splitmix::mix;
+use crate::Error;
 
 /// Largest clusters shown.
 pub const LARGEST: usize = 8;
@@ -40,7 +37,6 @@ pub const TEXT_BYTES: usize = 32 << 10;
 
 /// What the page needs, gathered during the run.
 pub struct Collector {
-    out: Output,
     rule: Rule,
     /// Clusters shown, largest first: the cluster's index, its members listed, and the
     /// member shown beside the kept document.
@@ -96,13 +92,7 @@ fn edge_gap(rule: Rule, m: &Member) -> u64 {
 impl Collector {
     /// Counts and samples from what matching found; `text_hashes` tells removed documents
     /// identical to their kept one apart.
-    pub fn plan(
-        out: Output,
-        found: &Dedup,
-        text_hashes: &[u64],
-        rule: Rule,
-        n: usize,
-    ) -> Collector {
+    pub fn plan(found: &Dedup, text_hashes: &[u64], rule: Rule, n: usize) -> Collector {
         let mut removed = vec![0u64; n.div_ceil(64)];
         let mut identical = 0u64;
         let same_text = |c: &Cluster, doc: u32| {
@@ -125,7 +115,7 @@ impl Collector {
                     continue;
                 }
                 lowest = lowest.min(m.similarity);
-                let spread = SplitMix64(u64::from(m.doc)).next();
+                let spread = mix(u64::from(m.doc));
                 heap.push((edge_gap(rule, m), spread, ci as u32, mi));
                 if heap.len() > BORDERLINE {
                     heap.pop();
@@ -207,7 +197,6 @@ impl Collector {
             },
         );
         Collector {
-            out,
             rule,
             largest,
             borderline,
@@ -224,18 +213,19 @@ impl Collector {
         }
     }
 
-    /// The next document of the second pass (documents come in input order, from 0).
-    pub fn see(&mut self, doc: u32, d: &Doc) {
+    /// The next document of the second pass, its id and text as read (documents come in
+    /// input order, from 0).
+    pub fn see(&mut self, doc: u32, id: &Value, text: &str) {
         let removed = self
             .removed
             .get(doc as usize / 64)
             .is_some_and(|w| w >> (doc % 64) & 1 == 1);
-        self.sources.add(d.id.as_str(), removed);
+        self.sources.add(id.as_str(), removed);
         if self.want_ids.get(self.ids.len()) == Some(&doc) {
-            self.ids.push(id_text(&d.id));
+            self.ids.push(id_text(id));
         }
         if self.want_texts.get(self.texts.len()) == Some(&doc) {
-            self.texts.push(cut(&d.text));
+            self.texts.push(cut(text));
         }
     }
 
@@ -269,15 +259,15 @@ impl Collector {
         }
     }
 
-    /// Writes the page: `summary` is the run's (as --stats-json writes it), `inputs` what
-    /// it read.
-    pub fn write(
+    /// The page: `summary` is the run's (as --stats-json writes it), `inputs` the paths it
+    /// read (none: standard input).
+    pub fn render(
         self,
         summary: &Value,
         found: &Dedup,
         text_hashes: &[u64],
-        docs: &DocArgs,
-    ) -> Result<(), Failure> {
+        inputs: &[String],
+    ) -> Result<String, Error> {
         let same = |a: u32, b: u32| text_hashes.get(a as usize) == text_hashes.get(b as usize);
         let clusters = self
             .largest
@@ -317,7 +307,7 @@ impl Collector {
         };
         let page = Page {
             version: env!("CARGO_PKG_VERSION"),
-            inputs: super::inputs(docs),
+            inputs: page::inputs(inputs),
             figures: figures(summary),
             phases: phases(summary),
             settings: settings(summary),
@@ -383,7 +373,7 @@ impl Collector {
                 words: diff::MAX_WORDS,
             },
         };
-        super::write(self.out, "dedup.html", &page)
+        page::render("dedup.html", &page)
     }
 }
 

@@ -1,5 +1,5 @@
-//! Counts per source, when document ids look like paths ("py/3.11/json/decoder.py",
-//! "npm/left-pad/README.md", "https://example.org/a/b"): a source is an id's first
+//! Counts per source, when document ids look like paths (`py/3.11/json/decoder.py`,
+//! `npm/left-pad/README.md`, `https://example.org/a/b`): a source is an id's first
 //! directory, or its first two, so a template repeated across one source shows up as that
 //! source losing most of its documents.
 
@@ -170,7 +170,7 @@ impl Row {
             documents: c.documents,
             removed: c.removed,
             kept: c.documents - c.removed,
-            shown: [c.documents, c.documents - c.removed, c.removed].map(super::grouped),
+            shown: [c.documents, c.documents - c.removed, c.removed].map(super::page::grouped),
             removed_percent: format!(
                 "{:.1}",
                 100.0 * c.removed as f64 / c.documents.max(1) as f64
