@@ -34,9 +34,15 @@ fn run(bin: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
         .spawn()
         .unwrap_or_else(|e| panic!("{bin}: {e}"));
     let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or_default()).unwrap();
-    drop(input);
-    child.wait_with_output().unwrap()
+    let stdin = stdin.unwrap_or_default().to_vec();
+    // Beside the wait, and a command that stops before reading it all is no failure.
+    let writer = std::thread::spawn(move || match input.write_all(&stdin) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    output
 }
 
 fn stdout(o: &Output) -> String {

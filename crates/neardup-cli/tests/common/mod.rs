@@ -12,6 +12,16 @@ pub fn neardup(args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    // Written beside the wait, so that a large answer cannot fill its pipe while the input
+    // waits for room in its own; and a command that stops before reading all of it (a
+    // refused flag, a bad first line) closes the pipe, which is not a test failure.
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let writer = std::thread::spawn(move || match input.write_all(&stdin) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    output
 }
