@@ -53,7 +53,7 @@ pub enum DocumentsCmd {
         #[arg(long, value_name = "SECONDS")]
         ttl: Option<u64>,
         /// Store a document only when no near-duplicate of it is stored (or inserted
-        /// before it by this command), as `PUT ...?only_if_unique=true` decides.
+        /// before it by this command), as a put with `"only_if_unique": true` decides.
         #[arg(long)]
         only_if_unique: bool,
     },

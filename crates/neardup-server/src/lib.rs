@@ -188,6 +188,7 @@ fn router<R: BackendReader>(state: AppState<R>) -> Router {
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics_text))
+        .route_layer(middleware::from_fn(refuse_query))
         .route_layer(middleware::from_fn_with_state(state.clone(), measure))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -380,6 +381,24 @@ async fn read_body<R: BackendReader>(
     };
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// Refuses a query string under `/v1`: no route reads one, and a put's options there
+/// (`?only_if_unique=true`) would otherwise be dropped in silence, storing a document the
+/// caller asked to store only if unique. Options go in the JSON body.
+async fn refuse_query(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    match request.uri().query() {
+        Some(query) if !query.is_empty() && path.starts_with("/v1/") => {
+            let shown: String = query.chars().take(100).collect();
+            ApiError::invalid(format!(
+                "the query string: this API reads no query parameters (got \"{shown}\"); \
+                 options such as \"only_if_unique\" and \"ttl\" go in the JSON body"
+            ))
+            .into_response()
+        }
+        _ => next.run(request).await,
+    }
 }
 
 /// Compares in time independent of where the inputs differ.

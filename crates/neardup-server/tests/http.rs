@@ -474,6 +474,24 @@ async fn every_error_is_a_4xx_with_a_code() {
             "method_not_allowed",
             "method",
         ),
+        // A put's options in a query string would be dropped in silence (the document
+        // stored though asked to be stored only if unique): refused, naming them.
+        (
+            "PUT",
+            "/v1/documents/q?only_if_unique=true",
+            Some(r#"{"text": "x"}"#.into()),
+            422,
+            "invalid_request",
+            "only_if_unique=true",
+        ),
+        (
+            "POST",
+            "/v1/bulk/documents?ttl=60",
+            Some(r#"[{"id": "q", "text": "x"}]"#.into()),
+            422,
+            "invalid_request",
+            "JSON body",
+        ),
     ];
     for (method, path, body, status, code, needle) in cases {
         let (s, v) = svc.send(method, path, body.as_deref()).await;
