@@ -1,9 +1,11 @@
 //! The real binaries on small fixture files: results, formats, and every error message.
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::run;
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -14,35 +16,15 @@ fn fixture(name: &str) -> String {
 }
 
 fn neardup(args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_neardup"), args, None)
+    common::neardup(args, b"")
 }
 
 fn find_all(args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_simhash-find-all"), args, None)
+    run(env!("CARGO_BIN_EXE_simhash-find-all"), args, b"")
 }
 
 fn find_clusters(args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_simhash-find-clusters"), args, None)
-}
-
-fn run(bin: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{bin}: {e}"));
-    let mut input = child.stdin.take().unwrap();
-    let stdin = stdin.unwrap_or_default().to_vec();
-    // Beside the wait, and a command that stops before reading it all is no failure.
-    let writer = std::thread::spawn(move || match input.write_all(&stdin) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e),
-        _ => Ok(()),
-    });
-    let output = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    output
+    run(env!("CARGO_BIN_EXE_simhash-find-clusters"), args, b"")
 }
 
 fn stdout(o: &Output) -> String {
@@ -159,7 +141,7 @@ fn reads_stdin_and_writes_a_file() {
     let o = run(
         env!("CARGO_BIN_EXE_simhash-find-all"),
         &["-i", "-", "-o", out.to_str().unwrap(), "-b", "6", "-d", "3"],
-        Some(&input),
+        &input,
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).starts_with("Reading hashes from stdin.\n"));
@@ -264,11 +246,7 @@ fn bad_lines_name_file_and_line() {
         &[&format!("{path}:4:"), "18446744073709551616", "above"],
     );
 
-    let o = run(
-        env!("CARGO_BIN_EXE_neardup"),
-        &["find-all"],
-        Some(b"1\n\n2x\n"),
-    );
+    let o = run(env!("CARGO_BIN_EXE_neardup"), &["find-all"], b"1\n\n2x\n");
     assert_input_error(&o, &["<stdin>:3:", "\"2x\""]);
 }
 
