@@ -46,8 +46,11 @@ use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
 use neardup_eval::report::dedup::Collector;
 
+mod against;
 mod bounded;
 mod columns;
+
+use against::{StoreRun, StoredCluster};
 
 /// Which document of a group of near-duplicates is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -140,6 +143,21 @@ pub struct DedupCmd {
     /// (docs/report.md).
     #[arg(long, value_name = "FILE")]
     report: Option<String>,
+    /// Also remove the documents that are near-duplicates of a document stored in this
+    /// document store (`neardup serve`'s or `neardup load`'s data directory, or one
+    /// --save wrote), by the same rule: the answer is that of deduplicating the stored
+    /// documents followed by the input, the stored ones kept whatever --keep says.
+    /// Nothing is written to the store (opening it may finish a stopped writer's
+    /// commit); no other process may have it open. Its threshold must be --threshold.
+    #[arg(long, value_name = "DIR")]
+    against: Option<String>,
+    /// Add the documents kept to this document store, made with --threshold if it does
+    /// not exist; when it does, the input is also deduplicated against it (as
+    /// --against). A kept document whose id is already stored, or is another kept
+    /// document's, is refused before anything is written (a store holds one document per
+    /// id).
+    #[arg(long, value_name = "DIR")]
+    save: Option<String>,
 }
 
 /// Per document, what the first pass keeps: fingerprints, text hashes, lengths and band
@@ -247,6 +265,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
              in memory (124 bytes a document): drop --memory"
         )));
     }
+    let mut store = StoreRun::open(cmd, rule)?;
     let mut outputs = Outputs::create(cmd)?;
 
     let mut args = cmd.docs.options();
@@ -256,15 +275,19 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
 
     if let (Rule::Jaccard(_), None) = (rule, &cmd.report) {
         let budget = cmd.memory.unwrap_or_else(default_memory);
-        let (found, stats, n, matching) = run_jaccard(
+        let (found, stats, n, mut matching) = run_jaccard(
             &options,
             &fingerprinter,
             budget,
             &mut args,
             &mut outputs,
             &mut timings,
+            store.as_mut(),
             &progress,
         )?;
+        if let (Some(store), Value::Object(map)) = (store, &mut matching) {
+            map.insert("store".into(), store.finish(&found));
+        }
         let summary = summary(cmd, &options, &stats, &found, n, matching, &timings, start);
         return finish_run(cmd, &summary, &stats, &found);
     }
@@ -350,11 +373,19 @@ fn run_jaccard(
     args: &mut ReadOptions,
     outputs: &mut Outputs,
     timings: &mut Timings,
+    store: Option<&mut StoreRun>,
     progress: &Progress,
 ) -> Result<(Dedup, ReadStats, usize, Value), Failure> {
     let mut steps = bounded::Steps::default();
     let t = Instant::now();
-    let (mut signed, stats) = bounded::sign(args, options.rule.banding(), budget, progress)?;
+    let check = store.as_deref().map(StoreRun::check);
+    let (mut signed, stats) = bounded::sign(
+        args,
+        options.rule.banding(),
+        budget,
+        check.as_ref(),
+        progress,
+    )?;
     steps.sign = t.elapsed().as_secs_f64();
     timings.fingerprint = steps.sign;
     let n = signed.len() as usize;
@@ -371,27 +402,29 @@ fn run_jaccard(
     progress.phase("verifying", None);
     let (mut found, docs, keys) = bounded::resolve(&signed, copies, pairs, options, budget)?;
     let batches = std::mem::take(&mut signed.batches);
+    let stored = std::mem::take(&mut signed.stored);
     drop(signed);
     steps.verify = t.elapsed().as_secs_f64();
     timings.matching = steps.copies + steps.candidates + steps.verify;
     timings.steps = Some(steps);
 
     let t = Instant::now();
+    let saving = store.as_ref().is_some_and(|s| s.saving());
+    let removed = if outputs.deduplicated.is_some() || saving {
+        removed_docs(&found)
+    } else {
+        Vec::new()
+    };
+    if let Some(store) = store.as_deref() {
+        store.refuse_taken_ids(args, &stored, &removed)?;
+    }
     if outputs.any() {
         let involved = involved(outputs, &found);
-        let mut dropped: Vec<u32> = Vec::new();
-        if outputs.deduplicated.is_some() {
-            for cluster in &found.clusters {
-                dropped.extend(
-                    cluster
-                        .members
-                        .iter()
-                        .map(|m| m.doc)
-                        .filter(|&d| d != cluster.representative),
-                );
-            }
-            dropped.par_sort_unstable();
-        }
+        let dropped = if outputs.deduplicated.is_some() {
+            removed.clone()
+        } else {
+            Vec::new()
+        };
         let key_of = |d: u32| docs.binary_search(&d).ok().map(|i| keys[i]);
         let texts: HashMap<columns::TextKey, AtomicBool> = involved
             .iter()
@@ -423,17 +456,25 @@ fn run_jaccard(
             )));
         }
         let at = |d: u32| wanted.involved.binary_search(&d).ok();
-        found.set_distances(|d| {
+        let fp = |d: u32| {
             key_of(d)
                 .and_then(|k| read.fps.get(&k).copied())
                 .unwrap_or([0; LANES])
-        });
-        write_lists(outputs, &found, |d| {
+        };
+        found.set_distances(fp);
+        let by_stored = match store.as_deref() {
+            Some(s) if outputs.clusters.is_some() => s.clusters(&mut found, &stored, fp)?,
+            _ => Vec::new(),
+        };
+        write_lists(outputs, &found, &by_stored, |d| {
             at(d).map_or("null", |i| read.ids[i].as_str())
         })?;
     }
     progress.finish();
     outputs.finish_lists()?;
+    if let Some(store) = store {
+        store.save(args, &removed, progress)?;
+    }
     timings.write = t.elapsed().as_secs_f64();
     let settings = json!({
         "bands": BANDS,
@@ -456,6 +497,7 @@ fn involved(outputs: &Outputs, found: &Dedup) -> Vec<u32> {
                 .iter()
                 .flat_map(|c| c.members.iter().map(|m| m.doc)),
         );
+        involved.extend(found.outside.iter().map(|o| o.doc));
     }
     if outputs.pairs.is_some() {
         involved.extend(found.pairs.iter().flat_map(|p| [p.a, p.b]));
@@ -465,10 +507,29 @@ fn involved(outputs: &Outputs, found: &Dedup) -> Vec<u32> {
     involved
 }
 
-/// Writes --clusters and --pairs, `id(doc)` naming each document.
+/// Every document removed, in input order: for a kept one, or for a stored one.
+fn removed_docs(found: &Dedup) -> Vec<u32> {
+    let mut removed: Vec<u32> = found
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            c.members
+                .iter()
+                .map(|m| m.doc)
+                .filter(move |&d| d != c.representative)
+        })
+        .chain(found.outside.iter().map(|o| o.doc))
+        .collect();
+    removed.par_sort_unstable();
+    removed
+}
+
+/// Writes --clusters and --pairs, `id(doc)` naming each document; then the clusters of
+/// documents removed for stored ones (`by_stored`), marked `"stored": true`.
 fn write_lists<'a>(
     outputs: &mut Outputs,
     found: &Dedup,
+    by_stored: &[StoredCluster],
     id: impl Fn(u32) -> &'a str,
 ) -> Result<(), Failure> {
     if let Some(out) = &mut outputs.clusters {
@@ -481,6 +542,27 @@ fn write_lists<'a>(
                 distance: m.distance,
             });
             records::cluster_line(&mut line, c as u64, id(cluster.representative), members);
+            out.line(line.as_bytes())?;
+        }
+        for (c, cluster) in by_stored.iter().enumerate() {
+            line.clear();
+            let rep = records::Member {
+                id: &cluster.id,
+                similarity: 1.0,
+                distance: 0,
+            };
+            let members =
+                std::iter::once(rep).chain(cluster.members.iter().map(|o| records::Member {
+                    id: id(o.doc),
+                    similarity: o.similarity,
+                    distance: o.distance,
+                }));
+            let members: Vec<records::Member<'_>> = members.collect();
+            let number = (found.clusters.len() + c) as u64;
+            records::cluster_line(&mut line, number, &cluster.id, members.into_iter());
+            // The representative is not in the input: say so on its line.
+            line.pop();
+            line.push_str(r#","stored":true}"#);
             out.line(line.as_bytes())?;
         }
     }
@@ -749,7 +831,7 @@ fn write_outputs(
             |i| ids[i].as_str(),
         )
     };
-    write_lists(outputs, found, id)
+    write_lists(outputs, found, &[], id)
 }
 
 /// The summary, as --stats-json writes it.
@@ -858,6 +940,26 @@ fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
     }
     if let Some(p) = s["pairs"].as_u64() {
         lines.insert(5, format!("  pairs             {p}"));
+    }
+    let store = &s["settings"]["store"];
+    if store.is_object() {
+        lines.push(format!(
+            "  store             {}: {} documents before; {} removed as near-duplicates of stored ones",
+            store["path"].as_str().unwrap_or(""),
+            store["stored_before"].as_u64().unwrap_or(0),
+            store["removed_for_stored"].as_u64().unwrap_or(0),
+        ));
+        if let Some(saved) = store["saved"].as_u64() {
+            lines.push(format!(
+                "  saved             {saved} documents to the store"
+            ));
+        }
+        if let Some(refused) = store["refused_by_store"].as_u64().filter(|&r| r > 0) {
+            lines.push(format!(
+                "  warning: the store refused {refused} kept documents as near-duplicates of \
+                 stored ones: they are in --deduplicated but not in the store"
+            ));
+        }
     }
     if found.wordless > 0 {
         lines.push(format!(

@@ -169,8 +169,14 @@ pub fn run(cmd: &DocumentsCmd) -> Result<(), Failure> {
                     batch: load::BATCH,
                 };
                 let progress = Progress::for_stderr();
-                let (store, _, counts) =
-                    load::load(store, docs, &puts, &progress, (&mut None, false))?;
+                let (store, _, counts) = load::load(
+                    store,
+                    &docs.options(),
+                    &[],
+                    &puts,
+                    &progress,
+                    (&mut None, false),
+                )?;
                 progress.finish();
                 note_inserted(
                     counts.documents,

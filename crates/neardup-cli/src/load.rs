@@ -123,7 +123,8 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
     let progress = Progress::for_stderr();
     let (store, stats, counts) = load(
         store,
-        &cmd.docs,
+        &cmd.docs.options(),
+        &[],
         &puts,
         &progress,
         (&mut outcomes, cmd.matched_only),
@@ -169,11 +170,13 @@ pub(crate) fn finish(mut store: DocumentStore) -> Result<(), Failure> {
     store.checkpoint().map_err(store_failure)
 }
 
-/// Loads the documents of `source` into `store`: `neardup load`, and `neardup documents
-/// insert --data`. Gives the store back with what was read and what the store decided.
+/// Loads the documents of `read` but those at the positions `skip` (increasing, in input
+/// order) into `store`: `neardup load`, `neardup documents insert --data`, and `neardup
+/// dedup --save`. Gives the store back with what was read and what the store decided.
 pub(crate) fn load(
     store: DocumentStore,
-    source: &DocArgs,
+    read: &docs::ReadOptions,
+    skip: &[u32],
     puts: &Puts,
     progress: &Progress,
     outcomes: OutcomesTo<'_>,
@@ -182,7 +185,6 @@ pub(crate) fn load(
     let store = store.with_quick_repair(true);
     let preparer = store.preparer();
     let batch_size = puts.batch;
-    let read = source.options();
     let (to_writer, batches) = sync_channel::<Batch>(1);
     // Signing gets a thread pool of its own, fed by a reading thread: when the writer
     // falls behind, the signers wait for it, and the store's index work (its folds and
@@ -197,9 +199,17 @@ pub(crate) fn load(
     std::thread::scope(|scope| {
         let (outcomes, matched_only) = outcomes;
         let writer = scope.spawn(move || write_batches(store, batches, outcomes, matched_only));
-        let read = &read;
         let reader = scope.spawn(move || {
-            docs::read_as::<Failure>(read, progress, "loading", |docs| {
+            let mut at = 0u64;
+            let mut skip = skip.iter().map(|&d| u64::from(d)).peekable();
+            docs::read_as::<Failure>(read, progress, "loading", |mut docs| {
+                if skip.peek().is_some() {
+                    docs.retain(|_| {
+                        let skipped = skip.next_if_eq(&at).is_some();
+                        at += 1;
+                        !skipped
+                    });
+                }
                 // The signers hung up: they failed, and say why below.
                 to_signers
                     .send(docs)

@@ -114,6 +114,12 @@ pub enum Error {
         /// Nodes given.
         nodes: usize,
     },
+    /// Connected components are not formed with documents kept outside the run.
+    #[error(
+        "closure cannot be combined with documents kept outside the run (a store's): \
+         a document is removed only for one that is its near-duplicate there"
+    )]
+    ClosureWithOutside,
 }
 
 /// `Result` with the core's [`Error`].

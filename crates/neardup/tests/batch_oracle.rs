@@ -672,6 +672,7 @@ fn oracle_dedup(docs: &[TestDoc], src: Src, options: &Options) -> Dedup {
         }
     }
     Dedup {
+        outside: Vec::new(),
         clusters,
         pairs: if options.pairs { pairs } else { Vec::new() },
         exact_duplicates: (n - firsts.len()) as u64,

@@ -31,9 +31,11 @@ use std::sync::Mutex;
 
 use anyhow::anyhow;
 use neardup::batch::{self, Candidates, Dedup, Options};
+use neardup::decide::{Match, Signature};
 use neardup::fingerprint::{Fingerprinter, Wide, LANES};
 use neardup::jaccard::{Banding, Sketch, BANDS};
 use neardup_io::docs::{self, Doc, ReadOptions, ReadStats};
+use neardup_store::{DocumentReader, Preparer};
 use rayon::prelude::*;
 use serde_json::json;
 use xxhash_rust::xxh3::xxh3_64;
@@ -62,6 +64,50 @@ pub(crate) struct Signed {
     /// Documents in each batch read, in order: the second read checks it cuts the input
     /// the same way.
     pub(crate) batches: Vec<u32>,
+    /// With a store to deduplicate against: what pass 1 found there.
+    pub(crate) stored: Stored,
+}
+
+/// A document store the documents are deduplicated against (`--against`, `--save`).
+pub(crate) struct StoreCheck<'a> {
+    /// `None` for a store --save will make.
+    pub(crate) reader: Option<&'a DocumentReader>,
+    pub(crate) preparer: &'a Preparer,
+    /// Whether the documents will be saved into it: their ids are checked then.
+    pub(crate) saving: bool,
+}
+
+/// What pass 1 found in the store, in input order.
+#[derive(Default)]
+pub(crate) struct Stored {
+    /// Per document that is the first of its text and has a stored near-duplicate: its
+    /// position, the most similar stored document's id, and how near it is.
+    pub(crate) matched: Vec<(u32, String, Match)>,
+    /// When saving: documents whose id is already stored, with that id.
+    pub(crate) taken: Vec<(u32, String)>,
+    /// When saving: a hash of every document's id, for ids repeated in the input.
+    pub(crate) id_hashes: Vec<u64>,
+}
+
+impl Stored {
+    /// The stored near-duplicate found for `doc`, the first document of its text.
+    pub(crate) fn of(&self, doc: u32) -> Option<&(u32, String, Match)> {
+        self.matched
+            .binary_search_by_key(&doc, |m| m.0)
+            .ok()
+            .map(|i| &self.matched[i])
+    }
+}
+
+/// What pass 1 makes of one document: its sketch and band keys (unless an earlier copy of
+/// its text stands for it), its text key, and what the store said of it.
+struct Row {
+    sketch: Sketch,
+    keys: [u32; BANDS],
+    key: TextKey,
+    matched: Option<(String, Match)>,
+    taken: Option<String>,
+    id_hash: u64,
 }
 
 impl Signed {
@@ -126,11 +172,12 @@ impl Firsts {
     }
 }
 
-/// Step 1: reads and signs every document.
+/// Step 1: reads and signs every document; with `store`, looks each text up there too.
 pub(crate) fn sign(
     args: &ReadOptions,
     banding: Banding,
     budget: u64,
+    store: Option<&StoreCheck<'_>>,
     progress: &Progress,
 ) -> Result<(Signed, ReadStats), Failure> {
     let mut out = Signed {
@@ -138,10 +185,17 @@ pub(crate) fn sign(
         texts: Column::new(),
         sketches: Column::on_disk()?,
         batches: Vec::new(),
+        stored: Stored::default(),
     };
     let keep_until = budget / 2;
     let firsts = Firsts::new();
-    let rows = |k: u64, batch: &mut [Doc]| -> Vec<(Sketch, [u32; BANDS], TextKey)> {
+    let failed: Mutex<Option<Failure>> = Mutex::new(None);
+    let fail = |e: neardup_store::StoreError| {
+        if let Ok(mut f) = failed.lock() {
+            f.get_or_insert(crate::failure::store_failure(e));
+        }
+    };
+    let rows = |k: u64, batch: &mut [Doc]| -> Vec<Row> {
         batch
             .par_iter()
             .enumerate()
@@ -150,24 +204,73 @@ pub(crate) fn sign(
                     hash: xxh3_64(d.text.as_bytes()),
                     len: u32::try_from(d.text.len()).unwrap_or(u32::MAX),
                 };
+                let mut row = Row {
+                    sketch: Sketch::EMPTY,
+                    keys: [0; BANDS],
+                    key,
+                    matched: None,
+                    taken: None,
+                    id_hash: 0,
+                };
+                if let Some(check) = store.filter(|c| c.saving) {
+                    let id = docs::id_text(&d.id);
+                    row.id_hash = xxh3_64(id.as_bytes());
+                    match check.reader.map(|r| r.get(&id)) {
+                        Some(Ok(Some(_))) => row.taken = Some(id),
+                        Some(Ok(None)) | None => {}
+                        Some(Err(e)) => fail(e),
+                    }
+                }
                 // A later copy's sketch and keys are never read: its first document's
                 // stand for it.
                 if !firsts.sketch(key, k << 32 | i as u64) {
-                    return (Sketch::EMPTY, [0; BANDS], key);
+                    return row;
                 }
-                let (sketch, keys) = Sketch::of_text_with_bands(&d.text, banding);
-                (sketch, keys, key)
+                (row.sketch, row.keys) = Sketch::of_text_with_bands(&d.text, banding);
+                if let Some((check, reader)) = store.and_then(|c| Some((c, c.reader?))) {
+                    let signature = Signature {
+                        fingerprint: [0; LANES],
+                        sketch: row.sketch,
+                        bands: row.keys,
+                        text_hash: key.hash,
+                    };
+                    match reader.check(&check.preparer.from_signature(signature)) {
+                        // The most similar first; its distance is measured when written.
+                        Ok(hits) => {
+                            row.matched = hits.into_iter().next().map(|h| {
+                                let near = Match {
+                                    similarity: h.similarity,
+                                    distance: 0,
+                                };
+                                (h.id, near)
+                            });
+                        }
+                        Err(e) => fail(e),
+                    }
+                }
+                row
             })
             .collect()
     };
+    let saving = store.is_some_and(|c| c.saving);
     let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "signing", rows, |rows| {
         out.batches.push(rows.len() as u32);
-        for (sketch, keys, key) in rows {
-            for (column, k) in out.keys.iter_mut().zip(keys) {
+        for row in rows {
+            let doc = out.texts.len() as u32;
+            for (column, k) in out.keys.iter_mut().zip(row.keys) {
                 column.push(k)?;
             }
-            out.texts.push(key)?;
-            out.sketches.push(sketch)?;
+            out.texts.push(row.key)?;
+            out.sketches.push(row.sketch)?;
+            if let Some((id, near)) = row.matched {
+                out.stored.matched.push((doc, id, near));
+            }
+            if let Some(id) = row.taken {
+                out.stored.taken.push((doc, id));
+            }
+            if saving {
+                out.stored.id_hashes.push(row.id_hash);
+            }
         }
         if !out.texts.spilled() && out.texts.len() * ROW_BYTES > keep_until {
             for c in &mut out.keys {
@@ -183,6 +286,9 @@ pub(crate) fn sign(
             out.texts.len(),
             u32::MAX - 1
         )));
+    }
+    if let Some(e) = failed.into_inner().ok().flatten() {
+        return Err(e);
     }
     for c in &mut out.keys {
         c.finish()?;
@@ -371,7 +477,8 @@ fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
     out
 }
 
-/// Step 4: the nodes in a pair or holding copies, verified and assigned. Returns what
+/// Step 4: the nodes in a pair, holding copies or matching a stored document, verified
+/// and assigned, after the stored documents ([`batch::resolve_against`]). Returns what
 /// was found (distances all zero) and the text keys of the documents of its nodes.
 pub(crate) fn resolve(
     signed: &Signed,
@@ -381,7 +488,8 @@ pub(crate) fn resolve(
     budget: u64,
 ) -> Result<(Dedup, Vec<u32>, Vec<TextKey>), Failure> {
     let Pairs { pairs, wordless } = pairs;
-    // The nodes' first documents, in order.
+    // The nodes' first documents, in order: in a pair, holding copies, or matching a
+    // stored document.
     let mut firsts: Vec<u32> = pairs
         .iter()
         .flat_map(|&p| [(p >> 32) as u32, p as u32])
@@ -390,6 +498,15 @@ pub(crate) fn resolve(
                 .starts
                 .iter()
                 .filter_map(|&s| copies.order.get(s as usize).copied()),
+        )
+        .chain(
+            signed
+                .stored
+                .matched
+                .iter()
+                .map(|m| m.0)
+                // A later copy sketched again (`Firsts` is lossy) goes with its first.
+                .filter(|d| copies.later.binary_search(d).is_err()),
         )
         .collect();
     firsts.par_sort_unstable();
@@ -448,7 +565,9 @@ pub(crate) fn resolve(
             Sketch::EMPTY
         })
     };
-    let found = batch::resolve_with(&c, |_| [0; LANES], len, sketch, options);
+    let outside = |doc: u32| signed.stored.of(doc).map(|m| m.2);
+    let found = batch::resolve_against(&c, |_| [0; LANES], len, sketch, options, outside)
+        .map_err(Failure::input)?;
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(e);
     }

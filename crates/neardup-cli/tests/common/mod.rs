@@ -1,5 +1,7 @@
 //! What the end-to-end tests share: running the binaries.
 
+pub mod corpus;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

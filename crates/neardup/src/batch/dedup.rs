@@ -92,11 +92,28 @@ pub struct Cluster {
     pub members: Vec<Member>,
 }
 
+/// A document removed for a document kept outside the run (a store's, say), which the
+/// caller matched with the first document of its text ([`resolve_against`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Outside {
+    /// Its position in the input.
+    pub doc: u32,
+    /// The first document of its text: the one the caller matched outside.
+    pub first: u32,
+    /// Estimated Jaccard similarity to the outside document.
+    pub similarity: f32,
+    /// 256-bit Hamming distance to the outside document, as the caller gave it.
+    pub distance: u32,
+}
+
 /// What [`dedup`] found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dedup {
     /// Clusters of two or more documents, ordered by representative.
     pub clusters: Vec<Cluster>,
+    /// Documents removed for documents kept outside the run, in input order: empty but
+    /// for [`resolve_against`].
+    pub outside: Vec<Outside>,
     /// Every near-duplicate pair of documents, exact copies included, ordered by
     /// `(a, b)`; empty unless [`Options::pairs`].
     pub pairs: Vec<Pair>,
@@ -116,7 +133,8 @@ impl Dedup {
         self.clusters
             .iter()
             .map(|c| c.members.len() as u64 - 1)
-            .sum()
+            .sum::<u64>()
+            + self.outside.len() as u64
     }
 
     /// Sets every distance from `fp(doc)`, the documents' 256-bit fingerprints: for a
@@ -327,6 +345,24 @@ pub fn resolve_with(
     sketch: impl Fn(u32) -> Sketch + Sync,
     options: &Options,
 ) -> Dedup {
+    // Without documents outside, assignment cannot fail: nodes and edges come from `c`.
+    resolve_against(c, fp, len, sketch, options, |_| None).unwrap_or_default()
+}
+
+/// [`resolve_with`], the run's documents coming after documents kept outside it (a
+/// store's): `outside(doc)`, called for the first document of each node, is its most
+/// similar near-duplicate kept outside, if it has one ([`assign_against`]). The answer is
+/// that of deduplicating the outside documents followed by the run's, in order, when the
+/// outside documents are near-duplicates of none of each other and rank first
+/// ([`Dedup::outside`] lists what they remove). An error with `options.closure`.
+pub fn resolve_against(
+    c: &Candidates,
+    fp: impl Fn(u32) -> Wide + Sync,
+    len: impl Fn(u32) -> u32,
+    sketch: impl Fn(u32) -> Sketch + Sync,
+    options: &Options,
+    outside: impl Fn(u32) -> Option<Match>,
+) -> Result<Dedup> {
     let nodes = c.nodes();
     let first = |node: u32| c.node(node)[0];
     let edges = verify(
@@ -352,14 +388,14 @@ pub fn resolve_with(
         })
         .collect();
     let ranks: Vec<Rank> = best.iter().map(|&d| rank_of(d)).collect();
-    // Nodes and edges come from `c`, so every edge names a node.
-    let links = assign(&ranks, &edges, options.keep, options.closure).unwrap_or_default();
+    let matched: Vec<Option<Match>> = (0..nodes as u32).map(|n| outside(first(n))).collect();
+    let links = assign_against(&ranks, &edges, options.keep, options.closure, &matched)?;
 
     // A kept node's cluster: its documents, then those of the nodes linked to it.
     let mut linked: Vec<(u32, u32)> = links
         .iter()
         .enumerate()
-        .filter(|&(n, l)| l.to != n as u32)
+        .filter(|&(n, l)| l.to != n as u32 && l.to != Link::OUTSIDE)
         .map(|(n, l)| (l.to, n as u32))
         .collect();
     sort(&mut linked, |x| x);
@@ -405,9 +441,27 @@ pub fn resolve_with(
         });
     }
     clusters.sort_by_key(|cl| cl.representative);
+    let mut removed_outside: Vec<Outside> = Vec::new();
+    for (n, link) in links.iter().enumerate() {
+        if link.to != Link::OUTSIDE {
+            continue;
+        }
+        let near = link.near.unwrap_or(Match {
+            similarity: 0.0,
+            distance: 0,
+        });
+        removed_outside.extend(c.node(n as u32).iter().map(|&doc| Outside {
+            doc,
+            first: first(n as u32),
+            similarity: near.similarity,
+            distance: near.distance,
+        }));
+    }
+    sort(&mut removed_outside, |o| o.doc);
 
     let mut out = Dedup {
         clusters,
+        outside: removed_outside,
         pairs: Vec::new(),
         exact_duplicates: (0..nodes as u32).map(|n| c.node(n).len() as u64 - 1).sum(),
         wordless: c.wordless,
@@ -417,7 +471,7 @@ pub fn resolve_with(
     if options.pairs {
         out.pairs = pairs(c, &edges);
     }
-    out
+    Ok(out)
 }
 
 /// All three steps over documents held in memory: `sketches[i]` is document `i`'s
@@ -527,7 +581,30 @@ pub struct Link {
 /// to the best ranked node of its connected component instead. A node without edges is
 /// kept. An error if an edge names a node outside `ranks`.
 pub fn assign(ranks: &[Rank], edges: &[Edge], keep: Keep, closure: bool) -> Result<Vec<Link>> {
+    assign_against(ranks, edges, keep, closure, &[])
+}
+
+impl Link {
+    /// [`Link::to`] of a node removed for a document kept outside the run
+    /// ([`assign_against`]).
+    pub const OUTSIDE: u32 = u32::MAX;
+}
+
+/// [`assign`] after documents kept outside the run: `outside[n]`, when given, is node
+/// `n`'s most similar near-duplicate among them (`outside` may be empty: none). The
+/// outside documents rank before every node and are near-duplicates of none of each
+/// other, so each is kept and removes the nodes that match it; such a node then goes, as
+/// every removed node, to its most similar kept near-duplicate, the outside one
+/// ([`Link::OUTSIDE`]) among equals. An error with `closure` when a node matches outside.
+pub fn assign_against(
+    ranks: &[Rank],
+    edges: &[Edge],
+    keep: Keep,
+    closure: bool,
+    outside: &[Option<Match>],
+) -> Result<Vec<Link>> {
     let nodes = ranks.len();
+    let outside_of = |n: u32| outside.get(n as usize).copied().flatten();
     if nodes >= u32::MAX as usize {
         return Err(Error::TooManyFingerprints {
             got: nodes,
@@ -551,7 +628,18 @@ pub fn assign(ranks: &[Rank], edges: &[Edge], keep: Keep, closure: bool) -> Resu
             distance: 0,
         }),
     };
-    let mut links: Vec<Link> = (0..nodes as u32).map(itself).collect();
+    let mut links: Vec<Link> = (0..nodes as u32)
+        .map(|n| match outside_of(n) {
+            Some(m) => Link {
+                to: Link::OUTSIDE,
+                near: Some(m),
+            },
+            None => itself(n),
+        })
+        .collect();
+    if closure && outside.iter().any(Option::is_some) {
+        return Err(Error::ClosureWithOutside);
+    }
     if closure {
         let mut uf = UnionFind::new(nodes);
         for e in edges {
@@ -607,8 +695,12 @@ pub fn assign(ranks: &[Rank], edges: &[Edge], keep: Keep, closure: bool) -> Resu
 
     const FREE: u32 = u32::MAX;
     const KEPT: u32 = u32::MAX - 1;
-    // Per node: FREE, KEPT, or the node it was removed for.
-    let mut state = vec![FREE; nodes];
+    const OUT: u32 = u32::MAX - 2;
+    // Per node: FREE, KEPT, OUT (removed for an outside document), or the node it was
+    // removed for.
+    let mut state: Vec<u32> = (0..nodes as u32)
+        .map(|n| if outside_of(n).is_some() { OUT } else { FREE })
+        .collect();
     for &n in &visit {
         if state[n as usize] != FREE {
             continue;
@@ -634,6 +726,13 @@ pub fn assign(ranks: &[Rank], edges: &[Edge], keep: Keep, closure: bool) -> Resu
                     .total_cmp(&e1.similarity)
                     .then_with(|| rank(*m1).cmp(&rank(*m2)))
             });
+        // The outside document ranks first: it wins ties.
+        let outside_nearer = outside_of(n).is_some_and(|o| {
+            chosen.is_none_or(|(_, e)| o.similarity.total_cmp(&e.similarity).is_ge())
+        });
+        if outside_nearer {
+            continue;
+        }
         if let Some((m, e)) = chosen {
             links[n as usize] = Link {
                 to: m,
@@ -687,6 +786,7 @@ fn sort<T: Copy + Send + Sync, K: Ord>(v: &mut [T], key: impl Fn(T) -> K + Sync)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn edge(a: u32, b: u32, similarity: f32) -> Edge {
         Edge {
@@ -750,6 +850,121 @@ mod tests {
         assert_eq!(
             assign(&ranks, &[edge(1, 4, 0.9)], Keep::First, false),
             Err(Error::UnknownNode { node: 4, nodes: 4 })
+        );
+    }
+
+    /// A graph of `nodes` nodes: ranks, edges with similarities from a few values (so that
+    /// ties happen), and each node's outside match, if any.
+    fn graph() -> impl Strategy<Value = (Vec<Rank>, Vec<Edge>, Vec<Option<Match>>)> {
+        (1usize..14).prop_flat_map(|nodes| {
+            let sim = prop::sample::select(vec![0.8f32, 0.85, 0.9, 1.0]);
+            let ranks = prop::collection::vec((0u32..4, 0u64..1000), nodes);
+            let edges =
+                prop::collection::vec((0..nodes as u32, 0..nodes as u32, sim.clone()), 0..30);
+            let outside = prop::collection::vec(prop::option::weighted(0.3, sim), nodes);
+            (ranks, edges, outside).prop_map(|(ranks, edges, outside)| {
+                let ranks = ranks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (len, p))| Rank {
+                        len,
+                        position: p * 64 + i as u64,
+                    })
+                    .collect();
+                let mut seen = std::collections::HashSet::new();
+                let edges = edges
+                    .into_iter()
+                    .filter(|&(a, b, _)| a != b && seen.insert((a.min(b), a.max(b))))
+                    .map(|(a, b, s)| Edge {
+                        a,
+                        b,
+                        similarity: s,
+                        distance: a + b,
+                    })
+                    .collect();
+                let outside = outside
+                    .into_iter()
+                    .map(|o| {
+                        o.map(|s| Match {
+                            similarity: s,
+                            distance: 3,
+                        })
+                    })
+                    .collect();
+                (ranks, edges, outside)
+            })
+        })
+    }
+
+    proptest::proptest! {
+        /// The oracle: the outside documents as nodes of their own, ranked before every
+        /// node whatever `keep` says, one per node that matches outside (the most
+        /// similar); plain assignment over that graph gives the same links, an outside
+        /// node standing for [`Link::OUTSIDE`].
+        #[test]
+        fn outside_documents_are_nodes_ranked_first(
+            (ranks, edges, outside) in graph(),
+            keep in prop::sample::select(vec![Keep::First, Keep::Longest, Keep::Shortest]),
+        ) {
+            let got = assign_against(&ranks, &edges, keep, false, &outside).unwrap();
+            let n = ranks.len() as u32;
+            let first = Rank {
+                len: if keep == Keep::Longest { u32::MAX } else { 0 },
+                position: 0,
+            };
+            let mut all = ranks.clone();
+            let mut all_edges = edges.clone();
+            let mut extra = Vec::new();
+            for (node, o) in outside.iter().enumerate() {
+                if let Some(m) = o {
+                    let virtual_node = n + extra.len() as u32;
+                    extra.push(virtual_node);
+                    all.push(Rank { position: extra.len() as u64 - 1, ..first });
+                    all_edges.push(Edge {
+                        a: node as u32,
+                        b: virtual_node,
+                        similarity: m.similarity,
+                        distance: m.distance,
+                    });
+                }
+            }
+            // The run's nodes rank after the outside ones.
+            for r in &mut all[..n as usize] {
+                r.position += 1 << 20;
+            }
+            let want = assign(&all, &all_edges, keep, false).unwrap();
+            for node in 0..n as usize {
+                let w = want[node];
+                let w = Link {
+                    to: if w.to >= n { Link::OUTSIDE } else { w.to },
+                    ..w
+                };
+                proptest::prop_assert_eq!(got[node], w, "node {}", node);
+            }
+            for &v in &extra {
+                proptest::prop_assert_eq!(want[v as usize].to, v);
+            }
+            // Nothing outside: plain assignment.
+            proptest::prop_assert_eq!(
+                assign_against(&ranks, &edges, keep, false, &[]).unwrap(),
+                assign(&ranks, &edges, keep, false).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn closure_is_refused_with_outside_documents() {
+        let ranks = [Rank::default(); 2];
+        let m = Some(Match {
+            similarity: 0.9,
+            distance: 0,
+        });
+        assert_eq!(
+            assign_against(&ranks, &[edge(0, 1, 0.9)], Keep::First, true, &[m, None]),
+            Err(Error::ClosureWithOutside)
+        );
+        assert!(
+            assign_against(&ranks, &[edge(0, 1, 0.9)], Keep::First, true, &[None, None]).is_ok()
         );
     }
 }

@@ -28,8 +28,8 @@ pub use crate::hamming::wide_distance;
 use crate::tables::{Layout, Levels, PermuteJob, Table};
 pub use bands::{band_candidates, band_runs};
 pub use dedup::{
-    assign, candidates, dedup, measure, resolve, resolve_with, verify, Candidates, Cluster, Dedup,
-    Edge, Link, Member, Options, Pair, Rank, Source,
+    assign, assign_against, candidates, dedup, measure, resolve, resolve_against, resolve_with,
+    verify, Candidates, Cluster, Dedup, Edge, Link, Member, Options, Outside, Pair, Rank, Source,
 };
 use radix::Keyed;
 pub use union_find::UnionFind;
