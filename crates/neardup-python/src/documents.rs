@@ -12,11 +12,13 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
+use neardup::decide::Signature;
 use neardup::jaccard::Threshold;
 use neardup_store::{
-    Backend, BackendReader, DocConfig, DocumentReader, Hit, Outcome, Preparer, RedisOptions,
-    RedisReader, RedisStore, StoreError, StoredDoc, Write,
+    Backend, BackendReader, DocConfig, DocumentReader, Hit, Outcome, Prepared, Preparer,
+    RedisOptions, RedisReader, RedisStore, StoreError, StoredDoc, Write,
 };
+use rayon::prelude::*;
 
 use crate::convert::{size_arg, store_error, ttl_arg, type_name};
 
@@ -76,6 +78,13 @@ impl Reader {
         match self {
             Reader::Local(r) => BackendReader::len(r),
             Reader::Redis(r) => BackendReader::len(r),
+        }
+    }
+
+    fn check(&self, doc: &Prepared) -> neardup_store::Result<Vec<Hit>> {
+        match self {
+            Reader::Local(r) => BackendReader::check(r, doc),
+            Reader::Redis(r) => BackendReader::check(r, doc),
         }
     }
 }
@@ -221,6 +230,68 @@ impl DocumentStore {
     /// A query handle, taken under the lock for a moment only.
     fn handle(&self) -> PyResult<Reader> {
         lock(&self.reader)?.clone().ok_or_else(closed)
+    }
+
+    /// The threshold the store decides at.
+    pub(crate) fn decides_at(&self) -> Threshold {
+        self.config.threshold
+    }
+
+    /// For `neardup.dedup(..., against=store)`: each signature's most similar stored
+    /// near-duplicate, as (id, similarity, distance), looked up in parallel with the GIL
+    /// released.
+    pub(crate) fn most_similar(
+        &self,
+        py: Python<'_>,
+        sigs: &[Signature],
+    ) -> PyResult<Vec<Option<Hit>>> {
+        let (reader, preparer) = (self.handle()?, self.preparer.clone());
+        py.detach(|| {
+            sigs.par_iter()
+                .map(|s| {
+                    let hits = reader.check(&preparer.from_signature(*s))?;
+                    Ok(hits.into_iter().next())
+                })
+                .collect::<neardup_store::Result<Vec<_>>>()
+        })
+        .map_err(|e| store_error(py, e))
+    }
+
+    /// Which of `ids` are stored.
+    pub(crate) fn stored(&self, py: Python<'_>, ids: &[String]) -> PyResult<Vec<bool>> {
+        let reader = self.handle()?;
+        py.detach(|| {
+            ids.par_iter()
+                .map(|id| Ok(reader.get(id)?.is_some()))
+                .collect::<neardup_store::Result<Vec<bool>>>()
+        })
+        .map_err(|e| store_error(py, e))
+    }
+
+    /// For `neardup.dedup(..., save=True)`: puts every `(id, text)`, each only if unique,
+    /// in batches of 1,000 (each durable before the next); how many were stored.
+    pub(crate) fn put_unique(&self, py: Python<'_>, docs: Vec<(String, &str)>) -> PyResult<usize> {
+        let mut stored = 0;
+        for batch in docs.chunks(1_000) {
+            let preparer = self.preparer.clone();
+            let writes: Vec<Write> = py.detach(|| {
+                batch
+                    .par_iter()
+                    .map(|(id, text)| Write::Put {
+                        id: id.clone(),
+                        doc: Box::new(preparer.prepare(text, false)),
+                        ttl: None,
+                        only_if_unique: true,
+                    })
+                    .collect()
+            });
+            let done = self.apply(py, writes)?;
+            stored += done
+                .iter()
+                .filter(|o| matches!(o, Outcome::Put { inserted: true, .. }))
+                .count();
+        }
+        Ok(stored)
     }
 }
 

@@ -1,19 +1,21 @@
 //! neardup's own batch API: `find_all` and `clusters` over fingerprints with optional
 //! ids, and `dedup` over `(id, text)` records.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyList, PyString, PyTuple};
 use rayon::prelude::*;
 
 use neardup::batch::{self, Indexed, Matcher, WideMatcher};
-use neardup::decide::Signature;
+use neardup::decide::{Match, Signature};
 use neardup::fingerprint::{self as core, DEFAULT_DISTANCE, LANES};
 use neardup::jaccard::{BandKeys, Sketch, Threshold};
 
 use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_name};
+use crate::documents::DocumentStore;
 use crate::fingerprinter::{default_fingerprinter, Fingerprinter};
 use crate::text::Text;
 
@@ -187,12 +189,22 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// one it is not near). Documents without words match only identical texts. Fingerprinting
 /// and matching run in parallel with the GIL released.
 ///
+/// `against`, a `DocumentStore` (a data directory's or a Redis Cluster's), also removes
+/// the records that are near-duplicates of a stored document, by the store's threshold
+/// (`threshold`, if given, must be it), as `neardup dedup --against` does: the answer is
+/// that of deduplicating the stored documents followed by `records`, the stored ones kept
+/// (not with `distance` or `closure`). The clusters of records removed for a stored
+/// document come after the others, the stored document's id first. `save=True` then puts
+/// the records kept into `against` (each only if unique), refusing with `ValueError`
+/// before any write a kept record whose id is stored or is another kept record's (ids
+/// must then be str).
+///
 /// >>> import neardup
 /// >>> text = "the quick brown fox jumps over the lazy dog " * 5
 /// >>> neardup.dedup([("a", text), ("b", "something else entirely"), ("c", text + "again")])
 /// [['a', 'c']]
 #[pyfunction]
-#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None))]
+#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None, against = None, save = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn dedup(
     py: Python<'_>,
@@ -204,7 +216,19 @@ pub fn dedup(
     lane_distance: Option<&Bound<'_, PyAny>>,
     blocks: Option<&Bound<'_, PyAny>>,
     fingerprinter: Option<&Bound<'_, Fingerprinter>>,
+    against: Option<&Bound<'_, DocumentStore>>,
+    save: bool,
 ) -> PyResult<Vec<Vec<Py<PyAny>>>> {
+    let against = against.map(Bound::get);
+    let threshold = match against {
+        Some(store) => Some(against_threshold(store, threshold, distance, closure)?),
+        None if save => {
+            return Err(PyValueError::new_err(
+                "save=True saves into the store given as against=",
+            ))
+        }
+        None => threshold,
+    };
     let rule = match (threshold, distance) {
         (Some(_), Some(_)) => {
             return Err(PyValueError::new_err(
@@ -261,13 +285,18 @@ pub fn dedup(
     }
     // As `neardup dedup` does, a bad layout fails before any fingerprinting.
     let layout = batch::layout(blocks, docs.len(), lane_distance).map_err(core_error)?;
+    let banding = rule.banding();
+    let sigs: Vec<Signature> = py.detach(|| {
+        docs.par_iter()
+            .map(|t| Signature::of_text(&fp, banding, t))
+            .collect()
+    });
+    let stored = match against {
+        Some(store) => store.most_similar(py, &sigs)?,
+        None => Vec::new(),
+    };
     let found = py
-        .detach(move || {
-            let banding = rule.banding();
-            let sigs: Vec<Signature> = docs
-                .par_iter()
-                .map(|t| Signature::of_text(&fp, banding, t))
-                .collect();
+        .detach(|| {
             let fps: Vec<core::Wide> = sigs.iter().map(|s| s.fingerprint).collect();
             let hashes: Vec<u64> = sigs.iter().map(|s| s.text_hash).collect();
             let sketches: Vec<Sketch> = sigs.iter().map(|s| s.sketch).collect();
@@ -276,18 +305,37 @@ pub fn dedup(
                 .iter()
                 .map(|t| u32::try_from(t.len()).unwrap_or(u32::MAX))
                 .collect();
-            drop(sigs);
             let matcher = WideMatcher::new(layout, 0);
             let source = match rule {
                 batch::Rule::Jaccard(_) => batch::Source::Bands(&keys),
                 batch::Rule::Distance(_) => batch::Source::Lanes(&matcher),
             };
-            batch::dedup(&fps, &hashes, &lens, &sketches, source, &options)
+            let c = batch::candidates(&fps, &hashes, source)?;
+            let outside = |doc: u32| {
+                stored
+                    .get(doc as usize)
+                    .and_then(Option::as_ref)
+                    .map(|h| Match {
+                        similarity: h.similarity,
+                        distance: h.distance,
+                    })
+            };
+            batch::resolve_against(
+                &c,
+                |d| fps[d as usize],
+                |d| lens[d as usize],
+                |d| sketches[d as usize],
+                &options,
+                outside,
+            )
         })
         .map_err(core_error)?;
-    Ok(found
+    if let (Some(store), true) = (against, save) {
+        save_kept(py, store, &found, &ids, &docs)?;
+    }
+    let mut clusters: Vec<Vec<Py<PyAny>>> = found
         .clusters
-        .into_iter()
+        .iter()
         .map(|c| {
             let rep = c.representative;
             std::iter::once(rep)
@@ -295,5 +343,91 @@ pub fn dedup(
                 .map(|d| ids[d as usize].clone_ref(py))
                 .collect()
         })
-        .collect())
+        .collect();
+    // Records removed for stored documents, a cluster per stored document, in the order
+    // of their first records.
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    let first_stored = clusters.len();
+    for o in &found.outside {
+        let Some(hit) = stored.get(o.first as usize).and_then(Option::as_ref) else {
+            continue;
+        };
+        let i = *at.entry(hit.id.as_str()).or_insert_with(|| {
+            clusters.push(vec![PyString::new(py, &hit.id).into_any().unbind()]);
+            clusters.len() - 1
+        });
+        debug_assert!(i >= first_stored);
+        clusters[i].push(ids[o.doc as usize].clone_ref(py));
+    }
+    Ok(clusters)
+}
+
+/// The threshold of a dedup against `store`: the store's, which `threshold` must be if
+/// given; what a store cannot decide refused.
+fn against_threshold(
+    store: &DocumentStore,
+    threshold: Option<f64>,
+    distance: Option<&Bound<'_, PyAny>>,
+    closure: bool,
+) -> PyResult<f64> {
+    if distance.is_some() || closure {
+        return Err(PyValueError::new_err(
+            "against= decides by the store's Jaccard threshold and keeps the stored documents: not with distance= or closure=True",
+        ));
+    }
+    let theirs = store.decides_at().get();
+    match threshold {
+        Some(t) if Threshold::new(t).map_err(core_error)? != store.decides_at() => {
+            Err(PyValueError::new_err(format!(
+                "the store decides at threshold {theirs}, not {t}: give threshold={theirs} or none"
+            )))
+        }
+        _ => Ok(theirs),
+    }
+}
+
+/// `save=True`: puts the records `found` keeps into `store`, after refusing (before any
+/// write) a kept record whose id is not a str, is stored, or is another kept record's.
+fn save_kept(
+    py: Python<'_>,
+    store: &DocumentStore,
+    found: &batch::Dedup,
+    ids: &[Py<PyAny>],
+    docs: &[Text],
+) -> PyResult<()> {
+    let mut removed = vec![false; docs.len()];
+    for c in &found.clusters {
+        for m in c.members.iter().filter(|m| m.doc != c.representative) {
+            removed[m.doc as usize] = true;
+        }
+    }
+    for o in &found.outside {
+        removed[o.doc as usize] = true;
+    }
+    let mut kept: Vec<(String, &str)> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, id) in ids.iter().enumerate().filter(|&(i, _)| !removed[i]) {
+        let id: String = id.bind(py).extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "save=True stores records by id, which must be a str: records[{i}] has {}",
+                type_name(id.bind(py))
+            ))
+        })?;
+        if let Some(j) = seen.insert(id.clone(), i) {
+            return Err(PyValueError::new_err(format!(
+                "save=True: records[{j}] and records[{i}] are both kept and have the id {id:?}; a store holds one document per id. Nothing was saved"
+            )));
+        }
+        kept.push((id, &docs[i]));
+    }
+    let names: Vec<String> = kept.iter().map(|(id, _)| id.clone()).collect();
+    let taken = store.stored(py, &names)?;
+    if let Some(i) = taken.iter().position(|&t| t) {
+        return Err(PyValueError::new_err(format!(
+            "save=True: the kept record with id {:?} has the id of a stored document, which saving would replace. Nothing was saved",
+            names[i]
+        )));
+    }
+    store.put_unique(py, kept)?;
+    Ok(())
 }

@@ -71,6 +71,58 @@ def test_unique_puts_keep_what_dedup_keeps(tmp_path, threshold):
         assert not any(id in store for id, _ in records if id not in kept)
 
 
+@pytest.mark.parametrize("threshold", [0.8, 0.6])
+def test_dedup_against_a_store_is_dedup_of_the_union(tmp_path, threshold):
+    """`dedup(new, against=store)` after `dedup(old, against=store, save=True)` into an
+    empty store removes what `dedup(old + new)` removes of `new`, each record with the
+    union's representative; then saving `new` stores exactly what is kept."""
+    records = planted_records()
+    records += [(f"r{i}", t) for i, (_, t) in enumerate(records)][::3]
+    old, new = records[: len(records) // 2], records[len(records) // 2:]
+    union = neardup.dedup(records, threshold=threshold)
+    new_ids = {i for i, _ in new}
+    want = {m: c[0] for c in union for m in c[1:] if m in new_ids}
+    assert len(want) > 5 and any(rep not in new_ids for rep in want.values())
+    with neardup.DocumentStore.create(tmp_path / "docs", threshold=threshold) as store:
+        neardup.dedup(old, against=store, save=True)
+        assert len(store) == len(kept_by_dedup(old, threshold))
+        got = {m: c[0] for c in neardup.dedup(new, against=store) for m in c[1:]}
+        assert got == want
+        kept_new = [i for i, _ in new if i not in want]
+        before = len(store)
+        neardup.dedup(new, against=store, save=True, threshold=threshold)
+        assert len(store) == before + len(kept_new)
+        # Every record is now stored or a near-duplicate of a stored one.
+        removed = {m for c in neardup.dedup(records, against=store) for m in c[1:]}
+        assert removed == {i for i, _ in records}
+
+
+def test_dedup_against_refuses_what_a_store_cannot_decide(tmp_path):
+    records = planted_records()
+    with neardup.DocumentStore.create(tmp_path / "docs", threshold=0.8) as store:
+        with pytest.raises(ValueError, match="threshold=0.8"):
+            neardup.dedup(records, against=store, threshold=0.7)
+        with pytest.raises(ValueError, match="distance= or closure"):
+            neardup.dedup(records, against=store, closure=True)
+        with pytest.raises(ValueError, match="distance= or closure"):
+            neardup.dedup(records, against=store, distance=10)
+        with pytest.raises(ValueError, match="against="):
+            neardup.dedup(records, save=True)
+        store.put("x", PARA_A)
+        # A kept record under a stored id, or two kept records under one id: nothing saved.
+        with pytest.raises(ValueError, match="Nothing was saved"):
+            neardup.dedup([("y", OTHER), ("x", PARA_B)], against=store, save=True)
+        with pytest.raises(ValueError, match=r"records\[0\] and records\[1\]"):
+            neardup.dedup([("y", OTHER), ("y", PARA_B)], against=store, save=True)
+        with pytest.raises(TypeError, match="must be a str"):
+            neardup.dedup([(7, OTHER)], against=store, save=True)
+        assert len(store) == 1
+        # A removed record's id may be a stored one: it is not saved.
+        assert neardup.dedup([("x", PARA_A), ("y", OTHER)], against=store, save=True) == \
+            [["x", "x"]]
+        assert len(store) == 2 and [i for i, _ in store.check(OTHER)] == ["y"]
+
+
 def test_reopened_and_served_stores_answer_as_the_one_made(tmp_path):
     path = tmp_path / "docs"
     records = planted_records()

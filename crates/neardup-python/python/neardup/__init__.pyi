@@ -115,6 +115,8 @@ def dedup(
     lane_distance: Optional[int] = None,
     blocks: Blocks = "auto",
     fingerprinter: Optional[Fingerprinter] = None,
+    against: Optional["DocumentStore"] = None,
+    save: bool = False,
 ) -> List[List[Id]]: ...
 
 class Corpus:
