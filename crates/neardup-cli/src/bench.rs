@@ -20,7 +20,7 @@ use crate::failure::Failure;
 use crate::fpconfig::{FingerprintArgs, Pipeline};
 use crate::output::{refuse_overwrite, Named, Output};
 use crate::progress::Progress;
-use crate::rng::SplitMix64;
+use neardup_eval::splitmix::SplitMix64;
 
 /// Settings of `neardup bench find-all`.
 #[derive(clap::Args, Clone, Debug)]
@@ -56,7 +56,7 @@ pub struct FindAllBench {
 /// The peers' all-pairs workload: `(fingerprints, planted pairs of positions)`.
 pub fn generate(n: usize, planted: usize) -> (Vec<u64>, Vec<(usize, usize)>) {
     let mut rng = SplitMix64(3);
-    let mut fps: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+    let mut fps: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
     let half = n / 2;
     let a = rng.sample(0, half, planted);
     let b = rng.sample(half, n, planted);

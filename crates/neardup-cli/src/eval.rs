@@ -31,7 +31,7 @@ use crate::doc_args::DocArgs;
 use crate::failure::Failure;
 use crate::output::{reads_of, refuse_overwrite, Output};
 use crate::progress::Progress;
-use crate::rng::SplitMix64;
+use neardup_eval::splitmix::SplitMix64;
 
 /// Settings of `neardup eval`.
 #[derive(clap::Args, Clone, Debug)]
@@ -336,7 +336,7 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     let jobs: Vec<(usize, f64, u64)> = candidates
         .iter()
         .flat_map(|&o| cmd.levels.iter().map(move |&l| (o, l)))
-        .map(|(o, l)| (o, l, rng.next()))
+        .map(|(o, l)| (o, l, rng.next_u64()))
         .collect();
     let variants: Vec<(usize, f64, String, f64)> = jobs
         .par_iter()

@@ -24,7 +24,6 @@ pub mod memory;
 pub mod output;
 pub mod progress;
 pub mod redis;
-mod rng;
 pub mod scale;
 pub mod serve;
 pub mod truth;

@@ -8,6 +8,7 @@ use std::io::{BufRead, Write};
 use std::time::Instant;
 
 use anyhow::anyhow;
+use neardup_eval::splitmix::mix;
 use neardup_io::fingerprints::U64File;
 use rayon::prelude::*;
 use serde_json::json;
@@ -36,14 +37,6 @@ pub struct GenFingerprints {
     /// Where to write the planted pairs, `[a,b]` with a < b, one per line.
     #[arg(long)]
     pub truth: Option<String>,
-}
-
-/// splitmix64's mix of `x`: the fingerprint at position `x` of a seed's stream.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The workload: position `j` below `n − planted` holds a random value; position

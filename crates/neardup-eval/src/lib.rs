@@ -17,7 +17,7 @@
 pub mod corpus;
 mod error;
 pub mod report;
-mod splitmix;
+pub mod splitmix;
 pub mod truth;
 
 pub use error::Error;
