@@ -57,6 +57,7 @@ mod native {
         #[pymodule_export]
         use crate::ray::{
             assign, bucket_pairs, cluster_lines, measure, pick_jsonl, sign_jsonl, sign_texts,
+            stored_matches,
         };
     }
 }

@@ -12,19 +12,22 @@
 //! `numpy.frombuffer`: no Python object per document. Work on a batch runs with the GIL
 //! released, on `threads` threads (a Ray task is given its CPUs; 1 means this thread).
 
+use std::collections::HashMap;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use rayon::prelude::*;
 
 use neardup::batch::{self, Edge, Keep, Rank, Rule};
-use neardup::decide::Signature;
+use neardup::decide::{Match, Signature};
 use neardup::fingerprint::{self as core, Wide, LANES};
 use neardup::jaccard::{self, BandKeys, Banding, Sketch, Threshold, BANDS};
 use neardup_io::docs::{self, ReadOptions};
 use neardup_io::records::{self, Member};
 
 use crate::convert::{bytes_arg, core_error};
+use crate::documents::DocumentStore;
 use crate::fingerprinter::{default_fingerprinter, Fingerprinter};
 
 /// Little-endian bytes of `values`.
@@ -439,11 +442,81 @@ pub fn measure(
     ))
 }
 
-/// [`batch::assign`] over nodes `0..n` (`lens[i]`, `positions[i]` rank node `i`) and the
-/// verified edges `(a[j], b[j])` with their similarities and distances: per node, the
-/// node it goes with (itself when kept), and how near (similarity f32, distance u32, and
-/// one byte: 1 when known, 0 for a member of a component with `closure`).
+/// For `against=`: each node's most similar near-duplicate in `store`, the nodes given by
+/// their text hashes, sketches (128 bytes each), band keys (20 u32 each) and 256-bit
+/// fingerprints (4 u64 each): per node the index of its stored document's id in the
+/// returned list (u32, `u32::MAX` for none), the similarity (f32) and the distance (u32);
+/// and the list of ids.
 #[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn stored_matches(
+    py: Python<'_>,
+    store: &Bound<'_, DocumentStore>,
+    text_hash: &Bound<'_, PyAny>,
+    sketch: &Bound<'_, PyAny>,
+    bands: &Bound<'_, PyAny>,
+    fingerprint: &Bound<'_, PyAny>,
+) -> PyResult<(Py<PyBytes>, Py<PyBytes>, Py<PyBytes>, Vec<String>)> {
+    let hashes = u64s(text_hash, "text_hash")?;
+    let n = hashes.len();
+    let sketches = bytes_arg(sketch, "sketch")?;
+    let (bands, fps) = (u32s(bands, "bands")?, u64s(fingerprint, "fingerprint")?);
+    if sketches.len() != n * jaccard::BYTES || bands.len() != n * BANDS || fps.len() != n * LANES
+    {
+        return Err(PyValueError::new_err("node arrays of different lengths"));
+    }
+    let sigs: Vec<Signature> = (0..n)
+        .map(|i| {
+            let mut sketch = [0u8; jaccard::BYTES];
+            sketch.copy_from_slice(&sketches[i * jaccard::BYTES..(i + 1) * jaccard::BYTES]);
+            let mut keys: BandKeys = [0; BANDS];
+            keys.copy_from_slice(&bands[i * BANDS..(i + 1) * BANDS]);
+            let mut fp: Wide = [0; LANES];
+            fp.copy_from_slice(&fps[i * LANES..(i + 1) * LANES]);
+            Signature {
+                fingerprint: fp,
+                sketch: Sketch::from_bytes(&sketch),
+                bands: keys,
+                text_hash: hashes[i],
+            }
+        })
+        .collect();
+    let hits = store.get().most_similar(py, &sigs)?;
+    let mut ids: Vec<String> = Vec::new();
+    let mut at: HashMap<String, u32> = HashMap::new();
+    let (mut index, mut sim, mut dist) = (Vec::new(), Vec::new(), Vec::new());
+    for hit in hits {
+        let Some(hit) = hit else {
+            index.push(u32::MAX);
+            sim.push(0.0);
+            dist.push(0);
+            continue;
+        };
+        let i = *at.entry(hit.id.clone()).or_insert_with(|| {
+            ids.push(hit.id.clone());
+            ids.len() as u32 - 1
+        });
+        index.push(i);
+        sim.push(hit.similarity);
+        dist.push(hit.distance);
+    }
+    Ok((
+        bytes_of(py, &index, u32::to_le_bytes),
+        bytes_of(py, &sim, f32::to_le_bytes),
+        bytes_of(py, &dist, u32::to_le_bytes),
+        ids,
+    ))
+}
+
+/// [`batch::assign_against`] over nodes `0..n` (`lens[i]`, `positions[i]` rank node `i`)
+/// and the verified edges `(a[j], b[j])` with their similarities and distances, and for
+/// `against=` each node's most similar stored near-duplicate (`outside[i]` 1 when it has
+/// one, with `outside_similarity[i]` and `outside_distance[i]`): per node, the node it goes
+/// with (itself when kept, `u32::MAX` for a stored document), and how near (similarity
+/// f32, distance u32, and one byte: 1 when known, 0 for a member of a component with
+/// `closure`).
+#[pyfunction]
+#[pyo3(signature = (lens, positions, a, b, similarity, distance, keep, closure, outside = None, outside_similarity = None, outside_distance = None))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::type_complexity)]
 pub fn assign(
@@ -456,6 +529,9 @@ pub fn assign(
     distance: &Bound<'_, PyAny>,
     keep: &str,
     closure: bool,
+    outside: Option<&Bound<'_, PyAny>>,
+    outside_similarity: Option<&Bound<'_, PyAny>>,
+    outside_distance: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(Py<PyBytes>, Py<PyBytes>, Py<PyBytes>, Py<PyBytes>)> {
     let keep: Keep = keep.parse().map_err(core_error)?;
     let (lens, positions) = (u32s(lens, "lens")?, u64s(positions, "positions")?);
@@ -485,8 +561,34 @@ pub fn assign(
             distance: dist[j],
         })
         .collect();
+    let matched: Vec<Option<Match>> = match (outside, outside_similarity, outside_distance) {
+        (Some(o), Some(s), Some(d)) => {
+            let (o, s, d) = (
+                bytes_arg(o, "outside")?,
+                f32s(s, "outside_similarity")?,
+                u32s(d, "outside_distance")?,
+            );
+            if o.len() != lens.len() || s.len() != o.len() || d.len() != o.len() {
+                return Err(PyValueError::new_err("outside matches of different lengths"));
+            }
+            (0..o.len())
+                .map(|i| {
+                    (o[i] != 0).then_some(Match {
+                        similarity: s[i],
+                        distance: d[i],
+                    })
+                })
+                .collect()
+        }
+        (None, None, None) => Vec::new(),
+        _ => {
+            return Err(PyValueError::new_err(
+                "outside, outside_similarity and outside_distance go together",
+            ))
+        }
+    };
     let links = py
-        .detach(|| batch::assign(&ranks, &edges, keep, closure))
+        .detach(|| batch::assign_against(&ranks, &edges, keep, closure, &matched))
         .map_err(core_error)?;
     let to: Vec<u32> = links.iter().map(|l| l.to).collect();
     let near = |f: fn(&neardup::decide::Match) -> u32| -> Vec<u32> {
@@ -506,9 +608,12 @@ pub fn assign(
 /// Clusters as `neardup dedup --clusters` writes them, one JSON line each, numbered from
 /// `first`: the rows `(reps[i], docs[i], similarity[i], distance[i])` with `ids[i]` the
 /// JSON text of `docs[i]`'s id, sorted by representative then document, the
-/// representative's own row (`docs[i] == reps[i]`) among its members. Returns the lines
-/// and how many clusters they hold.
+/// representative's own row (`docs[i] == reps[i]`) among its members. Representatives
+/// from `stored_from` on are stored documents (`"stored": true`). Returns the lines and
+/// how many clusters they hold.
 #[pyfunction]
+#[pyo3(signature = (reps, docs, similarity, distance, ids, first, stored_from = u64::MAX))]
+#[allow(clippy::too_many_arguments)]
 pub fn cluster_lines(
     py: Python<'_>,
     reps: &Bound<'_, PyAny>,
@@ -517,6 +622,7 @@ pub fn cluster_lines(
     distance: &Bound<'_, PyAny>,
     ids: Vec<String>,
     first: u64,
+    stored_from: u64,
 ) -> PyResult<(Py<PyBytes>, u64)> {
     let (reps, docs) = (u64s(reps, "reps")?, u64s(docs, "docs")?);
     let (sim, dist) = (f32s(similarity, "similarity")?, u32s(distance, "distance")?);
@@ -540,6 +646,11 @@ pub fn cluster_lines(
                 distance: dist[i],
             });
             records::cluster_line(&mut out, first + count, &ids[own], members);
+            if rep >= stored_from {
+                // As `neardup dedup --against` marks a stored representative.
+                out.pop();
+                out.push_str(r#","stored":true}"#);
+            }
             out.push('\n');
             count += 1;
             start = end;

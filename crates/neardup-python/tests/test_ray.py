@@ -2,10 +2,11 @@
 those of `neardup dedup` on one machine, whatever the units, partitions and settings."""
 
 import json
+import subprocess
 
 import pytest
 
-from ray_support import KJV, PLANTED, cli_args, cli_dedup, import_ray, write_tricky
+from ray_support import KJV, PLANTED, cli_args, cli_binary, cli_dedup, import_ray, write_tricky
 
 ray = import_ray()
 import neardup  # noqa: E402
@@ -55,6 +56,32 @@ def test_kjv_equals_cli(tmp_path, threshold):
     clusters, kept, _ = ray_dedup(KJV, tmp_path, threshold=threshold, unit_bytes=500_000, partitions=3)
     assert (clusters, kept) == want
     assert threshold == 0.8 or clusters
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_against_a_store_equals_cli(tmp_path, partitions):
+    """`against=` removes what `neardup dedup --against` removes, clusters of stored
+    documents included, byte for byte."""
+    lines = PLANTED.read_bytes().splitlines(keepends=True)
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_bytes(b"".join(lines[: len(lines) // 2]))
+    new.write_bytes(b"".join(lines[len(lines) // 2:]))
+    store = tmp_path / "store"
+    subprocess.run([str(cli_binary()), "dedup", str(old), "--save", str(store), "-q"], check=True)
+    want = cli_dedup(new, tmp_path, "--against", str(store))
+    assert want[0].count(b'"stored":true') > 10
+    with neardup.DocumentStore.open(store) as s:
+        clusters, kept, result = ray_dedup(new, tmp_path, against=s, unit_bytes=100_000,
+                                           partitions=partitions)
+        assert (clusters, kept) == want
+        assert result.stats["settings"]["store"]["removed_for_stored"] > 10
+        assert result.stats["kept"] == len(want[1].splitlines())
+        with pytest.raises(ValueError, match="closure"):
+            nray.dedup(new, against=s, closure=True)
+        with pytest.raises(ValueError, match="threshold=0.8"):
+            nray.dedup(new, against=s, threshold=0.7)
+    with pytest.raises(TypeError, match="DocumentStore"):
+        nray.dedup(new, against=str(store))
 
 
 @pytest.mark.parametrize("unit_bytes", [64 << 20, 20_000, 3_333])

@@ -60,6 +60,7 @@ except ImportError as e:  # pragma: no cover - the extra is not installed
         "neardup.ray needs Ray Data and pyarrow: pip install 'neardup[ray]'"
     ) from e
 
+from neardup import DocumentStore as _DocumentStore
 from neardup._neardup import own as _own
 from neardup._neardup import ray as _k
 
@@ -69,6 +70,9 @@ __all__ = ["Result", "dedup"]
 #: above them, so positions sort in input order.
 _LOCAL_BITS = 40
 _LOCAL_MASK = (1 << _LOCAL_BITS) - 1
+#: Positions from here on stand for the stored documents of `against=` (numbered in the
+#: order of the first records removed for them), after every record's.
+_STORED = 1 << 63
 #: Bytes of a sketch, lanes of a fingerprint, band keys of a document.
 _SKETCH = 128
 _LANES = 4
@@ -455,7 +459,11 @@ def _nodes(p: int, parts: int, cfg: dict, *pieces: dict):
         new[1:] = (sig["text_hash"][1:] != sig["text_hash"][:-1]) | (fp[1:] != fp[:-1]).any(axis=1)
     starts = np.flatnonzero(new)
     size = np.diff(np.append(starts, n)).astype(np.int64)
-    node = {k: sig[k][starts] for k in ("pos", "len", "fingerprint", "sketch")}
+    kept_fields = ("pos", "len", "fingerprint", "sketch")
+    if cfg.get("against"):
+        # What a store lookup needs besides: the text hash and the band keys.
+        kept_fields += ("text_hash", "bands")
+    node = {k: sig[k][starts] for k in kept_fields}
     node["size"] = size
     bands = sig["bands"][starts]
     # Copies, by the node they belong to (its first document).
@@ -686,8 +694,11 @@ def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: in
         kept = None
     # Cluster rows with ids, by the range of units of their representative.
     with_ids = {**rows, "id": ids}
-    rep_unit = (rows["rep"] >> np.uint64(_LOCAL_BITS)).astype(np.int64)
-    return [kept] + _split(with_ids, range_of_unit[rep_unit], ranges)
+    stored = rows["rep"] >= np.uint64(_STORED)
+    rep_unit = np.where(stored, 0, rows["rep"] >> np.uint64(_LOCAL_BITS)).astype(np.int64)
+    # Clusters of stored documents come after every other, in the last range.
+    target = np.where(stored, ranges - 1, range_of_unit[rep_unit])
+    return [kept] + _split(with_ids, target, ranges)
 
 
 def _parse_jsonl(data: bytes) -> "pa.Table":
@@ -820,6 +831,7 @@ def dedup(
     partitions: Optional[int] = None,
     unit_bytes: Optional[int] = None,
     cpus_per_task: int = 1,
+    against: Optional["_DocumentStore"] = None,
     _fault: Optional[Callable[[str, int], None]] = None,
 ) -> Result:
     """Near-duplicate clusters of `source` and the records to keep, as ``neardup dedup``
@@ -847,6 +859,15 @@ def dedup(
     none. JSON Lines inputs are written as read, like ``neardup dedup --deduplicated``;
     others as ``{"id", "text"}`` lines in a ``.jsonl`` file.
 
+    `against`: a ``neardup.DocumentStore`` open in this process (a data directory's or a
+    Redis Cluster's); the records that are near-duplicates of a stored document are
+    removed too, as ``neardup dedup --against`` removes them (the answer that of
+    deduplicating the stored documents followed by `source`, the stored ones kept; its
+    clusters after the others, marked ``"stored": true``). The store is looked up from
+    this process, a partition at a time; its threshold must be `threshold`, and
+    `closure` is refused. Saving what is kept is ``neardup.dedup(..., save=True)``'s or
+    ``neardup dedup --save``'s.
+
     `partitions` (of the shuffles; default: at least the cluster's CPUs, and one per GiB
     of input), `unit_bytes` (the bytes of a JSON Lines file or the row groups of a
     Parquet file one task reads; default four units per CPU, 1 to 64 MiB each) and
@@ -873,6 +894,15 @@ def dedup(
         raise ValueError("fingerprinter: a threshold decides by the Jaccard similarity of "
                          "word 5-shingles, with the same words for every script; the "
                          "fingerprint options set only the 256-bit fingerprints, which do not decide here")
+    if against is not None:
+        if not isinstance(against, _DocumentStore):
+            raise TypeError(f"against must be a neardup.DocumentStore, got {type(against).__name__}")
+        if closure:
+            raise ValueError("against= keeps the stored documents, and a record is removed only "
+                             "for one that is its near-duplicate: not with closure=True")
+        if float(against.threshold) != float(threshold):
+            raise ValueError(f"the store decides at threshold {against.threshold}, not {threshold}: "
+                             f"give threshold={against.threshold}")
     if (unit_bytes is not None and int(unit_bytes) < 1) or int(cpus_per_task) < 1:
         raise ValueError("unit_bytes and cpus_per_task must be at least 1")
     if partitions is not None and int(partitions) < 1:
@@ -936,6 +966,7 @@ def dedup(
         "deduplicated": None if out_records is None else
         {k: v for k, v in out_records.items() if k != "shown"},
         "fault": _fault,
+        "against": against is not None,
     }
     cfg_ref = ray.put(cfg)
     # Every task is retried when its worker or node dies: all are deterministic.
@@ -993,24 +1024,47 @@ def dedup(
     del buckets
     lap("candidates and verification", clock)
 
+    # 4b. With a store: each node's most similar stored near-duplicate, looked up here.
+    stored_ids: list = []
+    matched = {"pos": np.empty(0, np.uint64), "part": np.empty(0, np.uint32),
+               "len": np.empty(0, np.uint32), "similarity": np.empty(0, np.float32),
+               "distance": np.empty(0, np.uint32), "stored": np.empty(0, np.int64)}
+    if against is not None:
+        matched, stored_ids = _stored_matches(against, tables)
+        lap("store lookups", clock)
+
     # 5. Assignment, on the driver, by the core.
-    graph = np.unique(np.concatenate([edges["a"], edges["b"]]))
+    graph = np.unique(np.concatenate([edges["a"], edges["b"], matched["pos"]]))
     ai = np.searchsorted(graph, edges["a"])
     bi = np.searchsorted(graph, edges["b"])
+    mi = np.searchsorted(graph, matched["pos"])
     lens = np.zeros(len(graph), dtype=np.uint32)
     part_of = np.zeros(len(graph), dtype=np.uint32)
-    lens[ai], lens[bi] = edges["len_a"], edges["len_b"]
-    part_of[ai], part_of[bi] = edges["part_a"], edges["part_b"]
+    lens[ai], lens[bi], lens[mi] = edges["len_a"], edges["len_b"], matched["len"]
+    part_of[ai], part_of[bi], part_of[mi] = edges["part_a"], edges["part_b"], matched["part"]
+    outside = {}
+    if against is not None:
+        flag = np.zeros(len(graph), dtype=np.uint8)
+        osim = np.zeros(len(graph), dtype="<f4")
+        odist = np.zeros(len(graph), dtype="<u4")
+        flag[mi], osim[mi], odist[mi] = 1, matched["similarity"], matched["distance"]
+        outside = {"outside": flag.tobytes(), "outside_similarity": osim.tobytes(),
+                   "outside_distance": odist.tobytes()}
     to, sim, dist, known = _k.assign(
         lens.astype("<u4").tobytes(), graph.astype("<u8").tobytes(),
         ai.astype("<u4").tobytes(), bi.astype("<u4").tobytes(),
         edges["similarity"].astype("<f4").tobytes(), edges["distance"].astype("<u4").tobytes(),
-        keep, bool(closure))
+        keep, bool(closure), **outside)
     to = np.frombuffer(to, dtype="<u4").astype(np.int64)
     sim = np.frombuffer(sim, dtype="<u4").view("<f4").copy()
     dist = np.frombuffer(dist, dtype="<u4").copy()
     known = np.frombuffer(known, dtype=np.uint8).astype(bool)
     linked = to != np.arange(len(graph))
+    # Nodes removed for a stored document go to its position past every record's.
+    to_stored = to == 0xFFFFFFFF
+    stored_of = np.zeros(len(graph), dtype=np.uint64)
+    stored_of[mi] = np.uint64(_STORED) + matched["stored"].astype(np.uint64)
+    rep_pos = np.where(to_stored, stored_of, graph[np.where(to_stored, 0, to)])
     if closure and (linked & ~known).any():
         # Members of a component: how near each is to its top, measured as batch does.
         members = np.flatnonzero(linked & ~known)
@@ -1030,10 +1084,10 @@ def dedup(
     # contiguous ranges of units (so that ranges in order are clusters in order).
     ranges = groups
     units_ref = ray.put(group_of_unit)
-    link_rows = {"pos": graph[linked], "rep": graph[to[linked]], "similarity": sim[linked],
+    link_rows = {"pos": graph[linked], "rep": rep_pos[linked], "similarity": sim[linked],
                  "distance": dist[linked]}
     by_part = _split(link_rows, part_of[linked].astype(np.int64), parts)
-    leads = np.unique(graph[to[linked]])
+    leads = np.unique(graph[to[linked & ~to_stored]])
     lead_parts = _split({"pos": leads}, part_of[np.searchsorted(graph, leads)].astype(np.int64), parts)
     expanded = [
         _expand_task.options(num_returns=groups, **task).remote(
@@ -1084,18 +1138,24 @@ def dedup(
     rows_total = 0
     cluster_list: Optional[list] = [] if out_clusters is not None and out_clusters["kind"] == "list" else None
     writer = _ClusterWriter(out_clusters) if out_clusters is not None and out_clusters["kind"] == "file" else None
+    stored_clusters = 0
+    removed_for_stored = 0
     try:
-        for ref in assembled:
+        for r, ref in enumerate(assembled):
             part = _wait([ref])[0]
             rows = part["rows"]
+            if stored_ids and r == len(assembled) - 1:
+                largest = max(largest, _largest_below(rows, _STORED))
+                rows, stored_clusters, removed_for_stored = _with_stored_rows(rows, stored_ids)
+            else:
+                largest = max(largest, part["largest"])
             rows_total += len(rows["doc"])
-            largest = max(largest, part["largest"])
             if not len(rows["doc"]):
                 continue
             lines, count = _k.cluster_lines(
                 rows["rep"].astype("<u8").tobytes(), rows["doc"].astype("<u8").tobytes(),
                 rows["similarity"].astype("<f4").tobytes(), rows["distance"].astype("<u4").tobytes(),
-                rows["id"], counted)
+                rows["id"], counted, _STORED)
             counted += count
             if writer is not None:
                 writer.write(lines)
@@ -1108,6 +1168,9 @@ def dedup(
 
     docs = sum(i["docs"] for i in infos)
     removable = rows_total - counted
+    if stored_ids:
+        # As `neardup dedup --against` counts: clusters of the input's documents only.
+        counted -= stored_clusters
     exact = sum(s["docs"] - s["nodes"] for s in node_stats)
     stats = {
         "documents": docs,
@@ -1126,7 +1189,70 @@ def dedup(
         "seconds": {**seconds, "total": round(time.perf_counter() - started, 3)},
         "settings": {"threshold": float(threshold), "keep": keep, "closure": bool(closure)},
     }
+    if against is not None:
+        stats["settings"]["store"] = {"stored_before": len(against),
+                                      "removed_for_stored": removed_for_stored}
     return Result(clusters=cluster_list, deduplicated=result_records, stats=stats)
+
+
+def _stored_matches(store: "_DocumentStore", tables: list) -> tuple:
+    """Each node's most similar stored near-duplicate, a partition at a time: the nodes
+    that have one (position, partition, length, similarity, distance, and the number of
+    its stored document), and the stored documents' ids, numbered in the order of the
+    first nodes matched to them (as `neardup dedup --against` orders their clusters)."""
+    pieces, names = [], []
+    for p, ref in enumerate(tables):
+        t = _wait([ref])[0]
+        idx, sim, dist, ids = _k.stored_matches(
+            store, t["text_hash"].astype("<u8").tobytes(),
+            np.ascontiguousarray(t["sketch"], dtype=np.uint8).tobytes(),
+            t["bands"].astype("<u4").tobytes(), t["fingerprint"].astype("<u8").tobytes())
+        idx = np.frombuffer(idx, dtype="<u4")
+        hit = idx != np.uint32(0xFFFFFFFF)
+        pieces.append({
+            "pos": t["pos"][hit], "part": np.full(int(hit.sum()), p, dtype=np.uint32),
+            "len": t["len"][hit], "similarity": np.frombuffer(sim, dtype="<f4")[hit],
+            "distance": np.frombuffer(dist, dtype="<u4")[hit],
+            "stored": idx[hit].astype(np.int64) + len(names)})
+        names.extend(ids)
+    m = {k: np.concatenate([pc[k] for pc in pieces]) for k in pieces[0]} if pieces else {}
+    order = np.argsort(m["pos"], kind="stable")
+    m = {k: v[order] for k, v in m.items()}
+    number: dict = {}
+    for i, s in enumerate(m["stored"]):
+        number.setdefault(names[int(s)], len(number))
+        m["stored"][i] = number[names[int(s)]]
+    return m, list(number)
+
+
+def _with_stored_rows(rows: dict, stored_ids: list) -> tuple:
+    """The last range's cluster rows with a row of its own for each stored document that
+    records were removed for (as its representative's row), sorted again; how many such
+    clusters, and how many records they remove."""
+    reps = rows["rep"]
+    mine = np.unique(reps[reps >= np.uint64(_STORED)])
+    removed = int((reps >= np.uint64(_STORED)).sum())
+    own = {"rep": mine, "doc": mine, "similarity": np.ones(len(mine), dtype=np.float32),
+           "distance": np.zeros(len(mine), dtype=np.uint32)}
+    own_ids = [_json(stored_ids[int(v - np.uint64(_STORED))]) for v in mine]
+    merged = _concat([{k: rows[k] for k in _ROWS}, own], _ROWS)
+    ids = list(rows["id"]) + own_ids
+    # A stored document's row first among its members, as the CLI writes it; the rest by
+    # document.
+    first = np.where(merged["doc"] >= np.uint64(_STORED), np.uint64(0), merged["doc"] + np.uint64(1))
+    order = np.lexsort((first, merged["rep"]))
+    merged = {k: v[order] for k, v in merged.items()}
+    merged["id"] = [ids[i] for i in order]
+    return merged, len(mine), removed
+
+
+def _largest_below(rows: dict, limit: int) -> int:
+    """The largest cluster among `rows` whose representative is below `limit` (those of
+    stored documents left out)."""
+    reps = rows["rep"][rows["rep"] < np.uint64(limit)]
+    if not len(reps):
+        return 0
+    return int(np.unique(reps, return_counts=True)[1].max())
 
 
 def _write_records(out: dict, refs: list) -> None:
