@@ -15,9 +15,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::ops::Range;
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::Duration;
 
-use neardup::corpus::IdHasher;
+use neardup::corpus::{BandIndexReader, IdHasher};
 use neardup::decide::{Match, Rule, Signature};
 use neardup::jaccard::{BandKeys, BANDS};
 
@@ -260,6 +261,13 @@ pub(crate) trait StoreView {
     /// The stored document `internal`, expired or not; `None` when there is none (a
     /// candidate removed since the index listed it, or never committed).
     fn document(&self, internal: u64) -> Result<Option<DocRecord>>;
+
+    /// A handle on the index [`StoreView::candidates`] reads, answering as it does, for
+    /// another thread to look a large batch's candidates up ahead of its decision
+    /// ([`plan`]); `None` (the default) when there is no such index in memory.
+    fn index_reader(&self) -> Option<BandIndexReader> {
+        None
+    }
 }
 
 /// A batch of writes decided: what each write gets, and the changes that make it so.
@@ -372,6 +380,16 @@ impl Plan {
     }
 }
 
+/// Puts a batch needs before its stored candidates are looked up on a thread of their
+/// own, ahead of the decision ([`StoreView::index_reader`]): a bulk load's 50,000 puts
+/// spent a quarter of the writer's time waiting on the index's cache misses, one put
+/// after the other, while the rest of the decision (ids, the batch's own puts) could
+/// run beside them. A request of a few puts is not worth a thread.
+const AHEAD_MIN: usize = 2048;
+
+/// Puts whose candidates the thread looking ahead hands over at once.
+const AHEAD_CHUNK: usize = 256;
+
 /// Decides `writes` in order at `now` by `rule`, against the documents `view` shows and
 /// the batch's earlier writes; the batch's puts are numbered from `first`.
 /// Each put's outcome lists at most `max_matches` matches, counting the rest.
@@ -387,6 +405,84 @@ pub(crate) fn plan<V: StoreView + ?Sized>(
         .iter()
         .filter(|w| matches!(w, Write::Put { .. }))
         .count();
+    let reader = match puts >= AHEAD_MIN {
+        true => view.index_reader(),
+        false => None,
+    };
+    let Some(reader) = reader else {
+        return plan_with(view, rule, now, first, max_matches, writes, puts, None);
+    };
+    // The candidates of the stored documents are of the state before the batch: they do
+    // not depend on the batch's decisions, so they can be found ahead of them, in order.
+    let keys: Vec<BandKeys> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Put { doc, .. } => Some(doc.signature.index_keys()),
+            Write::Delete { .. } => None,
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        let (to_planner, found) = sync_channel::<Vec<Vec<u64>>>(16);
+        let keys = &keys;
+        let ahead = std::thread::Builder::new()
+            .name("neardup-ahead".into())
+            .spawn_scoped(scope, move || {
+                for chunk in keys.chunks(AHEAD_CHUNK) {
+                    let lists = chunk.iter().map(|k| reader.candidates(k)).collect();
+                    if to_planner.send(lists).is_err() {
+                        return;
+                    }
+                }
+            });
+        let ahead_of = match &ahead {
+            Ok(_) => Some(Ahead {
+                found,
+                chunk: Vec::new().into_iter(),
+            }),
+            // No thread: the planner looks them up itself.
+            Err(_) => None,
+        };
+        let planned = plan_with(view, rule, now, first, max_matches, writes, puts, ahead_of);
+        // A thread that panicked handed over nothing more, and the planner looked the
+        // rest up itself: its panic is not the batch's failure.
+        if let Ok(handle) = ahead {
+            let _ = handle.join();
+        }
+        planned
+    })
+}
+
+/// The candidates of a batch's puts, in order, found on another thread ([`plan`]).
+struct Ahead {
+    found: Receiver<Vec<Vec<u64>>>,
+    chunk: std::vec::IntoIter<Vec<u64>>,
+}
+
+impl Ahead {
+    /// The next put's candidates; `None` once the thread stopped short.
+    fn next(&mut self) -> Option<Vec<u64>> {
+        loop {
+            if let Some(c) = self.chunk.next() {
+                return Some(c);
+            }
+            self.chunk = self.found.recv().ok()?.into_iter();
+        }
+    }
+}
+
+/// [`plan`], with the stored candidates of the `puts` puts found `ahead` of the decision
+/// or (`None`) as each put comes.
+#[allow(clippy::too_many_arguments)]
+fn plan_with<V: StoreView + ?Sized>(
+    view: &V,
+    rule: Rule,
+    now: u64,
+    first: u64,
+    max_matches: usize,
+    writes: Vec<Write>,
+    puts: usize,
+    ahead: Option<Ahead>,
+) -> Result<Plan> {
     let mut planner = Planner {
         view,
         rule,
@@ -399,6 +495,7 @@ pub(crate) fn plan<V: StoreView + ?Sized>(
         steps: Vec::with_capacity(writes.len()),
         records: HashMap::default(),
         verdicts: HashMap::new(),
+        ahead,
     };
     let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
@@ -439,17 +536,27 @@ struct Planner<'v, V: ?Sized> {
     /// Decisions by the identities of the two texts: identical texts are verified once,
     /// whatever their number.
     verdicts: HashMap<(u64, u64), Option<Match>>,
+    /// The puts' stored candidates, looked up ahead on another thread, if they are.
+    ahead: Option<Ahead>,
 }
 
 /// A text's identity for the decision: its hash, sketch and fingerprint together, so
 /// that equal identities are the same text as [`Signature::same_text`] tells it (a 64-bit
 /// text hash alone could be made to collide).
 fn identity(s: &Signature) -> u64 {
-    let mut bytes = Vec::with_capacity(8 + neardup::jaccard::BYTES + 32);
-    bytes.extend_from_slice(&s.text_hash.to_le_bytes());
-    bytes.extend_from_slice(&s.sketch.to_bytes());
-    for lane in s.fingerprint {
-        bytes.extend_from_slice(&lane.to_le_bytes());
+    // On the stack: a put's identity is taken once a put, and a heap allocation each was
+    // a cost of its own in bulk loads.
+    const TEXT: usize = 8;
+    const SKETCH: usize = TEXT + neardup::jaccard::BYTES;
+    let mut bytes = [0u8; SKETCH + 8 * neardup::fingerprint::LANES];
+    bytes[..TEXT].copy_from_slice(&s.text_hash.to_le_bytes());
+    bytes[TEXT..SKETCH].copy_from_slice(&s.sketch.to_bytes());
+    for (lane, out) in s
+        .fingerprint
+        .iter()
+        .zip(bytes[SKETCH..].chunks_exact_mut(8))
+    {
+        out.copy_from_slice(&lane.to_le_bytes());
     }
     xxhash_rust::xxh3::xxh3_64(&bytes)
 }
@@ -548,7 +655,15 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         keys: &BandKeys,
         own: Option<u64>,
     ) -> Result<(Vec<Hit>, usize)> {
-        let found = self.view.candidates(keys)?;
+        // Every put takes its list from `ahead`, in order, while it has them.
+        let found = match self.ahead.as_mut().map(Ahead::next) {
+            Some(Some(found)) => found,
+            Some(None) => {
+                self.ahead = None;
+                self.view.candidates(keys)?
+            }
+            None => self.view.candidates(keys)?,
+        };
         let mut scored: Vec<(u64, Match)> = Vec::new();
         for internal in found {
             if Some(internal) == own || self.removed.contains(&internal) {
@@ -640,7 +755,7 @@ struct PendingPuts {
     /// By internal id less `first`; `None` once deleted or replaced.
     puts: Vec<Option<Pending>>,
     /// `band << 32 | key` → its latest listing in `chain`.
-    heads: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    heads: Heads,
     /// Per listing: the put (its index in `puts`) and the listing before it under the
     /// same band key ([`NO_LISTING`] for none).
     chain: Vec<(u32, u32)>,
@@ -655,15 +770,56 @@ struct PendingPuts {
 /// The end of a chain of [`PendingPuts`] listings.
 const NO_LISTING: u32 = u32::MAX;
 
+/// Listings of this many band keys and more are kept for the thread's next batch.
+const SPARE_MIN: usize = AHEAD_MIN * BANDS;
+
+type Heads = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+
+thread_local! {
+    /// The listings of the last large batch decided on this thread, emptied, for its next
+    /// one: a bulk load's writer decides batch after batch of the same size, and their
+    /// listings (30 MB for 50,000 puts) were fresh memory each time, its page faults a
+    /// tenth of the writer's time.
+    static SPARE: std::cell::Cell<Option<(Heads, Vec<(u32, u32)>)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+impl Drop for PendingPuts {
+    fn drop(&mut self) {
+        if self.heads.capacity() >= SPARE_MIN {
+            let mut heads = std::mem::take(&mut self.heads);
+            let mut chain = std::mem::take(&mut self.chain);
+            heads.clear();
+            chain.clear();
+            SPARE.set(Some((heads, chain)));
+        }
+    }
+}
+
 impl PendingPuts {
     /// No puts yet; the first will be numbered `first`, and at most `puts` will come (a
     /// sweep's batch of deletes sizes nothing).
     fn new(first: u64, puts: usize) -> PendingPuts {
+        let (heads, chain) = match SPARE.take() {
+            // Not much larger than needed either: clearing a spare costs with its size.
+            Some((heads, chain))
+                if heads.capacity() >= puts * BANDS && heads.capacity() <= 4 * puts * BANDS =>
+            {
+                (heads, chain)
+            }
+            spare => {
+                SPARE.set(spare);
+                (
+                    HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
+                    Vec::with_capacity(puts * BANDS),
+                )
+            }
+        };
         PendingPuts {
             first,
             puts: Vec::with_capacity(puts),
-            heads: HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
-            chain: Vec::with_capacity(puts * BANDS),
+            heads,
+            chain,
             first_of: HashMap::default(),
             copies: HashMap::default(),
         }
@@ -959,6 +1115,121 @@ mod tests {
         assert!(!inserted);
         assert_eq!(matches.len() + more_matches, 600);
         assert_eq!(put_outcome(&plan.outcomes[301]), (true, vec![]));
+    }
+
+    /// The brute-force view with the candidates of an index, as the embedded store's: a
+    /// batch of `AHEAD_MIN` puts or more has them looked up ahead on another thread.
+    struct Indexed<'a> {
+        inner: &'a Memory,
+        index: neardup::corpus::BandIndex,
+        /// Lookups on the planner's thread.
+        asked: std::cell::Cell<usize>,
+    }
+
+    impl StoreView for Indexed<'_> {
+        fn id(&self, id: &str) -> Result<Option<u64>> {
+            self.inner.id(id)
+        }
+
+        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+            self.asked.set(self.asked.get() + 1);
+            Ok(self.index.candidates(keys))
+        }
+
+        fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
+            self.inner.document(internal)
+        }
+
+        fn index_reader(&self) -> Option<BandIndexReader> {
+            Some(self.index.reader())
+        }
+    }
+
+    #[test]
+    fn a_batch_whose_candidates_are_found_ahead_decides_as_brute_force() {
+        // Stored documents of a few texts, then a batch large enough to be looked up
+        // ahead: puts of those texts and others, edited or not, unique or not, under
+        // new ids and stored ones, and deletes. Decided with the index read on another
+        // thread, with the stored documents scanned instead, and one write at a time.
+        let mut m = Memory::default();
+        let stored: Vec<Write> = (0..200)
+            .map(|i| put(&format!("d{}", i * 7), doc(i % 9, &[i % 60]), false))
+            .collect();
+        m.apply(stored, 0);
+        let n = AHEAD_MIN + 300;
+        let writes = || -> Vec<Write> {
+            (0..n)
+                .map(|i| {
+                    // Ids come back 1,500 writes on; a delete takes the id of the
+                    // write three before it.
+                    let id = format!("d{}", (i * 13) % 1500);
+                    if i % 97 == 5 {
+                        return delete(&format!("d{}", ((i - 3) * 13) % 1500));
+                    }
+                    let edits = [i % 60, (i * 7) % 60];
+                    put(&id, doc(i % 23, &edits[..i % 3]), i % 4 == 0)
+                })
+                .collect()
+        };
+        let puts = writes()
+            .iter()
+            .filter(|w| matches!(w, Write::Put { .. }))
+            .count();
+        assert!(puts >= AHEAD_MIN, "the batch is looked up ahead");
+        let keys: Vec<(u64, BandKeys)> = m
+            .docs
+            .iter()
+            .map(|(&n, d)| (n, d.signature.index_keys()))
+            .collect();
+        let index = match neardup::corpus::BandIndex::from_docs(keys) {
+            Ok(index) => index,
+            Err(e) => panic!("{e}"),
+        };
+        let rule = DocConfig::default().rule();
+        let ahead = Indexed {
+            inner: &m,
+            index,
+            asked: std::cell::Cell::new(0),
+        };
+        let decided =
+            |view: &dyn StoreView| match plan(view, rule, 0, m.next_id, MAX_MATCHES, writes()) {
+                Ok(p) => p,
+                Err(e) => panic!("{e}"),
+            };
+        let fast = decided(&ahead);
+        assert_eq!(
+            ahead.asked.get(),
+            0,
+            "every put's candidates were found ahead"
+        );
+        let brute = decided(&m);
+        assert_eq!(fast.outcomes, brute.outcomes);
+        assert_eq!(fast.steps.len(), brute.steps.len());
+        let ids = |p: &Plan| -> Vec<(String, u64)> {
+            p.survivors().map(|i| (i.id.clone(), i.internal)).collect()
+        };
+        assert_eq!(ids(&fast), ids(&brute));
+        let mut alone = Memory::default();
+        alone.docs = m.docs.clone();
+        alone.next_id = m.next_id;
+        let one_by_one: Vec<Outcome> = writes()
+            .into_iter()
+            .flat_map(|w| alone.apply(vec![w], 0).outcomes)
+            .collect();
+        assert_eq!(fast.outcomes, one_by_one);
+        // Refused, replaced and matched puts all came: the batch tested something.
+        let count = |f: &dyn Fn(&Outcome) -> bool| fast.outcomes.iter().filter(|o| f(o)).count();
+        assert!(
+            count(&|o| matches!(
+                o,
+                Outcome::Put {
+                    inserted: false,
+                    ..
+                }
+            )) > 100
+        );
+        assert!(count(&|o| matches!(o, Outcome::Put { replaced: true, .. })) > 100);
+        assert!(count(&|o| matches!(o, Outcome::Delete { removed: true })) > 5);
     }
 
     #[test]
