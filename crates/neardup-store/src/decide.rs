@@ -846,7 +846,7 @@ struct Listings {
     heads: Heads,
     /// Per listing: the put and the listing before it under the same band key
     /// ([`NO_LISTING`] for none).
-    chain: Vec<(u32, u32)>,
+    chain: Chain,
 }
 
 /// The end of a chain of [`Listings`].
@@ -856,14 +856,14 @@ const NO_LISTING: u32 = u32::MAX;
 const SPARE_MIN: usize = AHEAD_MIN * BANDS;
 
 type Heads = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+type Chain = Vec<(u32, u32)>;
 
 thread_local! {
     /// The listings of the last large batch decided on this thread, emptied, for its next
     /// one: a bulk load's writer decides batch after batch of the same size, and their
     /// listings (30 MB for 50,000 puts) were fresh memory each time, its page faults a
     /// tenth of the writer's time.
-    static SPARE: std::cell::Cell<Option<(Heads, Vec<(u32, u32)>)>> =
-        const { std::cell::Cell::new(None) };
+    static SPARE: std::cell::Cell<Option<(Heads, Chain)>> = const { std::cell::Cell::new(None) };
 }
 
 impl Listings {
@@ -1341,9 +1341,10 @@ mod tests {
             p.survivors().map(|i| (i.id.clone(), i.internal)).collect()
         };
         assert_eq!(ids(&fast), ids(&brute));
-        let mut alone = Memory::default();
-        alone.docs = m.docs.clone();
-        alone.next_id = m.next_id;
+        let mut alone = Memory {
+            docs: m.docs.clone(),
+            next_id: m.next_id,
+        };
         let one_by_one: Vec<Outcome> = writes()
             .into_iter()
             .flat_map(|w| alone.apply(vec![w], 0).outcomes)
