@@ -15,9 +15,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::ops::Range;
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::Duration;
 
-use neardup::corpus::IdHasher;
+use neardup::corpus::{BandIndexReader, IdHasher};
 use neardup::decide::{Match, Rule, Signature};
 use neardup::jaccard::{BandKeys, BANDS};
 
@@ -260,6 +261,13 @@ pub(crate) trait StoreView {
     /// The stored document `internal`, expired or not; `None` when there is none (a
     /// candidate removed since the index listed it, or never committed).
     fn document(&self, internal: u64) -> Result<Option<DocRecord>>;
+
+    /// A handle on the index [`StoreView::candidates`] reads, answering as it does, for
+    /// another thread to look a large batch's candidates up ahead of its decision
+    /// ([`plan`]); `None` (the default) when there is no such index in memory.
+    fn index_reader(&self) -> Option<BandIndexReader> {
+        None
+    }
 }
 
 /// A batch of writes decided: what each write gets, and the changes that make it so.
@@ -372,6 +380,16 @@ impl Plan {
     }
 }
 
+/// Puts a batch needs before its stored candidates are looked up on a thread of their
+/// own, ahead of the decision ([`StoreView::index_reader`]): a bulk load's 50,000 puts
+/// spent a quarter of the writer's time waiting on the index's cache misses, one put
+/// after the other, while the rest of the decision (ids, the batch's own puts) could
+/// run beside them. A request of a few puts is not worth a thread.
+const AHEAD_MIN: usize = 2048;
+
+/// Puts whose candidates the thread looking ahead hands over at once.
+const AHEAD_CHUNK: usize = 256;
+
 /// Decides `writes` in order at `now` by `rule`, against the documents `view` shows and
 /// the batch's earlier writes; the batch's puts are numbered from `first`.
 /// Each put's outcome lists at most `max_matches` matches, counting the rest.
@@ -387,18 +405,147 @@ pub(crate) fn plan<V: StoreView + ?Sized>(
         .iter()
         .filter(|w| matches!(w, Write::Put { .. }))
         .count();
+    let reader = match puts >= AHEAD_MIN {
+        true => view.index_reader(),
+        false => None,
+    };
+    let Some(reader) = reader else {
+        return plan_with(view, rule, now, first, max_matches, writes, puts, None);
+    };
+    // The candidates of the stored documents are of the state before the batch, and
+    // which of the batch's puts share a band key with which is of their keys alone:
+    // neither depends on the batch's decisions, so both can be found ahead of them.
+    let texts: Vec<(BandKeys, u64)> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Put { doc, .. } => Some((doc.signature.index_keys(), identity(&doc.signature))),
+            Write::Delete { .. } => None,
+        })
+        .collect();
+    let listings = Listings::new(texts.len());
+    std::thread::scope(|scope| {
+        let (to_planner, found) = sync_channel::<Vec<Looked>>(16);
+        let texts = &texts;
+        let ahead = std::thread::Builder::new()
+            .name("neardup-ahead".into())
+            .spawn_scoped(scope, move || {
+                look_ahead(&reader, texts, listings, &to_planner)
+            });
+        let ahead_of = match &ahead {
+            Ok(_) => Some(Ahead {
+                found,
+                chunk: Vec::new().into_iter(),
+            }),
+            // No thread: the planner looks them up itself.
+            Err(_) => None,
+        };
+        let planned = plan_with(view, rule, now, first, max_matches, writes, puts, ahead_of);
+        // A thread that panicked handed over nothing more, and the planner looked the
+        // rest up itself: its panic is not the batch's failure. Its listings are kept for
+        // the next batch.
+        if let Ok(handle) = ahead {
+            if let Ok(listings) = handle.join() {
+                drop(listings);
+            }
+        }
+        planned
+    })
+}
+
+/// What the thread looking ahead found for a put.
+struct Looked {
+    /// Its candidates among the stored documents.
+    stored: Vec<u64>,
+    /// Its text's [`identity`].
+    ident: u64,
+    /// The first put of the batch with its text, by its place among the batch's puts.
+    first: u32,
+    /// The first puts of texts earlier in the batch that share a band key with it (its
+    /// own text's too, when it is a copy), by their places, in no order.
+    earlier: Vec<u32>,
+}
+
+/// Finds the candidates of the puts with `texts` (band keys and identity) in order, and
+/// hands them over in chunks until the planner stops taking them; gives `listings` back.
+fn look_ahead(
+    reader: &BandIndexReader,
+    texts: &[(BandKeys, u64)],
+    mut listings: Listings,
+    to_planner: &std::sync::mpsc::SyncSender<Vec<Looked>>,
+) -> Listings {
+    let mut first_of: HashMap<u64, u32, BuildHasherDefault<IdHasher>> = HashMap::default();
+    for (c, chunk) in texts.chunks(AHEAD_CHUNK).enumerate() {
+        let looked = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &(keys, ident))| {
+                let at = (c * AHEAD_CHUNK + i) as u32;
+                let mut earlier = Vec::new();
+                listings.find(&keys, &mut earlier);
+                // A copy of an earlier text is found through that one's listings.
+                let first = *first_of.entry(ident).or_insert(at);
+                if first == at {
+                    listings.list(at, &keys);
+                }
+                Looked {
+                    stored: reader.candidates(&keys),
+                    ident,
+                    first,
+                    earlier,
+                }
+            })
+            .collect();
+        if to_planner.send(looked).is_err() {
+            break;
+        }
+    }
+    listings
+}
+
+/// What the thread looking ahead found for a batch's puts, in order ([`plan`]).
+struct Ahead {
+    found: Receiver<Vec<Looked>>,
+    chunk: std::vec::IntoIter<Looked>,
+}
+
+impl Ahead {
+    /// What was found for the next put; `None` once the thread stopped short.
+    fn next(&mut self) -> Option<Looked> {
+        loop {
+            if let Some(c) = self.chunk.next() {
+                return Some(c);
+            }
+            self.chunk = self.found.recv().ok()?.into_iter();
+        }
+    }
+}
+
+/// [`plan`], with the stored candidates of the `puts` puts found `ahead` of the decision
+/// or (`None`) as each put comes.
+#[allow(clippy::too_many_arguments)]
+fn plan_with<V: StoreView + ?Sized>(
+    view: &V,
+    rule: Rule,
+    now: u64,
+    first: u64,
+    max_matches: usize,
+    writes: Vec<Write>,
+    puts: usize,
+    ahead: Option<Ahead>,
+) -> Result<Plan> {
     let mut planner = Planner {
         view,
         rule,
         now,
         next_id: first,
         max_matches,
-        holders: HashMap::new(),
-        removed: HashSet::new(),
-        pending: PendingPuts::new(first, puts),
+        holders: HashMap::default(),
+        removed: HashSet::default(),
+        pending: PendingPuts::new(first, puts, ahead.is_none()),
         steps: Vec::with_capacity(writes.len()),
         records: HashMap::default(),
-        verdicts: HashMap::new(),
+        verdicts: HashMap::default(),
+        ahead,
     };
     let mut outcomes = Vec::with_capacity(writes.len());
     for write in writes {
@@ -419,6 +566,11 @@ pub(crate) fn plan<V: StoreView + ?Sized>(
     })
 }
 
+/// The hasher of the maps a batch decision keeps by id (which its callers choose) and
+/// by text identities: seeded at random once a process, as the standard library's, and
+/// a fraction of its cost (SipHash on every put's id was 4% of a bulk load's writer).
+type Fast = foldhash::fast::RandomState;
+
 /// A batch being decided.
 struct Planner<'v, V: ?Sized> {
     view: &'v V,
@@ -427,9 +579,9 @@ struct Planner<'v, V: ?Sized> {
     next_id: u64,
     max_matches: usize,
     /// The ids the batch has changed so far, and the document each holds now.
-    holders: HashMap<String, Option<u64>>,
+    holders: HashMap<String, Option<u64>, Fast>,
     /// The documents stored before the batch that it has removed: no longer candidates.
-    removed: HashSet<u64>,
+    removed: HashSet<u64, BuildHasherDefault<IdHasher>>,
     /// The batch's puts so far, as candidates of its later ones.
     pending: PendingPuts,
     steps: Vec<Step>,
@@ -438,18 +590,28 @@ struct Planner<'v, V: ?Sized> {
     records: HashMap<u64, Option<(DocRecord, u64)>, BuildHasherDefault<IdHasher>>,
     /// Decisions by the identities of the two texts: identical texts are verified once,
     /// whatever their number.
-    verdicts: HashMap<(u64, u64), Option<Match>>,
+    verdicts: HashMap<(u64, u64), Option<Match>, Fast>,
+    /// The puts' stored candidates, looked up ahead on another thread, if they are.
+    ahead: Option<Ahead>,
 }
 
 /// A text's identity for the decision: its hash, sketch and fingerprint together, so
 /// that equal identities are the same text as [`Signature::same_text`] tells it (a 64-bit
 /// text hash alone could be made to collide).
 fn identity(s: &Signature) -> u64 {
-    let mut bytes = Vec::with_capacity(8 + neardup::jaccard::BYTES + 32);
-    bytes.extend_from_slice(&s.text_hash.to_le_bytes());
-    bytes.extend_from_slice(&s.sketch.to_bytes());
-    for lane in s.fingerprint {
-        bytes.extend_from_slice(&lane.to_le_bytes());
+    // On the stack: a put's identity is taken once a put, and a heap allocation each was
+    // a cost of its own in bulk loads.
+    const TEXT: usize = 8;
+    const SKETCH: usize = TEXT + neardup::jaccard::BYTES;
+    let mut bytes = [0u8; SKETCH + 8 * neardup::fingerprint::LANES];
+    bytes[..TEXT].copy_from_slice(&s.text_hash.to_le_bytes());
+    bytes[TEXT..SKETCH].copy_from_slice(&s.sketch.to_bytes());
+    for (lane, out) in s
+        .fingerprint
+        .iter()
+        .zip(bytes[SKETCH..].chunks_exact_mut(8))
+    {
+        out.copy_from_slice(&lane.to_le_bytes());
     }
     xxhash_rust::xxh3::xxh3_64(&bytes)
 }
@@ -496,8 +658,9 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         let signature = doc.signature;
         let keys = signature.index_keys();
         let own = self.holder(&id)?;
-        let ident = identity(&signature);
-        let (matches, more_matches) = self.near(&signature, ident, &keys, own)?;
+        let looked = self.look(&signature, &keys)?;
+        let (ident, group) = (looked.ident, looked.first);
+        let (matches, more_matches) = self.near(&signature, looked, own)?;
         if only_if_unique && (!matches.is_empty() || more_matches > 0) {
             return Ok(Outcome::Put {
                 inserted: false,
@@ -509,13 +672,16 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         let replaced = self.remove(&id, own);
         let internal = self.next_id;
         self.next_id += 1;
-        self.pending.push(Pending {
-            internal,
-            signature,
-            ident,
-            keys,
-            name: id.clone(),
-        });
+        self.pending.push(
+            Pending {
+                internal,
+                signature,
+                ident,
+                keys,
+                name: id.clone(),
+            },
+            group,
+        );
         self.holders.insert(id.clone(), Some(internal));
         self.steps.push(Step::Insert(Insert {
             id,
@@ -531,26 +697,49 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         })
     }
 
-    /// The near-duplicates of a put with `signature` (its identity `ident`, its band
-    /// `keys`) stored now, but `own`, the document its id holds, which it would replace:
-    /// live stored documents the batch has not removed, and the batch's earlier puts,
-    /// each found by its band keys alike; the most similar [`Planner::max_matches`] of
-    /// them, and how many more. The batch's own puts match whatever their expiry: only a
-    /// zero ttl makes one expired at once, and both backends have always let it match the
-    /// rest of its batch.
+    /// What a put with `signature` and band `keys` finds, as [`look_ahead`] finds it: from
+    /// the thread looking ahead while it has them, else here (the batch's own puts then
+    /// through their listings; `first` is then unused).
+    fn look(&mut self, signature: &Signature, keys: &BandKeys) -> Result<Looked> {
+        if let Some(ahead) = self.ahead.as_mut() {
+            match ahead.next() {
+                Some(looked) => return Ok(looked),
+                None => {
+                    // The thread stopped short: the rest is found here, the puts so far
+                    // listed as they would have been.
+                    self.ahead = None;
+                    self.pending.relist();
+                }
+            }
+        }
+        Ok(Looked {
+            stored: self.view.candidates(keys)?,
+            ident: identity(signature),
+            first: 0,
+            earlier: Vec::new(),
+        })
+    }
+
+    /// The near-duplicates of a put with `signature` that found `looked`, stored now,
+    /// but `own`, the document its id holds, which it would replace: live stored
+    /// documents the batch has not removed, and the batch's earlier puts, each found by
+    /// its band keys alike; the most similar [`Planner::max_matches`] of them, and how
+    /// many more. The batch's own puts match whatever their expiry: only a zero ttl makes
+    /// one expired at once, and both backends have always let it match the rest of its
+    /// batch.
     ///
     /// Work grows with the candidates, not with their square: each stored candidate is
     /// read once a batch, and each pair of distinct texts decided once.
     fn near(
         &mut self,
         signature: &Signature,
-        ident: u64,
-        keys: &BandKeys,
+        looked: Looked,
         own: Option<u64>,
     ) -> Result<(Vec<Hit>, usize)> {
-        let found = self.view.candidates(keys)?;
+        let ident = looked.ident;
+        let keys = signature.index_keys();
         let mut scored: Vec<(u64, Match)> = Vec::new();
-        for internal in found {
+        for internal in looked.stored {
             if Some(internal) == own || self.removed.contains(&internal) {
                 continue;
             }
@@ -575,7 +764,7 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
                 scored.push((internal, m));
             }
         }
-        for p in self.pending.sharing(keys) {
+        for p in self.pending.sharing(&keys, &looked.earlier) {
             if Some(p.internal) == own {
                 continue;
             }
@@ -626,12 +815,10 @@ struct Pending {
 }
 
 /// The puts of one write transaction so far, found by their band keys as the index finds
-/// stored documents ([`BandIndex::candidates`]: a nonzero key agreeing in some band).
-/// Comparing each put of a bulk request with every put before it cost a tenth of a core
-/// at a thousand documents a request. The listings are chained in one vector rather than
-/// kept in a vector per key: a map of vectors, and the puts in a B-tree, were a tenth of
-/// the server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts
-/// about in the B-tree's nodes).
+/// stored documents ([`BandIndex::candidates`]: a nonzero key agreeing in some band):
+/// through their [`Listings`], or (a batch looked up ahead) by the texts sharing a key
+/// that [`look_ahead`] found. Comparing each put of a bulk request with every put before
+/// it cost a tenth of a core at a thousand documents a request.
 ///
 /// [`BandIndex::candidates`]: neardup::corpus::BandIndex::candidates
 struct PendingPuts {
@@ -639,52 +826,68 @@ struct PendingPuts {
     first: u64,
     /// By internal id less `first`; `None` once deleted or replaced.
     puts: Vec<Option<Pending>>,
-    /// `band << 32 | key` → its latest listing in `chain`.
-    heads: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
-    /// Per listing: the put (its index in `puts`) and the listing before it under the
-    /// same band key ([`NO_LISTING`] for none).
-    chain: Vec<(u32, u32)>,
-    /// Text identity → the first put of that text, whose listings stand for all its
-    /// copies: a bulk of a page's thousand copies walks one listing a band, not a
-    /// thousand.
+    /// The listings of the puts' band keys; `None` while they are looked up ahead.
+    listings: Option<Listings>,
+    /// A text → the first put of that text (its place in `puts`), whose listings stand
+    /// for all its copies: a bulk of a page's thousand copies walks one listing a band,
+    /// not a thousand. The text is its identity, or while looked up ahead the place of
+    /// its first put among the batch's puts (refused ones too).
     first_of: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
     /// The first put of a text → every put of that text, itself included, in order.
     copies: HashMap<u32, Vec<u32>, BuildHasherDefault<IdHasher>>,
 }
 
-/// The end of a chain of [`PendingPuts`] listings.
+/// Band-key listings of a batch's puts. They are chained in one vector rather than kept
+/// in a vector per key: a map of vectors, and the puts in a B-tree, were a tenth of the
+/// server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts about
+/// in the B-tree's nodes).
+struct Listings {
+    /// `band << 32 | key` → its latest listing in `chain`.
+    heads: Heads,
+    /// Per listing: the put and the listing before it under the same band key
+    /// ([`NO_LISTING`] for none).
+    chain: Chain,
+}
+
+/// The end of a chain of [`Listings`].
 const NO_LISTING: u32 = u32::MAX;
 
-impl PendingPuts {
-    /// No puts yet; the first will be numbered `first`, and at most `puts` will come (a
-    /// sweep's batch of deletes sizes nothing).
-    fn new(first: u64, puts: usize) -> PendingPuts {
-        PendingPuts {
-            first,
-            puts: Vec::with_capacity(puts),
-            heads: HashMap::with_capacity_and_hasher(puts * BANDS, Default::default()),
-            chain: Vec::with_capacity(puts * BANDS),
-            first_of: HashMap::default(),
-            copies: HashMap::default(),
+/// Listings of this many band keys and more are kept for the thread's next batch.
+const SPARE_MIN: usize = AHEAD_MIN * BANDS;
+
+type Heads = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+type Chain = Vec<(u32, u32)>;
+
+thread_local! {
+    /// The listings of the last large batch decided on this thread, emptied, for its next
+    /// one: a bulk load's writer decides batch after batch of the same size, and their
+    /// listings (30 MB for 50,000 puts) were fresh memory each time, its page faults a
+    /// tenth of the writer's time.
+    static SPARE: std::cell::Cell<Option<(Heads, Chain)>> = const { std::cell::Cell::new(None) };
+}
+
+impl Listings {
+    /// Room for the listings of `puts` puts: the thread's spare, if it fits.
+    fn new(puts: usize) -> Listings {
+        let keys = puts * BANDS;
+        match SPARE.take() {
+            // Not much larger than needed either: clearing a spare costs with its size.
+            Some((heads, chain)) if heads.capacity() >= keys && heads.capacity() <= 4 * keys => {
+                Listings { heads, chain }
+            }
+            spare => {
+                SPARE.set(spare);
+                Listings {
+                    heads: HashMap::with_capacity_and_hasher(keys, Default::default()),
+                    chain: Vec::with_capacity(keys),
+                }
+            }
         }
     }
 
-    /// Adds the next put: its internal id is the next after the puts so far.
-    fn push(&mut self, p: Pending) {
-        debug_assert_eq!(p.internal, self.first + self.puts.len() as u64);
-        let at = self.puts.len() as u32;
-        if let Some(&first) = self.first_of.get(&p.ident) {
-            // A copy of a text put before in this batch: found through that one's
-            // listings (the same band keys), not listed again.
-            self.copies
-                .entry(first)
-                .or_insert_with(|| vec![first])
-                .push(at);
-            self.puts.push(Some(p));
-            return;
-        }
-        self.first_of.insert(p.ident, at);
-        for (band, &key) in p.keys.iter().enumerate() {
+    /// Lists put `at` under its nonzero `keys`.
+    fn list(&mut self, at: u32, keys: &BandKeys) {
+        for (band, &key) in keys.iter().enumerate() {
             if key != 0 {
                 let listing = self.chain.len() as u32;
                 let before = self
@@ -694,7 +897,97 @@ impl PendingPuts {
                 self.chain.push((at, before));
             }
         }
+    }
+
+    /// Adds to `out` the puts listed under a nonzero key of `keys` (a put once a band
+    /// it shares).
+    fn find(&self, keys: &BandKeys, out: &mut Vec<u32>) {
+        for (band, &key) in keys.iter().enumerate() {
+            if key == 0 {
+                continue;
+            }
+            let mut listing = self
+                .heads
+                .get(&((band as u64) << 32 | u64::from(key)))
+                .copied()
+                .unwrap_or(NO_LISTING);
+            while let Some(&(put, before)) = self.chain.get(listing as usize) {
+                out.push(put);
+                listing = before;
+            }
+        }
+    }
+}
+
+impl Drop for Listings {
+    fn drop(&mut self) {
+        if self.heads.capacity() >= SPARE_MIN {
+            let mut heads = std::mem::take(&mut self.heads);
+            let mut chain = std::mem::take(&mut self.chain);
+            heads.clear();
+            chain.clear();
+            // Not once the thread's own are dropped, as it ends.
+            let _ = SPARE.try_with(|cell| cell.set(Some((heads, chain))));
+        }
+    }
+}
+
+impl PendingPuts {
+    /// No puts yet; the first will be numbered `first`, and at most `puts` will come (a
+    /// sweep's batch of deletes sizes nothing); `listed`: found through listings of their
+    /// own, else as looked up ahead.
+    fn new(first: u64, puts: usize, listed: bool) -> PendingPuts {
+        PendingPuts {
+            first,
+            puts: Vec::with_capacity(puts),
+            listings: listed.then(|| Listings::new(puts)),
+            first_of: HashMap::default(),
+            copies: HashMap::default(),
+        }
+    }
+
+    /// Adds the next put: its internal id is the next after the puts so far. `group` is
+    /// the place of its text's first put among the batch's, when looked up ahead.
+    fn push(&mut self, p: Pending, group: u32) {
+        debug_assert_eq!(p.internal, self.first + self.puts.len() as u64);
+        let at = self.puts.len() as u32;
+        let text = match self.listings {
+            Some(_) => p.ident,
+            None => u64::from(group),
+        };
+        if let Some(&first) = self.first_of.get(&text) {
+            // A copy of a text put before in this batch: found through that one's
+            // listings (the same band keys), not listed again.
+            self.copies
+                .entry(first)
+                .or_insert_with(|| vec![first])
+                .push(at);
+            self.puts.push(Some(p));
+            return;
+        }
+        self.first_of.insert(text, at);
+        if let Some(listings) = self.listings.as_mut() {
+            listings.list(at, &p.keys);
+        }
         self.puts.push(Some(p));
+    }
+
+    /// Lists every put so far that still stands, as if it had been listed when it came:
+    /// the thread looking ahead stopped short, and the rest of the batch is found here.
+    fn relist(&mut self) {
+        if self.listings.is_some() {
+            return;
+        }
+        let puts = std::mem::take(&mut self.puts);
+        self.listings = Some(Listings::new(puts.capacity()));
+        self.first_of.clear();
+        self.copies.clear();
+        for p in puts {
+            match p {
+                Some(p) => self.push(p, 0),
+                None => self.puts.push(None),
+            }
+        }
     }
 
     /// Forgets the put `internal` (no-op for a document stored before the transaction).
@@ -707,22 +1000,17 @@ impl PendingPuts {
         }
     }
 
-    /// The puts sharing a band with `keys`, in the order they were put.
-    fn sharing(&self, keys: &BandKeys) -> Vec<&Pending> {
+    /// The puts sharing a band with `keys`: through the listings, or (looked up ahead)
+    /// the puts of the texts whose first puts are `earlier`.
+    fn sharing(&self, keys: &BandKeys, earlier: &[u32]) -> Vec<&Pending> {
         let mut at: Vec<u32> = Vec::new();
-        for (band, &key) in keys.iter().enumerate() {
-            if key == 0 {
-                continue;
-            }
-            let mut listing = self
-                .heads
-                .get(&((band as u64) << 32 | u64::from(key)))
-                .copied()
-                .unwrap_or(NO_LISTING);
-            while let Some(&(put, before)) = self.chain.get(listing as usize) {
-                at.push(put);
-                listing = before;
-            }
+        match &self.listings {
+            Some(listings) => listings.find(keys, &mut at),
+            None => at.extend(
+                earlier
+                    .iter()
+                    .filter_map(|&g| self.first_of.get(&u64::from(g)).copied()),
+            ),
         }
         at.sort_unstable();
         at.dedup();
@@ -959,6 +1247,157 @@ mod tests {
         assert!(!inserted);
         assert_eq!(matches.len() + more_matches, 600);
         assert_eq!(put_outcome(&plan.outcomes[301]), (true, vec![]));
+    }
+
+    /// The brute-force view with the candidates of an index, as the embedded store's: a
+    /// batch of `AHEAD_MIN` puts or more has them looked up ahead on another thread.
+    struct Indexed<'a> {
+        inner: &'a Memory,
+        index: neardup::corpus::BandIndex,
+        /// Lookups on the planner's thread.
+        asked: std::cell::Cell<usize>,
+    }
+
+    impl StoreView for Indexed<'_> {
+        fn id(&self, id: &str) -> Result<Option<u64>> {
+            self.inner.id(id)
+        }
+
+        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+            self.asked.set(self.asked.get() + 1);
+            Ok(self.index.candidates(keys))
+        }
+
+        fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
+            self.inner.document(internal)
+        }
+
+        fn index_reader(&self) -> Option<BandIndexReader> {
+            Some(self.index.reader())
+        }
+    }
+
+    #[test]
+    fn a_batch_whose_candidates_are_found_ahead_decides_as_brute_force() {
+        // Stored documents of a few texts, then a batch large enough to be looked up
+        // ahead: puts of those texts and others, edited or not, unique or not, under
+        // new ids and stored ones, and deletes. Decided with the index read on another
+        // thread, with the stored documents scanned instead, and one write at a time.
+        let mut m = Memory::default();
+        let stored: Vec<Write> = (0..200)
+            .map(|i| put(&format!("d{}", i * 7), doc(i % 9, &[i % 60]), false))
+            .collect();
+        m.apply(stored, 0);
+        let n = AHEAD_MIN + 300;
+        let writes = || -> Vec<Write> {
+            (0..n)
+                .map(|i| {
+                    // Ids come back 1,500 writes on; a delete takes the id of the
+                    // write three before it.
+                    let id = format!("d{}", (i * 13) % 1500);
+                    if i % 97 == 5 {
+                        return delete(&format!("d{}", ((i - 3) * 13) % 1500));
+                    }
+                    let edits = [i % 60, (i * 7) % 60];
+                    put(&id, doc(i % 23, &edits[..i % 3]), i % 4 == 0)
+                })
+                .collect()
+        };
+        let puts = writes()
+            .iter()
+            .filter(|w| matches!(w, Write::Put { .. }))
+            .count();
+        assert!(puts >= AHEAD_MIN, "the batch is looked up ahead");
+        let keys: Vec<(u64, BandKeys)> = m
+            .docs
+            .iter()
+            .map(|(&n, d)| (n, d.signature.index_keys()))
+            .collect();
+        let index = match neardup::corpus::BandIndex::from_docs(keys) {
+            Ok(index) => index,
+            Err(e) => panic!("{e}"),
+        };
+        let rule = DocConfig::default().rule();
+        let ahead = Indexed {
+            inner: &m,
+            index,
+            asked: std::cell::Cell::new(0),
+        };
+        let decided =
+            |view: &dyn StoreView| match plan(view, rule, 0, m.next_id, MAX_MATCHES, writes()) {
+                Ok(p) => p,
+                Err(e) => panic!("{e}"),
+            };
+        let fast = decided(&ahead);
+        assert_eq!(
+            ahead.asked.get(),
+            0,
+            "every put's candidates were found ahead"
+        );
+        let brute = decided(&m);
+        assert_eq!(fast.outcomes, brute.outcomes);
+        assert_eq!(fast.steps.len(), brute.steps.len());
+        let ids = |p: &Plan| -> Vec<(String, u64)> {
+            p.survivors().map(|i| (i.id.clone(), i.internal)).collect()
+        };
+        assert_eq!(ids(&fast), ids(&brute));
+        let mut alone = Memory {
+            docs: m.docs.clone(),
+            next_id: m.next_id,
+        };
+        let one_by_one: Vec<Outcome> = writes()
+            .into_iter()
+            .flat_map(|w| alone.apply(vec![w], 0).outcomes)
+            .collect();
+        assert_eq!(fast.outcomes, one_by_one);
+        // A thread that stops short: the planner finds the rest itself, the same.
+        let texts: Vec<(BandKeys, u64)> = writes()
+            .iter()
+            .filter_map(|w| match w {
+                Write::Put { doc, .. } => {
+                    Some((doc.signature.index_keys(), identity(&doc.signature)))
+                }
+                Write::Delete { .. } => None,
+            })
+            .collect();
+        let (to, all) = sync_channel(texts.len());
+        drop(look_ahead(
+            &ahead.index.reader(),
+            &texts,
+            Listings::new(texts.len()),
+            &to,
+        ));
+        drop(to);
+        let (to, found) = sync_channel(texts.len());
+        for chunk in all.iter().take(3) {
+            let _ = to.send(chunk);
+        }
+        drop(to);
+        let short = Ahead {
+            found,
+            chunk: Vec::new().into_iter(),
+        };
+        let rule = DocConfig::default().rule();
+        let first = m.next_id;
+        let cut = match plan_with(&m, rule, 0, first, MAX_MATCHES, writes(), puts, Some(short)) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(cut.outcomes, brute.outcomes);
+        assert_eq!(ids(&cut), ids(&brute));
+        // Refused, replaced and matched puts all came: the batch tested something.
+        let count = |f: &dyn Fn(&Outcome) -> bool| fast.outcomes.iter().filter(|o| f(o)).count();
+        assert!(
+            count(&|o| matches!(
+                o,
+                Outcome::Put {
+                    inserted: false,
+                    ..
+                }
+            )) > 100
+        );
+        assert!(count(&|o| matches!(o, Outcome::Put { replaced: true, .. })) > 100);
+        assert!(count(&|o| matches!(o, Outcome::Delete { removed: true })) > 5);
     }
 
     #[test]

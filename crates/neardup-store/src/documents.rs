@@ -1248,6 +1248,11 @@ impl StoreView for TablesView<'_, '_> {
         Ok(self.index.candidates(keys))
     }
 
+    fn index_reader(&self) -> Option<BandIndexReader> {
+        // The writer publishes every state it holds: a reader answers as `index` does.
+        Some(self.index.reader())
+    }
+
     fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
         let Some(row) = db!(self.path, self.tables.docs.get(internal))? else {
             return Ok(None);
