@@ -73,6 +73,10 @@ impl Words {
     /// afterwards, eight at a time where the CPU allows ([`lowered_word_hashes`]); a run
     /// with non-ASCII characters is hashed where it stands.
     fn fill(&mut self, text: &str) {
+        if text.is_ascii() {
+            self.fill_ascii(text.as_bytes());
+            return;
+        }
         // A capital sigma lowercases by its context (final or not), which may reach across
         // the cuts (`ΑΣ'Α`): the standard library's `to_lowercase` applies the rule to the
         // whole text first.
@@ -123,6 +127,80 @@ impl Words {
         for (&place, &h) in places.iter().zip(ascii_hashes.iter()) {
             hashes[place] = h;
         }
+    }
+}
+
+impl Words {
+    /// [`Words::fill`] of an ASCII text: its words are the runs of word bytes, found from
+    /// each 64-byte block's mask with no state but whether the block before ended in a
+    /// word, then hashed together. Where the CPU has AVX-512BW, each block's mask is two
+    /// compares.
+    fn fill_ascii(&mut self, bytes: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::arch::features().avx512bw() {
+            // SAFETY: the CPU has AVX-512F and BW (checked just above; BW implies F).
+            unsafe { ascii_runs_avx512(bytes, &mut self.ascii) };
+            self.hash_ascii(bytes);
+            return;
+        }
+        ascii_runs(bytes, &mut self.ascii, |block| classify::words(block).word);
+        self.hash_ascii(bytes);
+    }
+
+    fn hash_ascii(&mut self, bytes: &[u8]) {
+        self.hashes.clear();
+        lowered_word_hashes(bytes, &self.ascii, &mut self.hashes);
+    }
+}
+
+/// [`ascii_runs`] with each block's mask from AVX-512BW compares.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn ascii_runs_avx512(bytes: &[u8], runs: &mut Vec<(usize, usize)>) {
+    // The closure inherits this function's target features, so the call is safe.
+    ascii_runs(bytes, runs, |block| classify::word_mask_avx512(block));
+}
+
+/// Sets `runs` to the maximal runs of word bytes of `bytes` (ASCII), as `(start, end)`.
+/// A block's run starts are its word bytes after a non-word byte, its run ends its
+/// non-word bytes after a word byte (bit 0 looking back at the block before): the starts
+/// open runs in order and the ends close them in the same order, so neither needs the
+/// other. The bytes past the text's end read as zeros, which end a run.
+#[inline(always)]
+fn ascii_runs(bytes: &[u8], runs: &mut Vec<(usize, usize)>, mask: impl Fn(&[u8; 64]) -> u64) {
+    runs.clear();
+    // Whether the byte before the block is a word byte, and the runs closed so far.
+    let mut carry = 0u64;
+    let mut closed = 0;
+    for (k, chunk) in bytes.chunks(64).enumerate() {
+        let r = match chunk.first_chunk::<64>() {
+            Some(block) => mask(block),
+            None => {
+                let mut padded = [0u8; 64];
+                padded[..chunk.len()].copy_from_slice(chunk);
+                mask(&padded)
+            }
+        };
+        let at = 64 * k;
+        let before = r << 1 | carry;
+        let mut starts = r & !before;
+        let mut ends = !r & before;
+        carry = r >> 63;
+        while starts != 0 {
+            runs.push((at + starts.trailing_zeros() as usize, 0));
+            starts &= starts - 1;
+        }
+        while ends != 0 {
+            if let Some(run) = runs.get_mut(closed) {
+                run.1 = at + ends.trailing_zeros() as usize;
+            }
+            closed += 1;
+            ends &= ends - 1;
+        }
+    }
+    // A run that reaches the last byte of a text of whole blocks.
+    if let Some(run) = runs.get_mut(closed) {
+        run.1 = bytes.len();
     }
 }
 
@@ -532,6 +610,26 @@ mod tests {
             // Runs of up to 70 bytes, so they start, end and go on at every place of the
             // 64-byte blocks, with and without capitals and non-ASCII characters.
             prop_assert_eq!(words(&text), plain_hashes(&text));
+        }
+
+        #[test]
+        fn ascii_texts_of_many_blocks_match_the_plain_definition(
+            text in "([a-zA-Z_0-9]{0,80}[ .,\n-]{1,3}){0,16}",
+            pad in 0usize..2,
+        ) {
+            // The ASCII path: runs of up to 80 bytes starting, ending and going on at
+            // every place of the blocks; padded with a word to whole blocks, a run that
+            // reaches the text's last byte at a block's end.
+            let mut text = text;
+            if pad == 1 {
+                text.extend(std::iter::repeat_n('w', (64 - text.len() % 64) % 64));
+            }
+            prop_assert_eq!(words(&text), plain_hashes(&text));
+            let scalar = crate::arch::with_level(crate::arch::Level::Scalar, || words(&text));
+            prop_assert_eq!(scalar, plain_hashes(&text));
+            let mut got = Vec::new();
+            shingle_hashes(&text, |h| got.push(h));
+            prop_assert_eq!(got, plain_shingles(&text));
         }
 
         #[test]
