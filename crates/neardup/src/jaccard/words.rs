@@ -10,7 +10,7 @@ use std::cell::Cell;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use super::spaceless::is_spaceless;
-use crate::classify::{self, WordMasks};
+use crate::classify;
 pub use crate::fingerprint::compat::is_word_char;
 use crate::fingerprint::word_hash::lowered_word_hashes;
 use crate::fingerprint::SEED;
@@ -45,6 +45,10 @@ pub fn word_hashes(text: &str, word: impl FnMut(u64)) {
 struct Words {
     /// The text's word hashes, in order.
     hashes: Vec<u64>,
+    /// The text's runs of ASCII word bytes and non-ASCII bytes, and where each run of
+    /// non-ASCII bytes starts.
+    runs: Vec<(usize, usize)>,
+    highs: Vec<usize>,
     /// Its runs of ASCII alone, and, once a run with non-ASCII characters has come, their
     /// places in `hashes`.
     ascii: Vec<(usize, usize)>,
@@ -73,10 +77,6 @@ impl Words {
     /// afterwards, eight at a time where the CPU allows ([`lowered_word_hashes`]); a run
     /// with non-ASCII characters is hashed where it stands.
     fn fill(&mut self, text: &str) {
-        if text.is_ascii() {
-            self.fill_ascii(text.as_bytes());
-            return;
-        }
         // A capital sigma lowercases by its context (final or not), which may reach across
         // the cuts (`ΑΣ'Α`): the standard library's `to_lowercase` applies the rule to the
         // whole text first.
@@ -90,17 +90,60 @@ impl Words {
         let bytes = text.as_bytes();
         let Words {
             hashes,
+            runs,
+            highs,
             ascii,
             places,
             ascii_hashes,
             buf,
         } = self;
         hashes.clear();
+        find_runs(bytes, runs, highs);
+        if highs.is_empty() {
+            lowered_word_hashes(bytes, runs, hashes);
+            return;
+        }
+        if highs.len() * 8 < runs.len() {
+            // Few runs with non-ASCII characters: every run hashed as if ASCII, then the
+            // few spliced in, from the words their characters make.
+            ascii_hashes.clear();
+            lowered_word_hashes(bytes, runs, ascii_hashes);
+            let mut copied = 0;
+            let mut run = 0;
+            for &h in highs.iter() {
+                // The run that holds this run of non-ASCII bytes; one run may hold several.
+                let Some(r) = runs
+                    .get(run..)
+                    .map(|rest| run + rest.partition_point(|&(_, e)| e <= h))
+                else {
+                    break;
+                };
+                if r < copied {
+                    continue;
+                }
+                let Some(&(start, end)) = runs.get(r) else {
+                    break;
+                };
+                hashes.extend_from_slice(ascii_hashes.get(copied..r).unwrap_or_default());
+                // Cut at ASCII bytes, so on character boundaries.
+                if let Some(text) = text.get(start..end) {
+                    mixed_run(text, buf, &mut |w| hashes.push(w));
+                }
+                copied = r + 1;
+                run = r;
+            }
+            hashes.extend_from_slice(ascii_hashes.get(copied..).unwrap_or_default());
+            return;
+        }
         ascii.clear();
         places.clear();
         let mut mixed = false;
-        for (start, end, high) in Runs::new(bytes) {
-            if high {
+        // Each run of non-ASCII bytes lies inside one run: a run holds some when the first
+        // of them that starts at or after the run's start starts before its end.
+        let mut next_high = highs.iter().copied().peekable();
+        for &(start, end) in runs.iter() {
+            while next_high.next_if(|&h| h < start).is_some() {}
+            if next_high.peek().is_some_and(|&h| h < end) {
                 if !mixed {
                     mixed = true;
                     places.extend(0..ascii.len());
@@ -130,50 +173,53 @@ impl Words {
     }
 }
 
-impl Words {
-    /// [`Words::fill`] of an ASCII text: its words are the runs of word bytes, found from
-    /// each 64-byte block's mask with no state but whether the block before ended in a
-    /// word, then hashed together. Where the CPU has AVX-512BW, each block's mask is two
-    /// compares.
-    fn fill_ascii(&mut self, bytes: &[u8]) {
-        #[cfg(target_arch = "x86_64")]
-        if crate::arch::features().avx512bw() {
-            // SAFETY: the CPU has AVX-512F and BW (checked just above; BW implies F).
-            unsafe { ascii_runs_avx512(bytes, &mut self.ascii) };
-            self.hash_ascii(bytes);
-            return;
-        }
-        ascii_runs(bytes, &mut self.ascii, |block| classify::words(block).word);
-        self.hash_ascii(bytes);
+/// Sets `runs` to the maximal runs of bytes of `bytes` that are ASCII word bytes or
+/// non-ASCII, as `(start, end)`, and `highs` to where each maximal run of non-ASCII bytes
+/// starts. Where the CPU has AVX-512BW, each 64-byte block's masks are three compares.
+fn find_runs(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::arch::features().avx512bw() {
+        // SAFETY: the CPU has AVX-512F and BW (checked just above; BW implies F).
+        unsafe { find_runs_avx512(bytes, runs, highs) };
+        return;
     }
-
-    fn hash_ascii(&mut self, bytes: &[u8]) {
-        self.hashes.clear();
-        lowered_word_hashes(bytes, &self.ascii, &mut self.hashes);
-    }
+    runs_of(bytes, runs, highs, |block| {
+        let m = classify::words(block);
+        (m.word | m.high, m.high)
+    });
 }
 
-/// [`ascii_runs`] with each block's mask from AVX-512BW compares.
+/// [`find_runs`] with each block's masks from AVX-512BW compares.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
-fn ascii_runs_avx512(bytes: &[u8], runs: &mut Vec<(usize, usize)>) {
+fn find_runs_avx512(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
     // The closure inherits this function's target features, so the call is safe.
-    ascii_runs(bytes, runs, |block| classify::word_mask_avx512(block));
+    runs_of(bytes, runs, highs, |block| {
+        classify::word_masks_avx512(block)
+    });
 }
 
-/// Sets `runs` to the maximal runs of word bytes of `bytes` (ASCII), as `(start, end)`.
-/// A block's run starts are its word bytes after a non-word byte, its run ends its
-/// non-word bytes after a word byte (bit 0 looking back at the block before): the starts
-/// open runs in order and the ends close them in the same order, so neither needs the
-/// other. The bytes past the text's end read as zeros, which end a run.
+/// [`find_runs`] with `mask` giving a block's run bytes and non-ASCII bytes. A block's run
+/// starts are its run bytes after a byte of no run, its run ends its bytes of no run after
+/// a run byte (bit 0 looking back at the block before): the starts open runs in order and
+/// the ends close them in the same order, so neither needs the other, and a block needs
+/// no state but whether the block before ended in a run. The bytes past the text's end
+/// read as zeros, which end a run.
 #[inline(always)]
-fn ascii_runs(bytes: &[u8], runs: &mut Vec<(usize, usize)>, mask: impl Fn(&[u8; 64]) -> u64) {
+fn runs_of(
+    bytes: &[u8],
+    runs: &mut Vec<(usize, usize)>,
+    highs: &mut Vec<usize>,
+    mask: impl Fn(&[u8; 64]) -> (u64, u64),
+) {
     runs.clear();
-    // Whether the byte before the block is a word byte, and the runs closed so far.
-    let mut carry = 0u64;
+    highs.clear();
+    // Whether the byte before the block is a run byte, and a non-ASCII one; the runs
+    // closed so far.
+    let (mut carry, mut high_carry) = (0u64, 0u64);
     let mut closed = 0;
     for (k, chunk) in bytes.chunks(64).enumerate() {
-        let r = match chunk.first_chunk::<64>() {
+        let (r, h) = match chunk.first_chunk::<64>() {
             Some(block) => mask(block),
             None => {
                 let mut padded = [0u8; 64];
@@ -196,6 +242,12 @@ fn ascii_runs(bytes: &[u8], runs: &mut Vec<(usize, usize)>, mask: impl Fn(&[u8; 
             }
             closed += 1;
             ends &= ends - 1;
+        }
+        let mut high_starts = h & !(h << 1 | high_carry);
+        high_carry = h >> 63;
+        while high_starts != 0 {
+            highs.push(at + high_starts.trailing_zeros() as usize);
+            high_starts &= high_starts - 1;
         }
     }
     // A run that reaches the last byte of a text of whole blocks.
@@ -237,105 +289,6 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     }
     if !buf.is_empty() {
         word(word_hash(buf));
-    }
-}
-
-/// The maximal runs of bytes of a text that are ASCII word bytes or non-ASCII, as
-/// `(start, end, high)`: with whether the run holds non-ASCII bytes. An iterator, so that what is done with each run is inlined in the caller's
-/// loop.
-struct Runs<'a> {
-    b: &'a [u8],
-    /// Where the block being scanned starts, and its classes.
-    at: usize,
-    /// Where the next block starts.
-    next: usize,
-    m: WordMasks,
-    /// Run starts and ends in the block not reported yet (a run that reaches the block's
-    /// last byte has no end here).
-    starts: u64,
-    ends: u64,
-    /// Whether the block's last byte is in a run.
-    last: u64,
-    /// A run that reached the end of the block before: its start, and whether it holds
-    /// non-ASCII bytes.
-    open: Option<(usize, bool)>,
-}
-
-impl<'a> Runs<'a> {
-    fn new(b: &'a [u8]) -> Runs<'a> {
-        Runs {
-            b,
-            at: 0,
-            next: 0,
-            m: WordMasks::default(),
-            starts: 0,
-            ends: 0,
-            last: 0,
-            open: None,
-        }
-    }
-
-    /// The next run that ends in the block being scanned; `None` when the rest of the
-    /// block has none (a run left open goes on into the next).
-    #[inline(always)]
-    fn in_block(&mut self) -> Option<(usize, usize, bool)> {
-        let (s, local, high) = match self.open {
-            Some((s, high)) => (s, 0, high),
-            None if self.starts != 0 => {
-                let p = self.starts.trailing_zeros();
-                self.starts &= self.starts - 1;
-                (self.at + p as usize, p, false)
-            }
-            None => return None,
-        };
-        let from = u64::MAX << local;
-        if self.ends == 0 {
-            self.open = Some((s, high || self.m.high & from != 0));
-            return None;
-        }
-        let e = self.ends.trailing_zeros();
-        self.ends &= self.ends - 1;
-        let span = from & (u64::MAX >> (63 - e));
-        self.open = None;
-        Some((s, self.at + e as usize + 1, high || self.m.high & span != 0))
-    }
-}
-
-impl Iterator for Runs<'_> {
-    type Item = (usize, usize, bool);
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(run) = self.in_block() {
-                return Some(run);
-            }
-            let next = self.next;
-            let Some(chunk) = self.b.get(next..).filter(|c| !c.is_empty()) else {
-                let end = self.b.len();
-                return self.open.take().map(|(s, high)| (s, end, high));
-            };
-            self.m = match chunk.first_chunk::<64>() {
-                Some(block) => classify::words(block),
-                None => {
-                    let mut padded = [0u8; 64];
-                    padded[..chunk.len()].copy_from_slice(chunk);
-                    classify::words(&padded)
-                }
-            };
-            self.at = next;
-            self.next = next + 64;
-            let r = self.m.word | self.m.high;
-            self.starts = r & !(r << 1 | self.last);
-            // A run that reaches the block's last byte may go on into the next.
-            self.ends = r & !(r >> 1) & !(1 << 63);
-            self.last = r >> 63;
-            if r & 1 == 0 {
-                if let Some((s, high)) = self.open.take() {
-                    return Some((s, next, high));
-                }
-            }
-        }
     }
 }
 
@@ -630,6 +583,28 @@ mod tests {
             let mut got = Vec::new();
             shingle_hashes(&text, |h| got.push(h));
             prop_assert_eq!(got, plain_shingles(&text));
+        }
+
+        #[test]
+        fn mostly_ascii_texts_match_the_plain_definition(
+            pieces in proptest::collection::vec(
+                prop_oneof![
+                    8 => "[a-zA-Z0-9_]{1,12}",
+                    1 => "[a-zA-Z]{0,3}[\u{e9}\u{c9}\u{130}\u{3a3}\u{4e00}\u{fb01}\u{2019}]\
+                          [a-z]{0,3}[\u{e9}\u{301}]?[a-z]{0,2}",
+                ],
+                0..60,
+            ),
+            seps in proptest::collection::vec("[ .,\n]{1,2}", 60),
+        ) {
+            // Long texts with a few words of non-ASCII characters, some several in one
+            // run (`résumé`): the runs with them spliced in among the ASCII ones.
+            let text: String = pieces
+                .iter()
+                .zip(&seps)
+                .flat_map(|(w, s)| [w.as_str(), s.as_str()])
+                .collect();
+            prop_assert_eq!(words(&text), plain_hashes(&text));
         }
 
         #[test]
