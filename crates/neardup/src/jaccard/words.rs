@@ -178,6 +178,13 @@ impl Words {
 /// starts. Where the CPU has AVX-512BW, each 64-byte block's masks are three compares.
 fn find_runs(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
     #[cfg(target_arch = "x86_64")]
+    if crate::arch::features().avx512vbmi2() && crate::arch::features().avx512vbmi() {
+        // SAFETY: the CPU has AVX-512 VBMI and VBMI2 (checked just above), which imply F
+        // and BW.
+        unsafe { find_runs_vbmi2(bytes, runs, highs) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if crate::arch::features().avx512bw() {
         // SAFETY: the CPU has AVX-512F and BW (checked just above; BW implies F).
         unsafe { find_runs_avx512(bytes, runs, highs) };
@@ -197,6 +204,113 @@ fn find_runs_avx512(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Ve
     runs_of(bytes, runs, highs, |block| {
         classify::word_masks_avx512(block)
     });
+}
+
+/// [`find_runs`] with a block's run starts and ends written eight at a time: their
+/// places in the block packed by a byte compress, each eight widened to the runs' `(start,
+/// end)` pairs, starts into new pairs, ends into the open ones by a masked store. The
+/// loops over the set bits of the masks branched once a run on whether the block had
+/// more, which no predictor learns.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2")]
+fn find_runs_vbmi2(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
+    use std::arch::x86_64::*;
+
+    runs.clear();
+    highs.clear();
+    let iota = _mm512_set_epi8(
+        63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
+        40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+        17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+    );
+    // Byte 8j of the eight 64-bit lanes picks packed place 8c + j (c added below).
+    let pick = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const LOW_BYTES: u64 = 0x0101_0101_0101_0101;
+    // Pairs 0-3 and 4-7 of eight: each place to the pair's even (start) or odd (end) lane.
+    let (first, second) = (
+        _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0),
+        _mm512_set_epi64(7, 7, 6, 6, 5, 5, 4, 4),
+    );
+    let (mut carry, mut high_carry) = (0u64, 0u64);
+    let mut closed = 0;
+    for (k, chunk) in bytes.chunks(64).enumerate() {
+        let (r, h) = match chunk.first_chunk::<64>() {
+            Some(block) => classify::word_masks_avx512(block),
+            None => {
+                let mut padded = [0u8; 64];
+                padded[..chunk.len()].copy_from_slice(chunk);
+                classify::word_masks_avx512(&padded)
+            }
+        };
+        let at = _mm512_set1_epi64((64 * k) as i64);
+        let before = r << 1 | carry;
+        let starts = r & !before;
+        let ends = !r & before;
+        carry = r >> 63;
+        // Eight places of `packed` from place 8c, plus the block's offset, as 64-bit lanes.
+        let widen = |packed: __m512i, c: usize| {
+            let sel = _mm512_add_epi64(pick, _mm512_set1_epi64((8 * c) as i64));
+            _mm512_add_epi64(_mm512_maskz_permutexvar_epi8(LOW_BYTES, sel, packed), at)
+        };
+        let n = starts.count_ones() as usize;
+        if n != 0 {
+            let packed = _mm512_maskz_compress_epi8(starts, iota);
+            // A block holds at most 32 starts: four groups of eight pairs, written whole.
+            runs.reserve(32);
+            let len = runs.len();
+            let spare = runs.spare_capacity_mut();
+            for c in 0..n.div_ceil(8) {
+                let v = widen(packed, c);
+                let out = &mut spare[8 * c..8 * c + 8];
+                let p = out.as_mut_ptr().cast::<__m512i>();
+                // SAFETY: `out` is eight pairs, 128 bytes of the vector's spare capacity.
+                unsafe {
+                    _mm512_storeu_si512(p, _mm512_maskz_permutexvar_epi64(0x55, first, v));
+                    _mm512_storeu_si512(p.add(1), _mm512_maskz_permutexvar_epi64(0x55, second, v));
+                }
+            }
+            // SAFETY: pairs `len .. len + n` were written just above (their ends as zeros,
+            // set when the runs close).
+            unsafe { runs.set_len(len + n) };
+        }
+        let m = ends.count_ones() as usize;
+        if m != 0 {
+            let packed = _mm512_maskz_compress_epi8(ends, iota);
+            for c in 0..m.div_ceil(8) {
+                let v = widen(packed, c);
+                let from = closed + 8 * c;
+                let count = (m - 8 * c).min(8);
+                // The ends of the pairs `from .. from + count`: every run closed here is
+                // open, so these pairs exist.
+                let Some(out) = runs.get_mut(from..from + count) else {
+                    break;
+                };
+                let p = out.as_mut_ptr().cast::<__m512i>();
+                let lanes = (1u32 << (2 * count)) - 1;
+                let (lo, hi) = ((lanes & 0xAA) as u8, (lanes >> 8 & 0xAA) as u8);
+                // SAFETY: the masks write only the odd lanes of the `count` pairs of `out`
+                // (the second store only when there are more than four).
+                unsafe {
+                    _mm512_mask_storeu_epi64(p.cast(), lo, _mm512_permutexvar_epi64(first, v));
+                    if count > 4 {
+                        let v = _mm512_permutexvar_epi64(second, v);
+                        _mm512_mask_storeu_epi64(p.add(1).cast(), hi, v);
+                    }
+                }
+            }
+            closed += m;
+        }
+        let mut high_starts = h & !(h << 1 | high_carry);
+        high_carry = h >> 63;
+        while high_starts != 0 {
+            highs.push(64 * k + high_starts.trailing_zeros() as usize);
+            high_starts &= high_starts - 1;
+        }
+    }
+    // A run that reaches the last byte of a text of whole blocks.
+    if let Some(run) = runs.get_mut(closed) {
+        run.1 = bytes.len();
+    }
 }
 
 /// [`find_runs`] with `mask` giving a block's run bytes and non-ASCII bytes. A block's run
@@ -605,6 +719,35 @@ mod tests {
                 .flat_map(|(w, s)| [w.as_str(), s.as_str()])
                 .collect();
             prop_assert_eq!(words(&text), plain_hashes(&text));
+        }
+
+        #[test]
+        fn every_run_finder_finds_the_byte_by_byte_runs(
+            text in "([a-zA-Z_0-9]{0,40}[ .,\u{e9}\u{4e00}\u{1f600}]{0,3}){0,40}",
+        ) {
+            // Every kernel the CPU can run against the runs of the scalar classes, over
+            // texts of many blocks with up to 32 runs in one.
+            let bytes = text.as_bytes();
+            let mut want = (Vec::new(), Vec::new());
+            runs_of(bytes, &mut want.0, &mut want.1, |block| {
+                let m = classify::words_scalar(block);
+                (m.word | m.high, m.high)
+            });
+            let mut got = (Vec::new(), Vec::new());
+            find_runs(bytes, &mut got.0, &mut got.1);
+            prop_assert_eq!(&got, &want);
+            #[cfg(target_arch = "x86_64")]
+            if crate::arch::features().avx512bw() {
+                // SAFETY: the CPU has AVX-512F and BW (checked just above).
+                unsafe { find_runs_avx512(bytes, &mut got.0, &mut got.1) };
+                prop_assert_eq!(&got, &want);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if crate::arch::features().avx512vbmi2() && crate::arch::features().avx512vbmi() {
+                // SAFETY: the CPU has AVX-512 VBMI and VBMI2 (checked just above).
+                unsafe { find_runs_vbmi2(bytes, &mut got.0, &mut got.1) };
+                prop_assert_eq!(&got, &want);
+            }
         }
 
         #[test]
