@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 pub use super::spaceless::is_spaceless;
 use crate::classify;
 pub use crate::fingerprint::compat::is_word_char;
-use crate::fingerprint::word_hash::{lowered_word_hashes, word_hash as text_word_hash};
+use crate::fingerprint::word_hash::lowered_word_hashes;
 use crate::fingerprint::SEED;
 
 /// Words per shingle.
@@ -378,7 +378,7 @@ fn runs_of(
 fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     let mut utf8 = [0u8; 4];
     buf.clear();
-    for (at, c) in run.char_indices() {
+    for c in run.chars() {
         if c.is_ascii() {
             buf.push(c.to_ascii_lowercase() as u8);
             continue;
@@ -389,9 +389,7 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
                 word(word_hash(buf));
                 buf.clear();
             }
-            // Hashed where it stands in the run, by the inline formula of short words
-            // (a Chinese text has one such word a character).
-            word(text_word_hash(run.as_bytes(), at, at + c.len_utf8()));
+            word(word_hash(c.encode_utf8(&mut utf8).as_bytes()));
             continue;
         }
         for l in c.to_lowercase() {
