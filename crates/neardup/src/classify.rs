@@ -149,6 +149,27 @@ pub(crate) fn classes_avx512(block: &[u8; 64]) -> Classes {
     }
 }
 
+/// The word masks of 64 bytes with AVX-512BW, as `(word | high, high)` of [`WordMasks`]:
+/// two compares and the bytes' sign bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+pub(crate) fn word_masks_avx512(block: &[u8; 64]) -> (u64, u64) {
+    use std::arch::x86_64::*;
+
+    // SAFETY: `block` is 64 readable bytes; the load has no alignment requirement.
+    let x = unsafe { _mm512_loadu_si512(block.as_ptr().cast()) };
+    let splat = |c: u8| _mm512_set1_epi8(c as i8);
+    let within = |v: __m512i, lo: u8, hi: u8| {
+        _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, splat(lo)), splat(hi - lo))
+    };
+    let high = _mm512_movepi8_mask(x);
+    let word = within(_mm512_or_si512(x, splat(0x20)), b'a', b'z')
+        | within(x, b'0', b'9')
+        | _mm512_cmpeq_epi8_mask(x, splat(b'_'));
+    (word | high, high)
+}
+
 /// The [`Classes`] of 64 bytes, a byte at a time.
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
 pub(crate) fn classes_scalar(block: &[u8; 64]) -> Classes {
@@ -200,6 +221,9 @@ mod tests {
             if crate::arch::cpu().avx512bw() {
                 // SAFETY: the CPU has AVX-512BW (and so F), checked just above.
                 prop_assert_eq!(unsafe { classes_avx512(&block) }, classes_scalar(&block));
+                let w = words_scalar(&block);
+                // SAFETY: as above.
+                prop_assert_eq!(unsafe { word_masks_avx512(&block) }, (w.word | w.high, w.high));
             }
         }
 
@@ -216,6 +240,9 @@ mod tests {
             if crate::arch::cpu().avx512bw() {
                 // SAFETY: the CPU has AVX-512BW (and so F), checked just above.
                 prop_assert_eq!(unsafe { classes_avx512(&block) }, classes_scalar(&block));
+                let w = words_scalar(&block);
+                // SAFETY: as above.
+                prop_assert_eq!(unsafe { word_masks_avx512(&block) }, (w.word | w.high, w.high));
             }
         }
     }

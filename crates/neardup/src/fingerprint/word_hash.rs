@@ -144,6 +144,16 @@ fn one_word_hash<const LOWER: bool>(text: &[u8], start: usize, end: usize) -> u6
 
 /// `xxh3_64_with_seed` of `text[start..end]` lowercased (ASCII letters only).
 fn lowered_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+    let len = end.wrapping_sub(start);
+    if (9..=16).contains(&len) && end <= text.len() {
+        // Most long words: both reads lie inside the word, whose bytes are ASCII, so they
+        // are lowercased in place of the word.
+        return hash_9_16(
+            lower8(read64(text, start)),
+            lower8(read64(text, end - 8)),
+            len,
+        );
+    }
     let word = &text[start..end];
     if !word.iter().any(u8::is_ascii_uppercase) {
         return word_hash(text, start, end);
@@ -294,8 +304,15 @@ fn long_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     if !(9..=16).contains(&len) || end > text.len() {
         return xxh3_64_with_seed(&text[start..end], SEED);
     }
-    let lo = read64(text, start) ^ FLIP_9_16_LO;
-    let hi = read64(text, end - 8) ^ FLIP_9_16_HI;
+    hash_9_16(read64(text, start), read64(text, end - 8), len)
+}
+
+/// xxh3's 9–16 byte formula of a word of `len` bytes whose first and last eight are
+/// `first` and `last`.
+#[inline(always)]
+fn hash_9_16(first: u64, last: u64, len: usize) -> u64 {
+    let lo = first ^ FLIP_9_16_LO;
+    let hi = last ^ FLIP_9_16_HI;
     let product = u128::from(lo) * u128::from(hi);
     let acc = (len as u64)
         .wrapping_add(lo.swap_bytes())
@@ -304,6 +321,18 @@ fn long_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     // xxh3's avalanche.
     let acc = (acc ^ (acc >> 37)).wrapping_mul(0x1656_6791_9E37_79F9);
     acc ^ (acc >> 32)
+}
+
+/// The eight ASCII bytes of `x` with `A`–`Z` made `a`–`z`, all at once: a byte is a
+/// capital when adding `0x80 - b'A'` sets its top bit and adding `0x80 - b'Z' - 1` does not
+/// (no sum carries into the next byte, as every byte is below 0x80).
+#[inline(always)]
+fn lower8(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let at_least_a = x.wrapping_add(ONES * u64::from(0x80 - b'A'));
+    let above_z = x.wrapping_add(ONES * u64::from(0x80 - b'Z' - 1));
+    let capital = at_least_a & !above_z & (ONES * 0x80);
+    x | capital >> 2
 }
 
 fn read64(b: &[u8], at: usize) -> u64 {
@@ -549,6 +578,14 @@ mod tests {
             let mut scalar = vec![7];
             scalar.extend(bounds.iter().map(|&(start, end)| lowered_word_hash(&text, start, end)));
             prop_assert_eq!(scalar, want);
+        }
+
+        #[test]
+        fn lower8_lowers_each_ascii_byte(bytes in proptest::collection::vec(0u8..0x80, 8)) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes);
+            let lowered = lower8(u64::from_le_bytes(word)).to_le_bytes();
+            prop_assert_eq!(lowered, word.map(|b| b.to_ascii_lowercase()));
         }
 
         #[test]

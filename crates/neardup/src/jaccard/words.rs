@@ -10,7 +10,7 @@ use std::cell::Cell;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use super::spaceless::is_spaceless;
-use crate::classify::{self, WordMasks};
+use crate::classify;
 pub use crate::fingerprint::compat::is_word_char;
 use crate::fingerprint::word_hash::lowered_word_hashes;
 use crate::fingerprint::SEED;
@@ -45,6 +45,10 @@ pub fn word_hashes(text: &str, word: impl FnMut(u64)) {
 struct Words {
     /// The text's word hashes, in order.
     hashes: Vec<u64>,
+    /// The text's runs of ASCII word bytes and non-ASCII bytes, and where each run of
+    /// non-ASCII bytes starts.
+    runs: Vec<(usize, usize)>,
+    highs: Vec<usize>,
     /// Its runs of ASCII alone, and, once a run with non-ASCII characters has come, their
     /// places in `hashes`.
     ascii: Vec<(usize, usize)>,
@@ -86,17 +90,60 @@ impl Words {
         let bytes = text.as_bytes();
         let Words {
             hashes,
+            runs,
+            highs,
             ascii,
             places,
             ascii_hashes,
             buf,
         } = self;
         hashes.clear();
+        find_runs(bytes, runs, highs);
+        if highs.is_empty() {
+            lowered_word_hashes(bytes, runs, hashes);
+            return;
+        }
+        if highs.len() * 8 < runs.len() {
+            // Few runs with non-ASCII characters: every run hashed as if ASCII, then the
+            // few spliced in, from the words their characters make.
+            ascii_hashes.clear();
+            lowered_word_hashes(bytes, runs, ascii_hashes);
+            let mut copied = 0;
+            let mut run = 0;
+            for &h in highs.iter() {
+                // The run that holds this run of non-ASCII bytes; one run may hold several.
+                let Some(r) = runs
+                    .get(run..)
+                    .map(|rest| run + rest.partition_point(|&(_, e)| e <= h))
+                else {
+                    break;
+                };
+                if r < copied {
+                    continue;
+                }
+                let Some(&(start, end)) = runs.get(r) else {
+                    break;
+                };
+                hashes.extend_from_slice(ascii_hashes.get(copied..r).unwrap_or_default());
+                // Cut at ASCII bytes, so on character boundaries.
+                if let Some(text) = text.get(start..end) {
+                    mixed_run(text, buf, &mut |w| hashes.push(w));
+                }
+                copied = r + 1;
+                run = r;
+            }
+            hashes.extend_from_slice(ascii_hashes.get(copied..).unwrap_or_default());
+            return;
+        }
         ascii.clear();
         places.clear();
         let mut mixed = false;
-        for (start, end, high) in Runs::new(bytes) {
-            if high {
+        // Each run of non-ASCII bytes lies inside one run: a run holds some when the first
+        // of them that starts at or after the run's start starts before its end.
+        let mut next_high = highs.iter().copied().peekable();
+        for &(start, end) in runs.iter() {
+            while next_high.next_if(|&h| h < start).is_some() {}
+            if next_high.peek().is_some_and(|&h| h < end) {
                 if !mixed {
                     mixed = true;
                     places.extend(0..ascii.len());
@@ -123,6 +170,203 @@ impl Words {
         for (&place, &h) in places.iter().zip(ascii_hashes.iter()) {
             hashes[place] = h;
         }
+    }
+}
+
+/// Sets `runs` to the maximal runs of bytes of `bytes` that are ASCII word bytes or
+/// non-ASCII, as `(start, end)`, and `highs` to where each maximal run of non-ASCII bytes
+/// starts. Where the CPU has AVX-512BW, each 64-byte block's masks are three compares.
+fn find_runs(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::arch::features().avx512vbmi2() && crate::arch::features().avx512vbmi() {
+        // SAFETY: the CPU has AVX-512 VBMI and VBMI2 (checked just above), which imply F
+        // and BW.
+        unsafe { find_runs_vbmi2(bytes, runs, highs) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::arch::features().avx512bw() {
+        // SAFETY: the CPU has AVX-512F and BW (checked just above; BW implies F).
+        unsafe { find_runs_avx512(bytes, runs, highs) };
+        return;
+    }
+    runs_of(bytes, runs, highs, |block| {
+        let m = classify::words(block);
+        (m.word | m.high, m.high)
+    });
+}
+
+/// [`find_runs`] with each block's masks from AVX-512BW compares.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn find_runs_avx512(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
+    // The closure inherits this function's target features, so the call is safe.
+    runs_of(bytes, runs, highs, |block| {
+        classify::word_masks_avx512(block)
+    });
+}
+
+/// [`find_runs`] with a block's run starts and ends written eight at a time: their
+/// places in the block packed by a byte compress, each eight widened to the runs' `(start,
+/// end)` pairs, starts into new pairs, ends into the open ones by a masked store. The
+/// loops over the set bits of the masks branched once a run on whether the block had
+/// more, which no predictor learns.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2")]
+fn find_runs_vbmi2(bytes: &[u8], runs: &mut Vec<(usize, usize)>, highs: &mut Vec<usize>) {
+    use std::arch::x86_64::*;
+
+    runs.clear();
+    highs.clear();
+    let iota = _mm512_set_epi8(
+        63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41,
+        40, 39, 38, 37, 36, 35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,
+        17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0,
+    );
+    // Byte 8j of the eight 64-bit lanes picks packed place 8c + j (c added below).
+    let pick = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    const LOW_BYTES: u64 = 0x0101_0101_0101_0101;
+    // Pairs 0-3 and 4-7 of eight: each place to the pair's even (start) or odd (end) lane.
+    let (first, second) = (
+        _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0),
+        _mm512_set_epi64(7, 7, 6, 6, 5, 5, 4, 4),
+    );
+    let (mut carry, mut high_carry) = (0u64, 0u64);
+    let mut closed = 0;
+    for (k, chunk) in bytes.chunks(64).enumerate() {
+        let (r, h) = match chunk.first_chunk::<64>() {
+            Some(block) => classify::word_masks_avx512(block),
+            None => {
+                let mut padded = [0u8; 64];
+                padded[..chunk.len()].copy_from_slice(chunk);
+                classify::word_masks_avx512(&padded)
+            }
+        };
+        let at = _mm512_set1_epi64((64 * k) as i64);
+        let before = r << 1 | carry;
+        let starts = r & !before;
+        let ends = !r & before;
+        carry = r >> 63;
+        // Eight places of `packed` from place 8c, plus the block's offset, as 64-bit lanes.
+        let widen = |packed: __m512i, c: usize| {
+            let sel = _mm512_add_epi64(pick, _mm512_set1_epi64((8 * c) as i64));
+            _mm512_add_epi64(_mm512_maskz_permutexvar_epi8(LOW_BYTES, sel, packed), at)
+        };
+        let n = starts.count_ones() as usize;
+        if n != 0 {
+            let packed = _mm512_maskz_compress_epi8(starts, iota);
+            // A block holds at most 32 starts: four groups of eight pairs, written whole.
+            runs.reserve(32);
+            let len = runs.len();
+            let spare = runs.spare_capacity_mut();
+            for c in 0..n.div_ceil(8) {
+                let v = widen(packed, c);
+                let out = &mut spare[8 * c..8 * c + 8];
+                let p = out.as_mut_ptr().cast::<__m512i>();
+                // SAFETY: `out` is eight pairs, 128 bytes of the vector's spare capacity.
+                unsafe {
+                    _mm512_storeu_si512(p, _mm512_maskz_permutexvar_epi64(0x55, first, v));
+                    _mm512_storeu_si512(p.add(1), _mm512_maskz_permutexvar_epi64(0x55, second, v));
+                }
+            }
+            // SAFETY: pairs `len .. len + n` were written just above (their ends as zeros,
+            // set when the runs close).
+            unsafe { runs.set_len(len + n) };
+        }
+        let m = ends.count_ones() as usize;
+        if m != 0 {
+            let packed = _mm512_maskz_compress_epi8(ends, iota);
+            for c in 0..m.div_ceil(8) {
+                let v = widen(packed, c);
+                let from = closed + 8 * c;
+                let count = (m - 8 * c).min(8);
+                // The ends of the pairs `from .. from + count`: every run closed here is
+                // open, so these pairs exist.
+                let Some(out) = runs.get_mut(from..from + count) else {
+                    break;
+                };
+                let p = out.as_mut_ptr().cast::<__m512i>();
+                let lanes = (1u32 << (2 * count)) - 1;
+                let (lo, hi) = ((lanes & 0xAA) as u8, (lanes >> 8 & 0xAA) as u8);
+                // SAFETY: the masks write only the odd lanes of the `count` pairs of `out`
+                // (the second store only when there are more than four).
+                unsafe {
+                    _mm512_mask_storeu_epi64(p.cast(), lo, _mm512_permutexvar_epi64(first, v));
+                    if count > 4 {
+                        let v = _mm512_permutexvar_epi64(second, v);
+                        _mm512_mask_storeu_epi64(p.add(1).cast(), hi, v);
+                    }
+                }
+            }
+            closed += m;
+        }
+        let mut high_starts = h & !(h << 1 | high_carry);
+        high_carry = h >> 63;
+        while high_starts != 0 {
+            highs.push(64 * k + high_starts.trailing_zeros() as usize);
+            high_starts &= high_starts - 1;
+        }
+    }
+    // A run that reaches the last byte of a text of whole blocks.
+    if let Some(run) = runs.get_mut(closed) {
+        run.1 = bytes.len();
+    }
+}
+
+/// [`find_runs`] with `mask` giving a block's run bytes and non-ASCII bytes. A block's run
+/// starts are its run bytes after a byte of no run, its run ends its bytes of no run after
+/// a run byte (bit 0 looking back at the block before): the starts open runs in order and
+/// the ends close them in the same order, so neither needs the other, and a block needs
+/// no state but whether the block before ended in a run. The bytes past the text's end
+/// read as zeros, which end a run.
+#[inline(always)]
+fn runs_of(
+    bytes: &[u8],
+    runs: &mut Vec<(usize, usize)>,
+    highs: &mut Vec<usize>,
+    mask: impl Fn(&[u8; 64]) -> (u64, u64),
+) {
+    runs.clear();
+    highs.clear();
+    // Whether the byte before the block is a run byte, and a non-ASCII one; the runs
+    // closed so far.
+    let (mut carry, mut high_carry) = (0u64, 0u64);
+    let mut closed = 0;
+    for (k, chunk) in bytes.chunks(64).enumerate() {
+        let (r, h) = match chunk.first_chunk::<64>() {
+            Some(block) => mask(block),
+            None => {
+                let mut padded = [0u8; 64];
+                padded[..chunk.len()].copy_from_slice(chunk);
+                mask(&padded)
+            }
+        };
+        let at = 64 * k;
+        let before = r << 1 | carry;
+        let mut starts = r & !before;
+        let mut ends = !r & before;
+        carry = r >> 63;
+        while starts != 0 {
+            runs.push((at + starts.trailing_zeros() as usize, 0));
+            starts &= starts - 1;
+        }
+        while ends != 0 {
+            if let Some(run) = runs.get_mut(closed) {
+                run.1 = at + ends.trailing_zeros() as usize;
+            }
+            closed += 1;
+            ends &= ends - 1;
+        }
+        let mut high_starts = h & !(h << 1 | high_carry);
+        high_carry = h >> 63;
+        while high_starts != 0 {
+            highs.push(at + high_starts.trailing_zeros() as usize);
+            high_starts &= high_starts - 1;
+        }
+    }
+    // A run that reaches the last byte of a text of whole blocks.
+    if let Some(run) = runs.get_mut(closed) {
+        run.1 = bytes.len();
     }
 }
 
@@ -159,105 +403,6 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
     }
     if !buf.is_empty() {
         word(word_hash(buf));
-    }
-}
-
-/// The maximal runs of bytes of a text that are ASCII word bytes or non-ASCII, as
-/// `(start, end, high)`: with whether the run holds non-ASCII bytes. An iterator, so that what is done with each run is inlined in the caller's
-/// loop.
-struct Runs<'a> {
-    b: &'a [u8],
-    /// Where the block being scanned starts, and its classes.
-    at: usize,
-    /// Where the next block starts.
-    next: usize,
-    m: WordMasks,
-    /// Run starts and ends in the block not reported yet (a run that reaches the block's
-    /// last byte has no end here).
-    starts: u64,
-    ends: u64,
-    /// Whether the block's last byte is in a run.
-    last: u64,
-    /// A run that reached the end of the block before: its start, and whether it holds
-    /// non-ASCII bytes.
-    open: Option<(usize, bool)>,
-}
-
-impl<'a> Runs<'a> {
-    fn new(b: &'a [u8]) -> Runs<'a> {
-        Runs {
-            b,
-            at: 0,
-            next: 0,
-            m: WordMasks::default(),
-            starts: 0,
-            ends: 0,
-            last: 0,
-            open: None,
-        }
-    }
-
-    /// The next run that ends in the block being scanned; `None` when the rest of the
-    /// block has none (a run left open goes on into the next).
-    #[inline(always)]
-    fn in_block(&mut self) -> Option<(usize, usize, bool)> {
-        let (s, local, high) = match self.open {
-            Some((s, high)) => (s, 0, high),
-            None if self.starts != 0 => {
-                let p = self.starts.trailing_zeros();
-                self.starts &= self.starts - 1;
-                (self.at + p as usize, p, false)
-            }
-            None => return None,
-        };
-        let from = u64::MAX << local;
-        if self.ends == 0 {
-            self.open = Some((s, high || self.m.high & from != 0));
-            return None;
-        }
-        let e = self.ends.trailing_zeros();
-        self.ends &= self.ends - 1;
-        let span = from & (u64::MAX >> (63 - e));
-        self.open = None;
-        Some((s, self.at + e as usize + 1, high || self.m.high & span != 0))
-    }
-}
-
-impl Iterator for Runs<'_> {
-    type Item = (usize, usize, bool);
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(run) = self.in_block() {
-                return Some(run);
-            }
-            let next = self.next;
-            let Some(chunk) = self.b.get(next..).filter(|c| !c.is_empty()) else {
-                let end = self.b.len();
-                return self.open.take().map(|(s, high)| (s, end, high));
-            };
-            self.m = match chunk.first_chunk::<64>() {
-                Some(block) => classify::words(block),
-                None => {
-                    let mut padded = [0u8; 64];
-                    padded[..chunk.len()].copy_from_slice(chunk);
-                    classify::words(&padded)
-                }
-            };
-            self.at = next;
-            self.next = next + 64;
-            let r = self.m.word | self.m.high;
-            self.starts = r & !(r << 1 | self.last);
-            // A run that reaches the block's last byte may go on into the next.
-            self.ends = r & !(r >> 1) & !(1 << 63);
-            self.last = r >> 63;
-            if r & 1 == 0 {
-                if let Some((s, high)) = self.open.take() {
-                    return Some((s, next, high));
-                }
-            }
-        }
     }
 }
 
@@ -532,6 +677,77 @@ mod tests {
             // Runs of up to 70 bytes, so they start, end and go on at every place of the
             // 64-byte blocks, with and without capitals and non-ASCII characters.
             prop_assert_eq!(words(&text), plain_hashes(&text));
+        }
+
+        #[test]
+        fn ascii_texts_of_many_blocks_match_the_plain_definition(
+            text in "([a-zA-Z_0-9]{0,80}[ .,\n-]{1,3}){0,16}",
+            pad in 0usize..2,
+        ) {
+            // The ASCII path: runs of up to 80 bytes starting, ending and going on at
+            // every place of the blocks; padded with a word to whole blocks, a run that
+            // reaches the text's last byte at a block's end.
+            let mut text = text;
+            if pad == 1 {
+                text.extend(std::iter::repeat_n('w', (64 - text.len() % 64) % 64));
+            }
+            prop_assert_eq!(words(&text), plain_hashes(&text));
+            let scalar = crate::arch::with_level(crate::arch::Level::Scalar, || words(&text));
+            prop_assert_eq!(scalar, plain_hashes(&text));
+            let mut got = Vec::new();
+            shingle_hashes(&text, |h| got.push(h));
+            prop_assert_eq!(got, plain_shingles(&text));
+        }
+
+        #[test]
+        fn mostly_ascii_texts_match_the_plain_definition(
+            pieces in proptest::collection::vec(
+                prop_oneof![
+                    8 => "[a-zA-Z0-9_]{1,12}",
+                    1 => "[a-zA-Z]{0,3}[\u{e9}\u{c9}\u{130}\u{3a3}\u{4e00}\u{fb01}\u{2019}]\
+                          [a-z]{0,3}[\u{e9}\u{301}]?[a-z]{0,2}",
+                ],
+                0..60,
+            ),
+            seps in proptest::collection::vec("[ .,\n]{1,2}", 60),
+        ) {
+            // Long texts with a few words of non-ASCII characters, some several in one
+            // run (`résumé`): the runs with them spliced in among the ASCII ones.
+            let text: String = pieces
+                .iter()
+                .zip(&seps)
+                .flat_map(|(w, s)| [w.as_str(), s.as_str()])
+                .collect();
+            prop_assert_eq!(words(&text), plain_hashes(&text));
+        }
+
+        #[test]
+        fn every_run_finder_finds_the_byte_by_byte_runs(
+            text in "([a-zA-Z_0-9]{0,40}[ .,\u{e9}\u{4e00}\u{1f600}]{0,3}){0,40}",
+        ) {
+            // Every kernel the CPU can run against the runs of the scalar classes, over
+            // texts of many blocks with up to 32 runs in one.
+            let bytes = text.as_bytes();
+            let mut want = (Vec::new(), Vec::new());
+            runs_of(bytes, &mut want.0, &mut want.1, |block| {
+                let m = classify::words_scalar(block);
+                (m.word | m.high, m.high)
+            });
+            let mut got = (Vec::new(), Vec::new());
+            find_runs(bytes, &mut got.0, &mut got.1);
+            prop_assert_eq!(&got, &want);
+            #[cfg(target_arch = "x86_64")]
+            if crate::arch::features().avx512bw() {
+                // SAFETY: the CPU has AVX-512F and BW (checked just above).
+                unsafe { find_runs_avx512(bytes, &mut got.0, &mut got.1) };
+                prop_assert_eq!(&got, &want);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if crate::arch::features().avx512vbmi2() && crate::arch::features().avx512vbmi() {
+                // SAFETY: the CPU has AVX-512 VBMI and VBMI2 (checked just above).
+                unsafe { find_runs_vbmi2(bytes, &mut got.0, &mut got.1) };
+                prop_assert_eq!(&got, &want);
+            }
         }
 
         #[test]
