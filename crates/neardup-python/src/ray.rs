@@ -461,8 +461,7 @@ pub fn stored_matches(
     let n = hashes.len();
     let sketches = bytes_arg(sketch, "sketch")?;
     let (bands, fps) = (u32s(bands, "bands")?, u64s(fingerprint, "fingerprint")?);
-    if sketches.len() != n * jaccard::BYTES || bands.len() != n * BANDS || fps.len() != n * LANES
-    {
+    if sketches.len() != n * jaccard::BYTES || bands.len() != n * BANDS || fps.len() != n * LANES {
         return Err(PyValueError::new_err("node arrays of different lengths"));
     }
     let sigs: Vec<Signature> = (0..n)
@@ -569,7 +568,9 @@ pub fn assign(
                 u32s(d, "outside_distance")?,
             );
             if o.len() != lens.len() || s.len() != o.len() || d.len() != o.len() {
-                return Err(PyValueError::new_err("outside matches of different lengths"));
+                return Err(PyValueError::new_err(
+                    "outside matches of different lengths",
+                ));
             }
             (0..o.len())
                 .map(|i| {
