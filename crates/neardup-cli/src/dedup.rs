@@ -411,7 +411,7 @@ fn run_jaccard(
     let t = Instant::now();
     let saving = store.as_ref().is_some_and(|s| s.saving());
     let removed = if outputs.deduplicated.is_some() || saving {
-        removed_docs(&found)
+        found.removed()
     } else {
         Vec::new()
     };
@@ -505,23 +505,6 @@ fn involved(outputs: &Outputs, found: &Dedup) -> Vec<u32> {
     involved.par_sort_unstable();
     involved.dedup();
     involved
-}
-
-/// Every document removed, in input order: for a kept one, or for a stored one.
-fn removed_docs(found: &Dedup) -> Vec<u32> {
-    let mut removed: Vec<u32> = found
-        .clusters
-        .iter()
-        .flat_map(|c| {
-            c.members
-                .iter()
-                .map(|m| m.doc)
-                .filter(move |&d| d != c.representative)
-        })
-        .chain(found.outside.iter().map(|o| o.doc))
-        .collect();
-    removed.par_sort_unstable();
-    removed
 }
 
 /// Writes --clusters and --pairs, `id(doc)` naming each document; then the clusters of

@@ -395,18 +395,14 @@ fn save_kept(
     ids: &[Py<PyAny>],
     docs: &[Text],
 ) -> PyResult<()> {
-    let mut removed = vec![false; docs.len()];
-    for c in &found.clusters {
-        for m in c.members.iter().filter(|m| m.doc != c.representative) {
-            removed[m.doc as usize] = true;
-        }
-    }
-    for o in &found.outside {
-        removed[o.doc as usize] = true;
-    }
+    let removed = found.removed();
     let mut kept: Vec<(String, &str)> = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (i, id) in ids.iter().enumerate().filter(|&(i, _)| !removed[i]) {
+    for (i, id) in ids
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| removed.binary_search(&(i as u32)).is_err())
+    {
         let id: String = id.bind(py).extract().map_err(|_| {
             PyTypeError::new_err(format!(
                 "save=True stores records by id, which must be a str: records[{i}] has {}",

@@ -458,24 +458,20 @@ pub fn stored_matches(
     fingerprint: &Bound<'_, PyAny>,
 ) -> PyResult<(Py<PyBytes>, Py<PyBytes>, Py<PyBytes>, Vec<String>)> {
     let hashes = u64s(text_hash, "text_hash")?;
+    let sketches = sketches(sketch, "sketch")?;
+    let (keys, fps) = (u32s(bands, "bands")?, wides(fingerprint, "fingerprint")?);
     let n = hashes.len();
-    let sketches = bytes_arg(sketch, "sketch")?;
-    let (bands, fps) = (u32s(bands, "bands")?, u64s(fingerprint, "fingerprint")?);
-    if sketches.len() != n * jaccard::BYTES || bands.len() != n * BANDS || fps.len() != n * LANES {
+    if sketches.len() != n || keys.len() != n * BANDS || fps.len() != n {
         return Err(PyValueError::new_err("node arrays of different lengths"));
     }
     let sigs: Vec<Signature> = (0..n)
         .map(|i| {
-            let mut sketch = [0u8; jaccard::BYTES];
-            sketch.copy_from_slice(&sketches[i * jaccard::BYTES..(i + 1) * jaccard::BYTES]);
-            let mut keys: BandKeys = [0; BANDS];
-            keys.copy_from_slice(&bands[i * BANDS..(i + 1) * BANDS]);
-            let mut fp: Wide = [0; LANES];
-            fp.copy_from_slice(&fps[i * LANES..(i + 1) * LANES]);
+            let mut bands: BandKeys = [0; BANDS];
+            bands.copy_from_slice(&keys[i * BANDS..(i + 1) * BANDS]);
             Signature {
-                fingerprint: fp,
-                sketch: Sketch::from_bytes(&sketch),
-                bands: keys,
+                fingerprint: fps[i],
+                sketch: sketches[i],
+                bands,
                 text_hash: hashes[i],
             }
         })

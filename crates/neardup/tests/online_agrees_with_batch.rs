@@ -54,17 +54,7 @@ fn agree(texts: &[String], t: f64) -> usize {
         &options,
     )
     .unwrap();
-    let removed: BTreeSet<u64> = found
-        .clusters
-        .iter()
-        .flat_map(|c| {
-            c.members
-                .iter()
-                .map(|m| m.doc)
-                .filter(move |&d| d != c.representative)
-        })
-        .map(u64::from)
-        .collect();
+    let removed: BTreeSet<u64> = found.removed().into_iter().map(u64::from).collect();
     let pairs: BTreeSet<(u64, u64)> = found
         .pairs
         .iter()

@@ -137,6 +137,24 @@ impl Dedup {
             + self.outside.len() as u64
     }
 
+    /// Every document removed, increasing: those in a cluster but not its representative,
+    /// and those removed for documents outside the run.
+    pub fn removed(&self) -> Vec<u32> {
+        let mut removed: Vec<u32> = self
+            .clusters
+            .iter()
+            .flat_map(|c| {
+                c.members
+                    .iter()
+                    .map(|m| m.doc)
+                    .filter(move |&d| d != c.representative)
+            })
+            .chain(self.outside.iter().map(|o| o.doc))
+            .collect();
+        sort(&mut removed, |d| d);
+        removed
+    }
+
     /// Sets every distance from `fp(doc)`, the documents' 256-bit fingerprints: for a
     /// caller that decided by Jaccard without them ([`resolve_with`] given all-zero
     /// fingerprints) and computes them afterwards for the documents in clusters and pairs
