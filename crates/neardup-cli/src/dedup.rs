@@ -21,9 +21,7 @@
 //!
 //! Standard input is copied to a temporary file first, for the second pass.
 
-use std::collections::HashMap;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -426,11 +424,7 @@ fn run_jaccard(
             Vec::new()
         };
         let key_of = |d: u32| docs.binary_search(&d).ok().map(|i| keys[i]);
-        let texts: HashMap<columns::TextKey, AtomicBool> = involved
-            .iter()
-            .filter_map(|&d| key_of(d))
-            .map(|k| (k, AtomicBool::new(false)))
-            .collect();
+        let texts = bounded::Texts::new(involved.iter().filter_map(|&d| key_of(d)).collect());
         // The records of involved documents are parsed again for their texts.
         args.keep_records = outputs.deduplicated.is_some() || !involved.is_empty();
         args.ids_only = true;
@@ -440,7 +434,7 @@ fn run_jaccard(
             args,
             &batches,
             &wanted,
-            &texts,
+            texts,
             &key_of,
             fingerprinter,
             progress,
@@ -458,7 +452,7 @@ fn run_jaccard(
         let at = |d: u32| wanted.involved.binary_search(&d).ok();
         let fp = |d: u32| {
             key_of(d)
-                .and_then(|k| read.fps.get(&k).copied())
+                .and_then(|k| read.fingerprint(k))
                 .unwrap_or([0; LANES])
         };
         found.set_distances(fp);
@@ -467,7 +461,7 @@ fn run_jaccard(
             _ => Vec::new(),
         };
         write_lists(outputs, &found, &by_stored, |d| {
-            at(d).map_or("null", |i| read.ids[i].as_str())
+            at(d).and_then(|i| read.ids.get(i)).unwrap_or("null")
         })?;
     }
     progress.finish();

@@ -25,7 +25,6 @@
 //! documents), byte for byte: nodes by text hash and length rather than text hash and
 //! fingerprint differ only when two texts share a 64-bit hash.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -583,14 +582,72 @@ pub(crate) struct Wanted {
     pub(crate) dropped: Vec<u32>,
 }
 
+/// The texts pass 2 fingerprints: the distinct text keys of the involved documents,
+/// sorted, each with whether its text was fingerprinted yet (a text is fingerprinted
+/// once, however many copies it has). Flat arrays rather than maps: at 100M documents
+/// the involved ones number in the tens of millions, and this is the answer's memory.
+pub(crate) struct Texts {
+    keys: Vec<TextKey>,
+    seen: Vec<AtomicBool>,
+}
+
+impl Texts {
+    /// The texts of `keys`, in any order, repeated or not.
+    pub(crate) fn new(mut keys: Vec<TextKey>) -> Texts {
+        keys.par_sort_unstable();
+        keys.dedup();
+        keys.shrink_to_fit();
+        let seen = keys.iter().map(|_| AtomicBool::new(false)).collect();
+        Texts { keys, seen }
+    }
+
+    fn find(&self, key: TextKey) -> Option<usize> {
+        self.keys.binary_search(&key).ok()
+    }
+}
+
+/// The ids of the involved documents, in order, as JSON text: one string and where each
+/// ends.
+#[derive(Default)]
+pub(crate) struct Ids {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Ids {
+    fn push(&mut self, id: &str) {
+        self.text.push_str(id);
+        self.ends.push(self.text.len());
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The `i`th id.
+    pub(crate) fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
+        self.text.get(start..end)
+    }
+}
+
 /// What pass 2 gives back.
 pub(crate) struct Read {
-    /// The ids of [`Wanted::involved`], in its order, as JSON text.
-    pub(crate) ids: Vec<String>,
-    /// The fingerprint of each of their texts.
-    pub(crate) fps: HashMap<TextKey, Wide>,
+    /// The ids of [`Wanted::involved`], in its order.
+    pub(crate) ids: Ids,
+    /// The texts read, and the fingerprint of each (`fps[i]` of `texts.keys[i]`).
+    texts: Texts,
+    fps: Vec<Wide>,
     /// Documents read.
     pub(crate) docs: u64,
+}
+
+impl Read {
+    /// The fingerprint of the text with `key`, if an involved document has that text.
+    pub(crate) fn fingerprint(&self, key: TextKey) -> Option<Wide> {
+        self.texts.find(key).map(|i| self.fps[i])
+    }
 }
 
 /// An involved document of a batch: its place in the batch, its id, and the first time
@@ -609,15 +666,14 @@ struct Batch {
 /// Step 5: reads the input again, cut into the batches of pass 1 (`batches`: their
 /// sizes), so that each batch knows where its documents stand and only the involved ones
 /// are parsed whole and fingerprinted. `texts` are the involved documents' text keys
-/// (`key_of(doc)`), each with whether its text was fingerprinted yet (a text is
-/// fingerprinted once, however many copies it has); `write(record)` is called for each
-/// document not dropped, in input order, when `args.keep_records`.
+/// (`key_of(doc)`); `write(record)` is called for each document not dropped, in input
+/// order, when `args.keep_records`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reread(
     args: &ReadOptions,
     batches: &[u32],
     wanted: &Wanted,
-    texts: &HashMap<TextKey, AtomicBool>,
+    texts: Texts,
     key_of: &(dyn Fn(u32) -> Option<TextKey> + Sync),
     fingerprinter: &Fingerprinter,
     progress: &Progress,
@@ -668,10 +724,10 @@ pub(crate) fn reread(
                 let Some(key) = key_of(doc) else {
                     return Ok((i as u32, id, None));
                 };
-                let Some(seen) = texts.get(&key) else {
+                let Some(t) = texts.find(key) else {
                     return Ok((i as u32, id, None));
                 };
-                if seen.swap(true, Ordering::Relaxed) {
+                if texts.seen[t].swap(true, Ordering::Relaxed) {
                     return Ok((i as u32, id, None));
                 }
                 let reparsed;
@@ -717,22 +773,22 @@ pub(crate) fn reread(
         }
         out
     };
-    let mut out = Read {
-        ids: Vec::with_capacity(wanted.involved.len()),
-        fps: HashMap::with_capacity(texts.len()),
-        docs: 0,
-    };
+    let mut ids = Ids::default();
+    ids.ends.reserve_exact(wanted.involved.len());
+    let mut fps = vec![[0; LANES]; texts.keys.len()];
+    let (mut printed, mut docs) = (0, 0u64);
     let mut dropped = wanted.dropped.iter().peekable();
     let changed = |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
     let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "writing", work, |b| {
         if let Some(why) = b.changed {
             return Err(changed(why));
         }
-        let first = out.docs;
+        let first = docs;
         for (_, id, fp) in b.hits {
-            out.ids.push(id);
-            if let Some((key, fp)) = fp {
-                out.fps.insert(key, fp);
+            ids.push(&id);
+            if let Some(t) = fp.and_then(|(key, fp)| Some((texts.find(key)?, fp))) {
+                fps[t.0] = t.1;
+                printed += 1;
             }
         }
         if records {
@@ -746,15 +802,18 @@ pub(crate) fn reread(
                 }
             }
         }
-        out.docs += b.docs as u64;
+        docs += b.docs as u64;
         Ok(())
     })?;
-    if out.docs != at || out.ids.len() != wanted.involved.len() || out.fps.len() != texts.len() {
+    if docs != at || ids.len() != wanted.involved.len() || printed != texts.keys.len() {
         return Err(changed(format!(
-            "{} documents on the first read, {} on the second",
-            at, out.docs
+            "{at} documents on the first read, {docs} on the second"
         )));
     }
-    out.docs = stats.docs;
-    Ok(out)
+    Ok(Read {
+        ids,
+        texts,
+        fps,
+        docs: stats.docs,
+    })
 }
