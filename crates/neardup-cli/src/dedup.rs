@@ -50,6 +50,9 @@ mod columns;
 
 use against::{StoreRun, StoredCluster};
 
+/// Passes over each band past which a run says its budget is too small to be quick.
+const SLOW_PASSES: u64 = 16;
+
 /// Which document of a group of near-duplicates is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum KeepArg {
@@ -388,6 +391,15 @@ fn run_jaccard(
     timings.fingerprint = steps.sign;
     let n = signed.len() as usize;
     let spilled = signed.spilled();
+    let (passes, one) = bounded::sort_passes(&signed, budget);
+    if passes > SLOW_PASSES {
+        crate::note!(
+            "  warning: --memory {} MiB leaves so little to sort in that each band takes {passes} \
+             passes over its column; {} MiB would sort one in a single pass",
+            budget >> 20,
+            one.div_ceil(1 << 20)
+        );
+    }
 
     let t = Instant::now();
     progress.phase("copies", None);

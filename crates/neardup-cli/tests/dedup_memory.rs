@@ -129,3 +129,44 @@ fn memory_is_refused_where_it_would_not_bound_anything() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected a size"));
 }
+
+/// A budget that leaves almost nothing to sort in still gives the answer, and says that
+/// it is slow for it (each band read once per pass), naming a budget that takes one pass;
+/// that budget is quiet.
+#[test]
+fn a_budget_too_small_to_be_quick_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("docs.jsonl");
+    let lines: String = corpus(5, 6000).iter().map(|d| format!("{d}\n")).collect();
+    std::fs::write(&input, lines).unwrap();
+    let clusters = dir.path().join("clusters.jsonl");
+    let warned = |memory: &str| {
+        let o = neardup(
+            &[
+                "dedup",
+                input.to_str().unwrap(),
+                "-q",
+                "--memory",
+                memory,
+                "--clusters",
+                clusters.to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let warning = err.lines().find(|l| l.contains("passes over its column"));
+        (warning.map(str::to_string), read(&clusters))
+    };
+    let (warning, spilled) = warned("1");
+    let warning = warning.expect("no warning at --memory 1");
+    let enough = warning
+        .split("; ")
+        .nth(1)
+        .and_then(|w| w.split(' ').next())
+        .unwrap_or_else(|| panic!("no budget named: {warning}"));
+    let (quiet, in_memory) = warned(&format!("{enough}M"));
+    assert_eq!(quiet, None);
+    assert!(spilled.lines().count() > 10, "{spilled}");
+    assert_eq!(spilled, in_memory);
+}

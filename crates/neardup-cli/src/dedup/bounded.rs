@@ -305,6 +305,17 @@ fn room(signed: &Signed, budget: u64) -> u64 {
         .max(LEAST)
 }
 
+/// The passes over each band that step 3 takes within `budget`, and the least budget
+/// that sorts a band in one. A budget far below it makes dedup slow, not wrong: every
+/// pass reads the band's whole column again.
+pub(crate) fn sort_passes(signed: &Signed, budget: u64) -> (u64, u64) {
+    let n = signed.len();
+    // Enough whether the state then stays in memory or not.
+    let kept = BANDS as u64 * Column::<u32>::resident_for(n) + Column::<TextKey>::resident_for(n);
+    let one = n * 16 * 5 / 4 + RESERVE + kept;
+    (passes(n, 16, room(signed, budget)), one)
+}
+
 /// Passes over key ranges so that each holds at most `room` bytes of `entries` entries of
 /// `entry_bytes` each (sorting in place or with a scratch of its size), keys being
 /// uniform hashes.

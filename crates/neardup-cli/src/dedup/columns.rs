@@ -127,6 +127,11 @@ impl<T: Fixed> Column<T> {
         (self.memory.len() * CHUNK * std::mem::size_of::<T>()) as u64
     }
 
+    /// Bytes a column of `n` values holds in memory.
+    pub(crate) fn resident_for(n: u64) -> u64 {
+        n.div_ceil(CHUNK as u64) * (CHUNK * std::mem::size_of::<T>()) as u64
+    }
+
     /// Appends the next document's value.
     pub(crate) fn push(&mut self, v: T) -> Result<(), Failure> {
         self.len += 1;
