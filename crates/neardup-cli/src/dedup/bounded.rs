@@ -662,8 +662,8 @@ impl Read {
 }
 
 /// An involved document of a batch: its place in the batch, its id, and the first time
-/// its text is met, its text key and fingerprint.
-type Hit = (u32, String, Option<(TextKey, Wide)>);
+/// its text is met, its text's place in [`Texts`] and its fingerprint.
+type Hit = (u32, String, Option<(usize, Wide)>);
 
 /// What one batch of pass 2 gives: its involved documents, the records to write, and a
 /// note when the batch is not the one pass 1 read.
@@ -761,7 +761,7 @@ pub(crate) fn reread(
                 Ok((
                     i as u32,
                     id,
-                    Some((key, fingerprinter.fingerprint_wide(text))),
+                    Some((t, fingerprinter.fingerprint_wide(text))),
                 ))
             })
             .collect();
@@ -797,8 +797,8 @@ pub(crate) fn reread(
         let first = docs;
         for (_, id, fp) in b.hits {
             ids.push(&id);
-            if let Some(t) = fp.and_then(|(key, fp)| Some((texts.find(key)?, fp))) {
-                fps[t.0] = t.1;
+            if let Some((t, fp)) = fp {
+                fps[t] = fp;
                 printed += 1;
             }
         }
