@@ -66,22 +66,19 @@ wait_ok() {
 }
 
 stop() {
+    # The pids are read once: a node deletes its pid file as it shuts down, so reading the
+    # file again while waiting raced with that (and failed the script under set -e).
+    local pids=""
     for port in $ports; do
-        local pidfile="$dir/$port/redis.pid"
-        if [ -f "$pidfile" ]; then
-            local pid
-            pid=$(cat "$pidfile")
-            # Only a redis-server of ours: the pid file may be stale.
-            if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "redis-server.*:$port"; then
-                kill "$pid" 2>/dev/null || true
-            fi
+        local pid
+        pid=$(cat "$dir/$port/redis.pid" 2>/dev/null) || continue
+        # Only a redis-server of ours: the pid file may be stale.
+        if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "redis-server.*:$port"; then
+            kill "$pid" 2>/dev/null || true
+            pids="$pids $pid"
         fi
     done
-    for port in $ports; do
-        local pidfile="$dir/$port/redis.pid"
-        [ -f "$pidfile" ] || continue
-        local pid
-        pid=$(cat "$pidfile")
+    for pid in $pids; do
         for _ in $(seq 50); do
             [ -d "/proc/$pid" ] || break
             sleep 0.1
