@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 use crate::doc_args::parse_threshold;
 use crate::doc_args::DocArgs;
 use crate::failure::Failure;
-use crate::find::{default_memory, parse_size};
+use crate::find::{parse_size, share_of_ram};
 use crate::fpconfig::FingerprintArgs;
 use crate::output::{reads_of, refuse_overwrite, Named, Output};
 use crate::progress::Progress;
@@ -128,9 +128,9 @@ pub struct DedupCmd {
     /// the corpus) [default: auto].
     #[arg(short, long, requires = "distance")]
     blocks: Option<Blocks>,
-    /// Memory the per-document state may hold, e.g. 4G [default: three quarters of the
-    /// RAM]: band keys and text hashes beyond half of it go to temporary files (TMPDIR)
-    /// and candidates are found in passes, with the same output. Sketches (128 bytes a
+    /// Memory the run may hold besides its answer, e.g. 4G [default: half of the RAM]:
+    /// band keys and text hashes beyond half of it go to temporary files (TMPDIR), and
+    /// copies, candidates and verification work in passes, with the same output. Sketches (128 bytes a
     /// document) always go to a temporary file. Not with --distance or --report, which
     /// keep 124 bytes a document in memory.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -275,7 +275,7 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
     let mut timings = Timings::default();
 
     if let (Rule::Jaccard(_), None) = (rule, &cmd.report) {
-        let budget = cmd.memory.unwrap_or_else(default_memory);
+        let budget = cmd.memory.unwrap_or_else(|| share_of_ram(1, 2));
         let (found, stats, n, mut matching) = run_jaccard(
             &options,
             &fingerprinter,
@@ -388,6 +388,8 @@ fn run_jaccard(
         progress,
     )?;
     steps.sign = t.elapsed().as_secs_f64();
+    steps.peaks[0] = crate::memory::peak_resident();
+    crate::memory::give_back_freed();
     timings.fingerprint = steps.sign;
     let n = signed.len() as usize;
     let spilled = signed.spilled();
@@ -405,18 +407,23 @@ fn run_jaccard(
     progress.phase("copies", None);
     let copies = bounded::copies(&signed, budget)?;
     steps.copies = t.elapsed().as_secs_f64();
+    steps.peaks[1] = crate::memory::peak_resident();
+    crate::memory::give_back_freed();
     let t = Instant::now();
     let pairs = bounded::candidate_pairs(&signed, &copies, budget, progress)?;
     steps.candidates = t.elapsed().as_secs_f64();
+    steps.peaks[2] = crate::memory::peak_resident();
+    crate::memory::give_back_freed();
     let t = Instant::now();
     progress.phase("verifying", None);
-    let (mut found, docs, keys) = bounded::resolve(&signed, copies, pairs, options, budget)?;
+    let (mut found, docs, keys, reads) = bounded::resolve(&signed, copies, pairs, options, budget)?;
     let batches = std::mem::take(&mut signed.batches);
     let stored = std::mem::take(&mut signed.stored);
     drop(signed);
     steps.verify = t.elapsed().as_secs_f64();
+    steps.peaks[3] = crate::memory::peak_resident();
+    crate::memory::give_back_freed();
     timings.matching = steps.copies + steps.candidates + steps.verify;
-    timings.steps = Some(steps);
 
     let t = Instant::now();
     let saving = store.as_ref().is_some_and(|s| s.saving());
@@ -430,6 +437,12 @@ fn run_jaccard(
     }
     if outputs.any() {
         let involved = involved(outputs, &found);
+        // From here on only the involved documents' text keys are looked up: at 100M
+        // documents, five times as many documents were in candidate pairs.
+        let (docs, keys): (Vec<u32>, Vec<_>) = involved
+            .iter()
+            .filter_map(|&d| docs.binary_search(&d).ok().map(|i| (d, keys[i])))
+            .unzip();
         let dropped = if outputs.deduplicated.is_some() {
             removed.clone()
         } else {
@@ -482,11 +495,14 @@ fn run_jaccard(
         store.save(args, &removed, progress)?;
     }
     timings.write = t.elapsed().as_secs_f64();
+    steps.peaks[4] = crate::memory::peak_resident();
+    timings.steps = Some(steps);
     let settings = json!({
         "bands": BANDS,
         "rows": options.rule.banding().rows(),
         "memory": budget,
         "spilled": spilled,
+        "sketch_reads": reads.describe(),
     });
     Ok((found, stats, n, settings))
 }
@@ -864,6 +880,7 @@ fn summary(
         "invalid_utf8": stats.invalid_utf8,
         "skipped_invalid": stats.skipped,
         "seconds": seconds_of(timings, seconds),
+        "peak_rss": peaks_of(timings),
         "mb_per_s": round(stats.bytes as f64 / 1e6 / seconds.max(1e-9)),
         "docs_per_s": (n as f64 / seconds.max(1e-9)).round(),
         "settings": settings,
@@ -885,6 +902,20 @@ fn seconds_of(timings: &Timings, total: f64) -> Value {
         map.insert("verify".into(), json!(round(steps.verify)));
     }
     s
+}
+
+/// The process's peak resident bytes at the end of each step, under the Jaccard rule;
+/// `null` otherwise.
+fn peaks_of(timings: &Timings) -> Value {
+    let Some(steps) = timings.steps else {
+        return Value::Null;
+    };
+    let map: serde_json::Map<String, Value> = bounded::Steps::NAMES
+        .iter()
+        .zip(steps.peaks)
+        .map(|(name, peak)| (name.to_string(), json!(peak)))
+        .collect();
+    Value::Object(map)
 }
 
 fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
@@ -926,6 +957,23 @@ fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
                 ""
             }
         ));
+    }
+    if let Some(peaks) = s["peak_rss"].as_object() {
+        let gb = |k: &str| peaks.get(k).and_then(Value::as_u64).map(|b| b as f64 / 1e9);
+        if let Some(max) = bounded::Steps::NAMES
+            .iter()
+            .filter_map(|k| gb(k))
+            .reduce(f64::max)
+        {
+            let each: Vec<String> = bounded::Steps::NAMES
+                .iter()
+                .filter_map(|k| gb(k).map(|g| format!("{k} {g:.2}")))
+                .collect();
+            lines.push(format!(
+                "  peak memory       {max:.2} GB (so far, after {} GB)",
+                each.join(", ")
+            ));
+        }
     }
     if let Some(p) = s["pairs"].as_u64() {
         lines.insert(5, format!("  pairs             {p}"));

@@ -107,6 +107,71 @@ fn spilled_in_memory_and_all_in_memory_runs_write_the_same_bytes() {
     }
 }
 
+/// Verification reads the candidates' sketches all at once, in blocks, or each where it
+/// lies, as the budget allows: budgets from 1 byte up give each way, and every way writes
+/// the same bytes.
+#[test]
+fn every_way_of_reading_sketches_gives_the_same_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = corpus(5, 20_000);
+    let input = dir.path().join("docs.jsonl");
+    let lines: String = docs.iter().map(|d| format!("{d}\n")).collect();
+    std::fs::write(&input, lines).unwrap();
+    let reference = run(dir.path(), &input, "reference", &[]);
+    assert_eq!(reference.3["settings"]["sketch_reads"], "memory");
+    let mut seen = std::collections::BTreeMap::new();
+    let mut check = |budget: u64| -> String {
+        let budget = budget.to_string();
+        let got = run(
+            dir.path(),
+            &input,
+            &format!("budget{budget}"),
+            &["--memory", &budget],
+        );
+        let reads = got.3["settings"]["sketch_reads"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(got.0 == reference.0, "{budget}: clusters differ ({reads})");
+        assert!(got.1 == reference.1, "{budget}: pairs differ ({reads})");
+        assert!(
+            got.2 == reference.2,
+            "{budget}: deduplicated differs ({reads})"
+        );
+        assert_eq!(got.3["candidates"], reference.3["candidates"], "{budget}");
+        assert_eq!(got.3["verified"], reference.3["verified"], "{budget}");
+        let way = reads.split(' ').next_back().unwrap_or("").to_string();
+        seen.entry(way.clone())
+            .or_insert_with(Vec::new)
+            .push(format!("{budget}: {reads}"));
+        way
+    };
+    // Where the ways change depends on the state's chunks, not on this test: the least
+    // budget that does not read each sketch where it lies, by bisection, then up from it
+    // by 64 KiB until the sketches fit.
+    let (mut low, mut high) = (1u64, 1u64 << 30);
+    assert_eq!(check(low), "each");
+    assert_ne!(check(high), "each");
+    while high - low > 1 << 16 {
+        let mid = low + (high - low) / 2;
+        if check(mid) == "each" {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    let mut budget = high;
+    while check(budget) != "memory" && budget < high + (64 << 20) {
+        budget += 1 << 16;
+    }
+    for way in ["memory", "blocks", "each"] {
+        assert!(
+            seen.contains_key(way),
+            "no budget read the sketches {way}: {seen:?}"
+        );
+    }
+}
+
 #[test]
 fn memory_is_refused_where_it_would_not_bound_anything() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,8 +15,10 @@
 //!    into one sorted list, each pair once.
 //! 4. **Verify and assign** ([`batch::resolve_with`]) on the nodes that are in a pair or
 //!    hold copies, the only ones that can be in a cluster: the sketches of the first
-//!    documents of the nodes in pairs are read back (gathered into memory when they fit
-//!    the budget, else read where they lie).
+//!    documents of the nodes in pairs are read back (all into memory when they fit the
+//!    budget, else a block at a time, two blocks in memory). Only the nodes with a
+//!    verified pair or copies are assigned: at 100M documents most candidate pairs are
+//!    band keys equal by chance (32-bit keys: about one pair in 2^32 per band).
 //! 5. **Write** (pass 2): the input read again, in parallel; the documents of clusters
 //!    and pairs, known by their text keys, give their ids and, fingerprinted, the
 //!    distances; `--deduplicated` streams the kept records.
@@ -29,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Candidates, Dedup, Options};
+use neardup::batch::{self, Candidates, Dedup, Edge, Options};
 use neardup::decide::{Match, Signature};
 use neardup::fingerprint::{Fingerprinter, Wide, LANES};
 use neardup::jaccard::{Banding, Sketch, BANDS};
@@ -49,6 +51,11 @@ const ROW_BYTES: u64 = 4 * BANDS as u64 + 12;
 /// Memory the budget leaves aside for what is not per document: the batches being read
 /// and signed, output buffers, the program.
 const RESERVE: u64 = 48 << 20;
+
+/// Blocks of sketches past which [`verify_in_blocks`] reads the sketch file too many times
+/// over (each block once for every block after it): reading each sketch where it lies is
+/// then no slower.
+const MAX_BLOCKS: usize = 32;
 
 /// The least memory a step is given, however small the budget: steps then take more
 /// passes, never fail.
@@ -133,6 +140,15 @@ pub(crate) struct Steps {
     pub(crate) copies: f64,
     pub(crate) candidates: f64,
     pub(crate) verify: f64,
+    /// The process's peak resident bytes so far at the end of each step and of the
+    /// writing: sign, copies, candidates, verify, write (`None` where the system does not
+    /// say).
+    pub(crate) peaks: [Option<u64>; 5],
+}
+
+impl Steps {
+    /// Names of [`Steps::peaks`], in order.
+    pub(crate) const NAMES: [&'static str; 5] = ["sign", "copies", "candidates", "verify", "write"];
 }
 
 /// Slots of [`Firsts`].
@@ -324,6 +340,17 @@ fn passes(entries: u64, entry_bytes: u64, room: u64) -> u64 {
     (entries * entry_bytes * 5 / 4).div_ceil(room).max(1)
 }
 
+/// Entries one of `passes` passes over uniform keys holds, with the margin of [`passes`]:
+/// what to allocate once.
+fn per_pass(entries: u64, passes: u64) -> usize {
+    let each = if passes == 1 {
+        entries
+    } else {
+        (entries.div_ceil(passes) * 5 / 4).min(entries)
+    };
+    usize::try_from(each).unwrap_or(usize::MAX)
+}
+
 /// Which of `passes` ranges the 32-bit `top` of a uniform key falls in.
 #[inline]
 fn range_of(top: u32, passes: u64) -> u64 {
@@ -357,7 +384,10 @@ pub(crate) fn copies(signed: &Signed, budget: u64) -> Result<Copies, Failure> {
     let n = signed.len();
     let passes = passes(n, 16, room(signed, budget));
     let mut groups: Vec<Vec<u32>> = Vec::new();
-    let mut entries: Vec<(TextKey, u32)> = Vec::new();
+    // (hash, length, document): 16 bytes, as `passes` counts them ((TextKey, u32) took
+    // 24), allocated once at the size a pass needs rather than grown by doubling.
+    let mut entries: Vec<(u64, u32, u32)> = Vec::new();
+    entries.reserve_exact(per_pass(n, passes));
     for pass in 0..passes {
         entries.clear();
         signed.texts.for_each(|first, keys| {
@@ -365,17 +395,21 @@ pub(crate) fn copies(signed: &Signed, budget: u64) -> Result<Copies, Failure> {
                 keys.iter()
                     .zip(first as u32..)
                     .filter(|(k, _)| passes == 1 || range_of((k.hash >> 32) as u32, passes) == pass)
-                    .map(|(k, doc)| (*k, doc)),
+                    .map(|(k, doc)| (k.hash, k.len, doc)),
             );
             Ok(())
         })?;
         entries.par_sort_unstable();
         let mut at = 0;
         while at < entries.len() {
-            let key = entries[at].0;
-            let end = at + entries[at..].iter().take_while(|e| e.0 == key).count();
+            let key = (entries[at].0, entries[at].1);
+            let end = at
+                + entries[at..]
+                    .iter()
+                    .take_while(|e| (e.0, e.1) == key)
+                    .count();
             if end - at > 1 {
-                groups.push(entries[at..end].iter().map(|e| e.1).collect());
+                groups.push(entries[at..end].iter().map(|e| e.2).collect());
             }
             at = end;
         }
@@ -419,6 +453,8 @@ pub(crate) fn candidate_pairs(
     let mut all: Vec<u64> = Vec::new();
     let mut band_pairs: Vec<u64> = Vec::new();
     let (mut entries, mut scratch) = (Vec::new(), Vec::new());
+    entries.reserve_exact(per_pass(n, passes));
+    scratch.reserve_exact(per_pass(n, passes));
     for (band, column) in signed.keys.iter().enumerate() {
         band_pairs.clear();
         for pass in 0..passes {
@@ -488,15 +524,16 @@ fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
 }
 
 /// Step 4: the nodes in a pair, holding copies or matching a stored document, verified
-/// and assigned, after the stored documents ([`batch::resolve_against`]). Returns what
-/// was found (distances all zero) and the text keys of the documents of its nodes.
+/// and assigned, after the stored documents ([`batch::resolve_verified`]). Returns what
+/// was found (distances all zero), the text keys of the documents of the nodes left after
+/// verifying, and how the sketches were read.
 pub(crate) fn resolve(
     signed: &Signed,
     copies: Copies,
     pairs: Pairs,
     options: &Options,
     budget: u64,
-) -> Result<(Dedup, Vec<u32>, Vec<TextKey>), Failure> {
+) -> Result<(Dedup, Vec<u32>, Vec<TextKey>, SketchReads), Failure> {
     let Pairs { pairs, wordless } = pairs;
     // The nodes' first documents, in order: in a pair, holding copies, or matching a
     // stored document.
@@ -547,27 +584,19 @@ pub(crate) fn resolve(
     let c = Candidates::from_parts(order, starts, node_pairs, wordless)
         .map_err(|e| Failure::io(anyhow!("dedup's candidates: {e}")))?;
 
-    // The text keys (lengths, for --keep) of every document of the nodes.
     drop(firsts);
-    let mut docs: Vec<u32> = c.documents().to_vec();
-    docs.par_sort_unstable();
-    let keys = signed.texts.gather(&docs)?;
-    let len = |doc: u32| docs.binary_search(&doc).map_or(0, |i| keys[i].len);
-
     let needed = c.needs();
+    // What this step holds besides the sketches: the candidates, the documents needed.
+    let held = c.bytes()
+        + needed.len() as u64 * 4
+        // verify_in_blocks's order of the pairs.
+        + c.pairs().len() as u64 * 8;
+    let room = room(signed, budget).saturating_sub(held).max(LEAST);
+    let fits = needed.len() as u64 * Sketch::SIZE as u64 <= room;
     let failed: Mutex<Option<Failure>> = Mutex::new(None);
-    let fits = needed.len() as u64 * Sketch::SIZE as u64 <= room(signed, budget);
-    let gathered = if fits {
-        signed.sketches.gather(&needed)?
-    } else {
-        Vec::new()
-    };
+    // A sketch read where it lies: for --closure's measures (a member against its
+    // component's top), and for verifying under a budget too small for blocks.
     let sketch = |doc: u32| -> Sketch {
-        if fits {
-            return needed
-                .binary_search(&doc)
-                .map_or(Sketch::EMPTY, |i| gathered[i]);
-        }
         signed.sketches.get(doc).unwrap_or_else(|e| {
             if let Ok(mut f) = failed.lock() {
                 f.get_or_insert(e);
@@ -575,13 +604,166 @@ pub(crate) fn resolve(
             Sketch::EMPTY
         })
     };
+    let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
+    let blocks = needed.len().div_ceil(per_block);
+    let read = if fits {
+        SketchReads::Memory
+    } else if blocks <= MAX_BLOCKS {
+        SketchReads::Blocks(blocks)
+    } else {
+        SketchReads::Each
+    };
+    let edges = if fits {
+        let gathered = signed.sketches.gather(&needed)?;
+        let sketch = |doc: u32| {
+            needed
+                .binary_search(&doc)
+                .map_or(Sketch::EMPTY, |i| gathered[i])
+        };
+        batch::verify(
+            c.pairs(),
+            |n| sketch(c.first(n)),
+            |_| [0; LANES],
+            options.rule,
+        )
+    } else if blocks <= MAX_BLOCKS {
+        verify_in_blocks(&c, &needed, &signed.sketches, options, per_block)?
+    } else {
+        batch::verify(
+            c.pairs(),
+            |n| sketch(c.first(n)),
+            |_| [0; LANES],
+            options.rule,
+        )
+    };
+    drop(needed);
+    // The nodes matching a stored document stay, edge or not.
+    let stored: Vec<u32> = if signed.stored.matched.is_empty() {
+        Vec::new()
+    } else {
+        (0..c.nodes() as u32)
+            .filter(|&n| signed.stored.of(c.first(n)).is_some())
+            .collect()
+    };
+    let candidates = c.pairs().len() as u64;
+    let (c, edges) = c.verified(edges, |n| stored.binary_search(&n).is_ok());
+
+    // The text keys (lengths, for --keep) of every document of the nodes left.
+    let mut docs: Vec<u32> = c.documents().to_vec();
+    docs.par_sort_unstable();
+    let keys = signed.texts.gather(&docs)?;
+    let len = |doc: u32| docs.binary_search(&doc).map_or(0, |i| keys[i].len);
     let outside = |doc: u32| signed.stored.of(doc).map(|m| m.2);
-    let found = batch::resolve_against(&c, |_| [0; LANES], len, sketch, options, outside)
-        .map_err(Failure::input)?;
+    let mut found =
+        batch::resolve_verified(&c, edges, |_| [0; LANES], len, sketch, options, outside)
+            .map_err(Failure::input)?;
+    found.candidates = candidates;
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(e);
     }
-    Ok((found, docs, keys))
+    Ok((found, docs, keys, read))
+}
+
+/// How step 4 read the sketches it verified with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SketchReads {
+    /// All into memory at once.
+    Memory,
+    /// In this many blocks ([`verify_in_blocks`]).
+    Blocks(usize),
+    /// Each where it lies, for each pair: a budget too small for blocks.
+    Each,
+}
+
+impl SketchReads {
+    /// For the summary's settings.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            SketchReads::Memory => "memory".into(),
+            SketchReads::Blocks(n) => format!("{n} blocks"),
+            SketchReads::Each => "each".into(),
+        }
+    }
+}
+
+/// Step 4's verification when the sketches of the candidates' nodes (`needed`, their
+/// first documents, increasing) do not fit in `room`: they are read a block at a time, two
+/// blocks in memory, and each pair is verified when the blocks of both its nodes are in,
+/// so the sketch file is read in order, a few times over, rather than a sketch at a time
+/// where it lies (at 100M documents within `--memory 4G`, 2 × 31M reads of 128 bytes
+/// doubled the step's time). Blocks of `per_block` sketches, at most [`MAX_BLOCKS`] of
+/// them: the file is read `blocks + 1` times over at worst. The edges are those of
+/// [`batch::verify`], in the same order.
+fn verify_in_blocks(
+    c: &Candidates,
+    needed: &[u32],
+    sketches: &Column<Sketch>,
+    options: &Options,
+    per_block: usize,
+) -> Result<Vec<Edge>, Failure> {
+    let blocks = needed.len().div_ceil(per_block);
+    let pairs = c.pairs();
+    let block_of_doc = |doc: u32| needed.partition_point(|&d| d < doc) / per_block;
+    // Pairs grouped by the blocks of their two nodes, the lesser first.
+    let mut order: Vec<(u32, u32)> = pairs
+        .par_iter()
+        .enumerate()
+        .map(|(i, &(a, b))| {
+            let (x, y) = (block_of_doc(c.first(a)), block_of_doc(c.first(b)));
+            ((x.min(y) * blocks + x.max(y)) as u32, i as u32)
+        })
+        .collect();
+    order.par_sort_unstable();
+    let mut edges: Vec<(u32, Edge)> = Vec::new();
+    let mut at = 0;
+    for i in 0..blocks {
+        let docs_of = |j: usize| &needed[j * per_block..((j + 1) * per_block).min(needed.len())];
+        let first_block = sketches.gather(docs_of(i))?;
+        for j in i..blocks {
+            let group = (i * blocks + j) as u32;
+            let from = at;
+            while at < order.len() && order[at].0 == group {
+                at += 1;
+            }
+            if at == from {
+                continue;
+            }
+            let second;
+            let other = if j == i {
+                &first_block
+            } else {
+                second = sketches.gather(docs_of(j))?;
+                &second
+            };
+            let (first_docs, other_docs) = (docs_of(i), docs_of(j));
+            let sketch = |doc: u32| match first_docs.binary_search(&doc) {
+                Ok(k) => first_block[k],
+                Err(_) => other_docs
+                    .binary_search(&doc)
+                    .map_or(Sketch::EMPTY, |k| other[k]),
+            };
+            edges.par_extend(order[from..at].par_iter().filter_map(|&(_, p)| {
+                let (a, b) = pairs[p as usize];
+                let m = batch::measure(
+                    &sketch(c.first(a)),
+                    &sketch(c.first(b)),
+                    &[0; LANES],
+                    &[0; LANES],
+                );
+                options.rule.accepts(m).then_some((
+                    p,
+                    Edge {
+                        a,
+                        b,
+                        similarity: m.similarity,
+                        distance: m.distance,
+                    },
+                ))
+            }));
+        }
+    }
+    edges.par_sort_unstable_by_key(|e| e.0);
+    Ok(edges.into_iter().map(|(_, e)| e).collect())
 }
 
 /// Step 5's needs: the documents whose ids the clusters and pairs name, in input order,

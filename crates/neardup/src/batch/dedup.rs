@@ -191,11 +191,69 @@ pub struct Candidates {
 }
 
 impl Candidates {
+    /// The candidate pairs of nodes, `a < b`, sorted: what [`verify`] checks.
+    pub fn pairs(&self) -> &[(u32, u32)] {
+        &self.pairs
+    }
+
+    /// The first document of node `i`, whose sketch stands for the node; nodes are
+    /// numbered in the order of their first documents.
+    pub fn first(&self, i: u32) -> u32 {
+        self.node(i)[0]
+    }
+
+    /// These candidates once verified: only the nodes that can still be in a cluster (in
+    /// one of `edges`, holding copies, or `keep(node)`), renumbered in order, and `edges`
+    /// renumbered, their pairs the only pairs left. [`resolve_verified`] finds from them
+    /// what it finds from these candidates and `edges`, but for [`Dedup::candidates`],
+    /// which then counts the verified pairs: at 100M documents most candidate pairs are
+    /// band keys agreeing by chance, and their nodes need not be assigned.
+    pub fn verified(self, edges: Vec<Edge>, keep: impl Fn(u32) -> bool) -> (Candidates, Vec<Edge>) {
+        let nodes = self.nodes();
+        let mut kept = vec![false; nodes];
+        for e in &edges {
+            kept[e.a as usize] = true;
+            kept[e.b as usize] = true;
+        }
+        let mut new = vec![u32::MAX; nodes];
+        let (mut order, mut starts) = (Vec::new(), vec![0u32]);
+        for n in 0..nodes as u32 {
+            let docs = self.node(n);
+            if kept[n as usize] || docs.len() > 1 || keep(n) {
+                new[n as usize] = (starts.len() - 1) as u32;
+                order.extend_from_slice(docs);
+                starts.push(order.len() as u32);
+            }
+        }
+        drop(kept);
+        let edges: Vec<Edge> = edges
+            .into_iter()
+            .map(|e| Edge {
+                a: new[e.a as usize],
+                b: new[e.b as usize],
+                ..e
+            })
+            .collect();
+        let c = Candidates {
+            order,
+            starts,
+            pairs: edges.iter().map(|e| (e.a, e.b)).collect(),
+            wordless: self.wordless,
+        };
+        (c, edges)
+    }
+
+    /// Bytes the candidates hold.
+    pub fn bytes(&self) -> u64 {
+        (4 * (self.order.len() + self.starts.len()) + 8 * self.pairs.len()) as u64
+    }
+
     fn node(&self, i: u32) -> &[u32] {
         &self.order[self.starts[i as usize] as usize..self.starts[i as usize + 1] as usize]
     }
 
-    fn nodes(&self) -> usize {
+    /// Nodes: distinct texts.
+    pub fn nodes(&self) -> usize {
         self.starts.len().saturating_sub(1)
     }
 
@@ -381,7 +439,6 @@ pub fn resolve_against(
     options: &Options,
     outside: impl Fn(u32) -> Option<Match>,
 ) -> Result<Dedup> {
-    let nodes = c.nodes();
     let first = |node: u32| c.node(node)[0];
     let edges = verify(
         &c.pairs,
@@ -389,6 +446,24 @@ pub fn resolve_against(
         |n| fp(first(n)),
         options.rule,
     );
+    resolve_verified(c, edges, fp, len, sketch, options, outside)
+}
+
+/// [`resolve_against`] with the candidates already verified: `edges` are what [`verify`]
+/// gives for `c`'s pairs (nodes), in their order, for a caller that verifies them its own
+/// way (a block of sketches at a time). `sketch(doc)` is then called only with
+/// `options.closure`, to measure a member against its component's top.
+pub fn resolve_verified(
+    c: &Candidates,
+    edges: Vec<Edge>,
+    fp: impl Fn(u32) -> Wide + Sync,
+    len: impl Fn(u32) -> u32,
+    sketch: impl Fn(u32) -> Sketch + Sync,
+    options: &Options,
+    outside: impl Fn(u32) -> Option<Match>,
+) -> Result<Dedup> {
+    let nodes = c.nodes();
+    let first = |node: u32| c.node(node)[0];
 
     // Each node ranks as its member that `keep` prefers (copies have equal lengths, so
     // that is its first document but for a collision of text hashes).
