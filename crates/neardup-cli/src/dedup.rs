@@ -959,16 +959,12 @@ fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
         ));
     }
     if let Some(peaks) = s["peak_rss"].as_object() {
-        let gb = |k: &str| peaks.get(k).and_then(Value::as_u64).map(|b| b as f64 / 1e9);
-        if let Some(max) = bounded::Steps::NAMES
+        let gb: Vec<(&str, f64)> = bounded::Steps::NAMES
             .iter()
-            .filter_map(|k| gb(k))
-            .reduce(f64::max)
-        {
-            let each: Vec<String> = bounded::Steps::NAMES
-                .iter()
-                .filter_map(|k| gb(k).map(|g| format!("{k} {g:.2}")))
-                .collect();
+            .filter_map(|&k| Some((k, peaks.get(k)?.as_u64()? as f64 / 1e9)))
+            .collect();
+        if let Some(max) = gb.iter().map(|&(_, g)| g).reduce(f64::max) {
+            let each: Vec<String> = gb.iter().map(|(k, g)| format!("{k} {g:.2}")).collect();
             lines.push(format!(
                 "  peak memory       {max:.2} GB (so far, after {} GB)",
                 each.join(", ")

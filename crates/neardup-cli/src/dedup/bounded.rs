@@ -592,7 +592,15 @@ pub(crate) fn resolve(
         // verify_in_blocks's order of the pairs.
         + c.pairs().len() as u64 * 8;
     let room = room(signed, budget).saturating_sub(held).max(LEAST);
-    let fits = needed.len() as u64 * Sketch::SIZE as u64 <= room;
+    let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
+    let blocks = needed.len().div_ceil(per_block);
+    let read = if needed.len() as u64 * Sketch::SIZE as u64 <= room {
+        SketchReads::Memory
+    } else if blocks <= MAX_BLOCKS {
+        SketchReads::Blocks(blocks)
+    } else {
+        SketchReads::Each
+    };
     let failed: Mutex<Option<Failure>> = Mutex::new(None);
     // A sketch read where it lies: for --closure's measures (a member against its
     // component's top), and for verifying under a budget too small for blocks.
@@ -604,37 +612,21 @@ pub(crate) fn resolve(
             Sketch::EMPTY
         })
     };
-    let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
-    let blocks = needed.len().div_ceil(per_block);
-    let read = if fits {
-        SketchReads::Memory
-    } else if blocks <= MAX_BLOCKS {
-        SketchReads::Blocks(blocks)
-    } else {
-        SketchReads::Each
-    };
-    let edges = if fits {
-        let gathered = signed.sketches.gather(&needed)?;
-        let sketch = |doc: u32| {
-            needed
-                .binary_search(&doc)
-                .map_or(Sketch::EMPTY, |i| gathered[i])
-        };
-        batch::verify(
-            c.pairs(),
-            |n| sketch(c.first(n)),
-            |_| [0; LANES],
-            options.rule,
-        )
-    } else if blocks <= MAX_BLOCKS {
+    let edges = if let SketchReads::Blocks(_) = read {
         verify_in_blocks(&c, &needed, &signed.sketches, options, per_block)?
     } else {
-        batch::verify(
-            c.pairs(),
-            |n| sketch(c.first(n)),
-            |_| [0; LANES],
-            options.rule,
-        )
+        let gathered = if read == SketchReads::Memory {
+            signed.sketches.gather(&needed)?
+        } else {
+            Vec::new()
+        };
+        let node_sketch = |n: u32| match read {
+            SketchReads::Memory => needed
+                .binary_search(&c.first(n))
+                .map_or(Sketch::EMPTY, |i| gathered[i]),
+            _ => sketch(c.first(n)),
+        };
+        batch::verify(c.pairs(), node_sketch, |_| [0; LANES], options.rule)
     };
     drop(needed);
     // The nodes matching a stored document stay, edge or not.
@@ -714,10 +706,10 @@ fn verify_in_blocks(
         })
         .collect();
     order.par_sort_unstable();
+    let docs_of = |j: usize| &needed[j * per_block..((j + 1) * per_block).min(needed.len())];
     let mut edges: Vec<(u32, Edge)> = Vec::new();
     let mut at = 0;
     for i in 0..blocks {
-        let docs_of = |j: usize| &needed[j * per_block..((j + 1) * per_block).min(needed.len())];
         let first_block = sketches.gather(docs_of(i))?;
         for j in i..blocks {
             let group = (i * blocks + j) as u32;

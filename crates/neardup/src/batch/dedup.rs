@@ -313,7 +313,7 @@ impl Candidates {
         let mut nodes: Vec<u32> = self.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
         sort(&mut nodes, |n| n);
         nodes.dedup();
-        let mut docs: Vec<u32> = nodes.into_iter().map(|n| self.node(n)[0]).collect();
+        let mut docs: Vec<u32> = nodes.into_iter().map(|n| self.first(n)).collect();
         sort(&mut docs, |d| d);
         docs
     }
@@ -439,11 +439,10 @@ pub fn resolve_against(
     options: &Options,
     outside: impl Fn(u32) -> Option<Match>,
 ) -> Result<Dedup> {
-    let first = |node: u32| c.node(node)[0];
     let edges = verify(
         &c.pairs,
-        |n| sketch(first(n)),
-        |n| fp(first(n)),
+        |n| sketch(c.first(n)),
+        |n| fp(c.first(n)),
         options.rule,
     );
     resolve_verified(c, edges, fp, len, sketch, options, outside)
@@ -463,7 +462,6 @@ pub fn resolve_verified(
     outside: impl Fn(u32) -> Option<Match>,
 ) -> Result<Dedup> {
     let nodes = c.nodes();
-    let first = |node: u32| c.node(node)[0];
 
     // Each node ranks as its member that `keep` prefers (copies have equal lengths, so
     // that is its first document but for a collision of text hashes).
@@ -481,7 +479,7 @@ pub fn resolve_verified(
         })
         .collect();
     let ranks: Vec<Rank> = best.iter().map(|&d| rank_of(d)).collect();
-    let matched: Vec<Option<Match>> = (0..nodes as u32).map(|n| outside(first(n))).collect();
+    let matched: Vec<Option<Match>> = (0..nodes as u32).map(|n| outside(c.first(n))).collect();
     let links = assign_against(&ranks, &edges, options.keep, options.closure, &matched)?;
 
     // A kept node's cluster: its documents, then those of the nodes linked to it.
@@ -516,7 +514,7 @@ pub fn resolve_verified(
             // With closure, assignment does not know how near a member is to the
             // component's top: measure it.
             let near = links[n as usize].near.unwrap_or_else(|| {
-                let (a, b) = (first(kept), first(n));
+                let (a, b) = (c.first(kept), c.first(n));
                 measure(&sketch(a), &sketch(b), &fp(a), &fp(b))
             });
             for &doc in c.node(n) {
@@ -545,7 +543,7 @@ pub fn resolve_verified(
         });
         removed_outside.extend(c.node(n as u32).iter().map(|&doc| Outside {
             doc,
-            first: first(n as u32),
+            first: c.first(n as u32),
             similarity: near.similarity,
             distance: near.distance,
         }));
