@@ -486,6 +486,24 @@ impl DocumentStore {
         Ok(count)
     }
 
+    /// For `neardup.ray.dedup(..., save=True)`: which of `ids` are stored.
+    #[pyo3(name = "_stored")]
+    fn stored_ids(&self, py: Python<'_>, ids: Vec<String>) -> PyResult<Vec<bool>> {
+        self.stored(py, &ids)
+    }
+
+    /// For `neardup.ray.dedup(..., save=True)`: puts every `(id, text)`, each only if
+    /// unique, in batches of 1,000 (each durable before the next); how many were stored.
+    #[pyo3(name = "_put_unique")]
+    fn put_unique_pairs(&self, py: Python<'_>, docs: Vec<(String, String)>) -> PyResult<usize> {
+        self.put_unique(
+            py,
+            docs.iter()
+                .map(|(id, text)| (id.clone(), text.as_str()))
+                .collect(),
+        )
+    }
+
     /// The stored near-duplicates of `text` as (id, similarity), most similar first.
     fn check(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<(String, f32)>> {
         let text = text_arg(text)?;

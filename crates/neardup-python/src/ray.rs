@@ -252,13 +252,23 @@ pub fn sign_jsonl<'py>(
 /// A document's line (0-based, in its chunk) and its id as JSON text, if it has one.
 type LineId = (u32, Option<String>);
 
+/// A kept document for `save=True`: its line (0-based, in its chunk), its id as a store
+/// names it (a string id as itself, another value as JSON text; `None` when the record has
+/// none) and its text.
+type Kept = (u32, Option<String>, String);
+
+/// What [`pick_jsonl`] gives back.
+type Picked = (Py<PyBytes>, Vec<LineId>, u32, Vec<Kept>);
+
 /// The second pass over the same `data` ([`sign_jsonl`]'s documents, numbered alike):
 /// the records of every document not in `drop`, as `neardup dedup --deduplicated` writes
 /// them (the line as read, `\n` ended), for every document in `want` its line and its id
-/// as JSON text (`None` when the record has none), and how many documents `data` holds.
-/// `drop` and `want` hold document numbers in increasing order.
+/// as JSON text (`None` when the record has none), with `save` every kept document's line,
+/// store id and text (as `neardup dedup --save` stores it), and how many documents `data`
+/// holds. `drop` and `want` hold document numbers in increasing order.
 #[pyfunction]
-#[pyo3(signature = (data, *, text_field, id_field, drop, want, records = true))]
+#[pyo3(signature = (data, *, text_field, id_field, drop, want, records = true, save = false))]
+#[allow(clippy::too_many_arguments)]
 pub fn pick_jsonl<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
@@ -267,13 +277,16 @@ pub fn pick_jsonl<'py>(
     drop: &Bound<'py, PyAny>,
     want: &Bound<'py, PyAny>,
     records: bool,
-) -> PyResult<(Py<PyBytes>, Vec<LineId>, u32)> {
+    save: bool,
+) -> PyResult<Picked> {
     let data = bytes_arg(data, "pick_jsonl")?;
     let (drop, want) = (u32s(drop, "drop")?, u32s(want, "want")?);
     let options = read_options(text_field, id_field, true);
-    let (kept, ids, count) = py.detach(|| {
+    let whole = read_options(text_field, id_field, false);
+    let (kept, ids, count, saved) = py.detach(|| {
         let mut kept = Vec::with_capacity(if records { data.len() } else { 0 });
         let mut ids = Vec::with_capacity(want.len());
+        let mut saved = Vec::new();
         let (mut d, mut w) = (drop.iter().peekable(), want.iter().peekable());
         let mut doc = 0u32;
         for (i, line) in (0u32..).zip(docs::lines(&data)) {
@@ -283,21 +296,28 @@ pub fn pick_jsonl<'py>(
             }
             if d.peek() == Some(&&doc) {
                 d.next();
-            } else if records {
-                kept.extend_from_slice(text.as_bytes());
-                kept.push(b'\n');
+            } else {
+                if records {
+                    kept.extend_from_slice(text.as_bytes());
+                    kept.push(b'\n');
+                }
+                if save {
+                    // The first pass read this line as a record.
+                    if let Ok((id, body)) = docs::json_record(&text, &whole) {
+                        saved.push((i, id.as_ref().map(docs::id_text), body.into_owned()));
+                    }
+                }
             }
             if w.peek() == Some(&&doc) {
                 w.next();
-                // The first pass read this line as a record.
                 let id = record(&text, &options).ok().and_then(|r| r.0);
                 ids.push((i, id));
             }
             doc += 1;
         }
-        (kept, ids, doc)
+        (kept, ids, doc, saved)
     });
-    Ok((PyBytes::new(py, &kept).unbind(), ids, count))
+    Ok((PyBytes::new(py, &kept).unbind(), ids, count, saved))
 }
 
 /// Signatures of texts held as Arrow holds strings: `offsets` (n + 1 little-endian

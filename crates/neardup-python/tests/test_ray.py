@@ -84,6 +84,70 @@ def test_against_a_store_equals_cli(tmp_path, partitions):
         nray.dedup(new, against=str(store))
 
 
+@pytest.mark.parametrize("kind", ["planted", "parquet"])
+def test_save_adds_what_cli_save_adds(tmp_path, kind):
+    """`save=True` puts into the store the records `neardup dedup --save` puts into a copy
+    of it: the same count saved and refused, the same ids stored (ids `path:row` too)."""
+    if kind == "planted":
+        lines = PLANTED.read_bytes().splitlines(keepends=True)
+        old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+        old.write_bytes(b"".join(lines[: len(lines) // 2]))
+        new.write_bytes(b"".join(lines[len(lines) // 2:]))
+    else:
+        old, new = tmp_path / "old.jsonl", write_tricky(tmp_path)["parquet"]
+        old.write_text(json.dumps({"id": "elsewhere", "text": "a record unlike any of the tricky ones"}) + "\n")
+    cli = str(cli_binary())
+    stores = {who: tmp_path / f"{who}-store" for who in ("cli", "ray")}
+    for store in stores.values():
+        subprocess.run([cli, "dedup", str(old), "--save", str(store), "-q"], check=True)
+    stats, kept = tmp_path / "stats.json", tmp_path / "kept.jsonl"
+    subprocess.run([cli, "dedup", str(new), "--save", str(stores["cli"]), "--deduplicated", str(kept),
+                    "--stats-json", str(stats), "-q"], check=True)
+    want = json.loads(stats.read_text())["settings"]["store"]
+    assert want["saved"] > 100
+    with neardup.DocumentStore.open(stores["ray"]) as s:
+        before = len(s)
+        result = nray.dedup(new, against=s, save=True, clusters=False, deduplicated=False,
+                            unit_bytes=20_000, partitions=3)
+        got = result.stats["settings"]["store"]
+        assert (got["saved"], got["refused_by_store"]) == (want["saved"], want["refused_by_store"])
+        assert len(s) == before + want["saved"]
+        ray_len = len(s)
+    with neardup.DocumentStore.open(stores["cli"]) as c:
+        assert len(c) == ray_len
+        # The ids the CLI stored are the ids Ray stored: those of the kept records.
+        kept_ids = [json.loads(line).get("id") for line in kept.read_text().splitlines()]
+        named = [i if isinstance(i, str) else json.dumps(i) for i in kept_ids if i is not None]
+        assert named and all(i in c for i in named)
+        # Rows without an id, stored as `path:row`.
+        rows = [f"{new}:{i}" for i in range(1, 700) if f"{new}:{i}" in c]
+        assert (kind == "parquet") == bool(rows)
+    with neardup.DocumentStore.open(stores["ray"]) as s:
+        assert all(i in s for i in named + rows)
+
+
+def test_save_refuses_before_writing(tmp_path):
+    """A kept record named like a stored document, or like another kept record, stops
+    `save=True` before anything is saved; `save=True` needs `against=`."""
+    store = tmp_path / "store"
+    subprocess.run([str(cli_binary()), "dedup", str(PLANTED), "--save", str(store), "-q"], check=True)
+    fresh = ["a text of its own about lighthouses and the keepers who kept them lit",
+             "another text entirely, on the migration of eels to the Sargasso Sea"]
+    taken, twice = tmp_path / "taken.jsonl", tmp_path / "twice.jsonl"
+    taken.write_text(json.dumps({"id": "new/1", "text": fresh[0]}) + "\n"
+                     + json.dumps({"id": "doc/0", "text": fresh[1]}) + "\n")
+    twice.write_text("".join(json.dumps({"id": "new/1", "text": t}) + "\n" for t in fresh))
+    with neardup.DocumentStore.open(store) as s:
+        before = len(s)
+        with pytest.raises(ValueError, match="'doc/0' has the id of a stored document"):
+            nray.dedup(taken, against=s, save=True, clusters=False, deduplicated=False)
+        with pytest.raises(ValueError, match="two kept records have the id 'new/1'"):
+            nray.dedup(twice, against=s, save=True, clusters=False, deduplicated=False)
+        assert len(s) == before and "new/1" not in s
+    with pytest.raises(ValueError, match="against="):
+        nray.dedup(taken, save=True, clusters=False, deduplicated=False)
+
+
 @pytest.mark.parametrize("unit_bytes", [64 << 20, 20_000, 3_333])
 @pytest.mark.parametrize("kind", ["jsonl", "gz", "parquet"])
 def test_tricky_inputs_equal_cli(tmp_path, kind, unit_bytes):

@@ -637,7 +637,8 @@ def _write_bytes(fs: Any, path: str, data: bytes) -> None:
 
 def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: int,
           first_row: int, range_of_unit: np.ndarray, ranges: int):
-    """Pass 2 of a unit: the records it keeps, and the ids of its documents in clusters
+    """Pass 2 of a unit: the records it keeps, with `save=` the ids (as a store names
+    them) and texts of the documents it keeps, and the ids of its documents in clusters
     (each cluster row with its document's id as JSON), sent to the range of units its
     representative is in."""
     _inject(cfg, "pick", u)
@@ -645,20 +646,25 @@ def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: in
     drop = local[rows["doc"] != rows["rep"]]
     out = cfg["deduplicated"]
     records = out is not None
+    save = bool(cfg.get("save"))
     ids: list = []
     kept: Any = None
+    saved: Optional[dict] = {"id": [], "text": []} if save else None
     if unit.kind == "jsonl":
         parts, docs, lines = [], 0, 0
         for chunk in _line_chunks(unit):
             lo_d, lo_w = np.searchsorted(drop, docs), np.searchsorted(local, docs)
-            kept_bytes, found, count = _k.pick_jsonl(
+            kept_bytes, found, count, to_save = _k.pick_jsonl(
                 chunk, text_field=cfg["text"], id_field=cfg["id"],
                 drop=(drop[lo_d:] - docs).astype("<u4").tobytes(),
-                want=(local[lo_w:] - docs).astype("<u4").tobytes(), records=records)
+                want=(local[lo_w:] - docs).astype("<u4").tobytes(), records=records, save=save)
             for line, id_json in found:
                 if id_json is None:
                     id_json = _json(f"{unit.shown}:{first_line + lines + line + 1}")
                 ids.append(id_json)
+            for line, name, text in to_save:
+                saved["id"].append(f"{unit.shown}:{first_line + lines + line + 1}" if name is None else name)
+                saved["text"].append(text)
             parts.append(kept_bytes)
             docs += count
             lines += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
@@ -667,7 +673,7 @@ def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: in
             if out["format"] == "parquet" or out["kind"] == "dataset":
                 kept = _parse_jsonl(kept)
     else:
-        table = _table(unit, block, None if records else [cfg["id"]])
+        table = _table(unit, block, None if records or save else [cfg["id"]])
         id_col = cfg["id"] if cfg["id"] in table.column_names else None
         values = table.column(id_col).take(pa.array(local)).to_pylist() if id_col else [None] * len(local)
         for i, v in zip(local, values):
@@ -683,6 +689,8 @@ def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: in
             kept = table.filter(pa.array(mask))
             if out["format"] == "jsonl":
                 kept = _id_text_lines(kept, cfg, unit, first_row, mask)
+        if save:
+            saved = _kept_to_save(table, cfg, unit, first_row, drop)
     if records and out["kind"] == "dir":
         ext = out["format"]
         name = f"{out['path'].rstrip('/')}/part-{u:06d}.{ext}"
@@ -698,7 +706,28 @@ def _pick(unit: _Unit, block: Any, u: int, rows: dict, cfg: dict, first_line: in
     rep_unit = np.where(stored, 0, rows["rep"] >> np.uint64(_LOCAL_BITS)).astype(np.int64)
     # Clusters of stored documents come after every other, in the last range.
     target = np.where(stored, ranges - 1, range_of_unit[rep_unit])
-    return [kept] + _split(with_ids, target, ranges)
+    return [kept, saved] + _split(with_ids, target, ranges)
+
+
+def _kept_to_save(table: "pa.Table", cfg: dict, unit: _Unit, first_row: int,
+                  drop: np.ndarray) -> dict:
+    """The kept rows of a table as ``neardup dedup --save`` stores them: a string id as
+    itself, another as JSON text, a missing one as the row's place (``path:row``, or the
+    position in a Dataset)."""
+    mask = np.ones(table.num_rows, dtype=bool)
+    mask[drop] = False
+    rows = np.flatnonzero(mask)
+    texts = table.column(cfg["text"]).take(pa.array(rows)).to_pylist()
+    if cfg["id"] in table.column_names:
+        values = table.column(cfg["id"]).take(pa.array(rows)).to_pylist()
+    else:
+        values = [None] * len(rows)
+    names = []
+    for i, v in zip(rows, values):
+        if v is None:
+            v = f"{unit.shown}:{unit.start + int(i) + 1}" if unit.kind == "parquet" else _json(first_row + int(i))
+        names.append(v if isinstance(v, str) else _json(v))
+    return {"id": names, "text": ["" if t is None else t for t in texts]}
 
 
 def _parse_jsonl(data: bytes) -> "pa.Table":
@@ -832,6 +861,7 @@ def dedup(
     unit_bytes: Optional[int] = None,
     cpus_per_task: int = 1,
     against: Optional["_DocumentStore"] = None,
+    save: bool = False,
     _fault: Optional[Callable[[str, int], None]] = None,
 ) -> Result:
     """Near-duplicate clusters of `source` and the records to keep, as ``neardup dedup``
@@ -865,8 +895,13 @@ def dedup(
     deduplicating the stored documents followed by `source`, the stored ones kept; its
     clusters after the others, marked ``"stored": true``). The store is looked up from
     this process, a partition at a time; its threshold must be `threshold`, and
-    `closure` is refused. Saving what is kept is ``neardup.dedup(..., save=True)``'s or
-    ``neardup dedup --save``'s.
+    `closure` is refused. `save=True` then puts the records kept into that store, as
+    ``neardup dedup --save`` does: in input order, each only if the store finds no
+    near-duplicate of it stored, ids as the CLI names them (a string id as itself,
+    another as its JSON text, a missing one ``path:line``, ``path:row`` or the position
+    in a Dataset). A kept record whose id is stored already or is another kept record's
+    is refused (``ValueError``) before anything is saved. ``stats["settings"]["store"]``
+    counts ``saved`` and ``refused_by_store``.
 
     `partitions` (of the shuffles; default: at least the cluster's CPUs, and one per GiB
     of input), `unit_bytes` (the bytes of a JSON Lines file or the row groups of a
@@ -894,6 +929,8 @@ def dedup(
         raise ValueError("fingerprinter: a threshold decides by the Jaccard similarity of "
                          "word 5-shingles, with the same words for every script; the "
                          "fingerprint options set only the 256-bit fingerprints, which do not decide here")
+    if save and against is None:
+        raise ValueError("save=True saves into the store given as against=")
     if against is not None:
         if not isinstance(against, _DocumentStore):
             raise TypeError(f"against must be a neardup.DocumentStore, got {type(against).__name__}")
@@ -967,6 +1004,7 @@ def dedup(
         {k: v for k, v in out_records.items() if k != "shown"},
         "fault": _fault,
         "against": against is not None,
+        "save": bool(save),
     }
     cfg_ref = ray.put(cfg)
     # Every task is retried when its worker or node dies: all are deterministic.
@@ -1029,6 +1067,7 @@ def dedup(
     matched = {"pos": np.empty(0, np.uint64), "part": np.empty(0, np.uint32),
                "len": np.empty(0, np.uint32), "similarity": np.empty(0, np.float32),
                "distance": np.empty(0, np.uint32), "stored": np.empty(0, np.int64)}
+    stored_before = len(against) if against is not None else 0
     if against is not None:
         matched, stored_ids = _stored_matches(against, tables)
         lap("store lookups", clock)
@@ -1113,13 +1152,13 @@ def dedup(
         first_row.append(total_rows)
         total_rows += info["docs"]
     picked = [
-        _pick_task.options(num_returns=1 + ranges, **reading).remote(
+        _pick_task.options(num_returns=2 + ranges, **reading).remote(
             unit, block, u, regrouped[u], cfg_ref, first_line[u], first_row[u],
             units_ref, ranges)
         for u, (unit, block) in enumerate(zip(units, blocks))
     ]
     assembled = [
-        _assemble_task.options(max_retries=_RETRIES).remote(*[pk[1 + r] for pk in picked])
+        _assemble_task.options(max_retries=_RETRIES).remote(*[pk[2 + r] for pk in picked])
         for r in range(ranges)
     ]
     result_records = None
@@ -1165,6 +1204,9 @@ def dedup(
         if writer is not None:
             writer.close()
     lap("clusters", clock)
+    saved = _save(against, [pk[1] for pk in picked]) if save else None
+    if saved is not None:
+        lap("save", clock)
 
     docs = sum(i["docs"] for i in infos)
     removable = rows_total - counted
@@ -1190,9 +1232,37 @@ def dedup(
         "settings": {"threshold": float(threshold), "keep": keep, "closure": bool(closure)},
     }
     if against is not None:
-        stats["settings"]["store"] = {"stored_before": len(against),
+        stats["settings"]["store"] = {"stored_before": stored_before,
                                       "removed_for_stored": removed_for_stored}
+        if saved is not None:
+            stats["settings"]["store"].update(saved=saved[0], refused_by_store=saved[1])
     return Result(clusters=cluster_list, deduplicated=result_records, stats=stats)
+
+
+def _save(store: "_DocumentStore", refs: list) -> tuple:
+    """`save=True`: puts the kept records of every unit (`refs`, in input order) into
+    `store`, each only if unique, after refusing (before any write) a kept id that is
+    stored or is another kept record's; (saved, refused by the store)."""
+    seen: set = set()
+    for ref in refs:
+        ids = _wait([ref])[0]["id"]
+        for name in ids:
+            if name in seen:
+                raise ValueError(f"save=True: two kept records have the id {name!r}; a store holds "
+                                 "one document per id. Nothing was saved")
+            seen.add(name)
+        taken = store._stored(ids)
+        if any(taken):
+            name = ids[taken.index(True)]
+            raise ValueError(f"save=True: the kept record with id {name!r} has the id of a stored "
+                             "document, which saving would replace. Nothing was saved")
+    del seen
+    saved = offered = 0
+    for ref in refs:
+        part = _wait([ref])[0]
+        offered += len(part["id"])
+        saved += store._put_unique(list(zip(part["id"], part["text"])))
+    return saved, offered - saved
 
 
 def _stored_matches(store: "_DocumentStore", tables: list) -> tuple:
