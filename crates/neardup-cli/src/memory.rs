@@ -64,10 +64,23 @@ pub fn give_back_freed() {
 /// system does not say. (Not reset between steps: resetting it would also reset what
 /// `/usr/bin/time` and other observers report as the process's peak.)
 pub fn peak_resident() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// The process's resident memory now, in bytes: Linux's `VmRSS`, `None` where the system
+/// does not say. What a step may still allocate within a budget is the budget less this,
+/// which counts what no model of the step's own lists does: the program, the threads'
+/// stacks, memory the allocator holds free.
+pub fn resident() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A `kB` line of `/proc/self/status`, in bytes.
+fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()

@@ -27,7 +27,7 @@
 //! documents), byte for byte: nodes by text hash and length rather than text hash and
 //! fingerprint differ only when two texts share a 64-bit hash.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use anyhow::anyhow;
@@ -586,15 +586,26 @@ pub(crate) fn resolve(
 
     drop(firsts);
     let needed = c.needs();
-    // What this step holds besides the sketches: the candidates, the documents needed.
-    let held = c.bytes()
-        + needed.len() as u64 * 4
-        // verify_in_blocks's order of the pairs.
-        + c.pairs().len() as u64 * 8;
-    let room = room(signed, budget).saturating_sub(held).max(LEAST);
-    let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
+    // The lists freed since the step began (the first documents, the pairs as documents)
+    // go back before the sketches are read.
+    crate::memory::give_back_freed();
+    // What this step will hold besides the sketches: a verdict a pair, the buffers a read
+    // goes through, and what no list counts (huge pages, the allocator's own: 27 MiB over
+    // the lists at 100M documents within 4 GiB); and verify_in_blocks's order of the
+    // pairs, with more than one block. The rest (the candidates, the documents needed,
+    // the program) is resident now.
+    let to_hold = c.pairs().len() as u64 * 4 + Column::<Sketch>::read_buffers() + RESERVE;
+    let ordered = c.pairs().len() as u64 * 8;
+    let now = crate::memory::resident()
+        .unwrap_or_else(|| signed.resident() + RESERVE + c.bytes() + needed.len() as u64 * 4);
+    let room = budget
+        .saturating_sub(now)
+        .saturating_sub(to_hold)
+        .max(LEAST);
+    let all = needed.len() as u64 * Sketch::SIZE as u64;
+    let per_block = ((room.saturating_sub(ordered) / 2 / Sketch::SIZE as u64) as usize).max(1);
     let blocks = needed.len().div_ceil(per_block);
-    let read = if needed.len() as u64 * Sketch::SIZE as u64 <= room {
+    let read = if all <= room {
         SketchReads::Memory
     } else if blocks <= MAX_BLOCKS {
         SketchReads::Blocks(blocks)
@@ -612,21 +623,19 @@ pub(crate) fn resolve(
             Sketch::EMPTY
         })
     };
-    let edges = if let SketchReads::Blocks(_) = read {
-        verify_in_blocks(&c, &needed, &signed.sketches, options, per_block)?
-    } else {
-        let gathered = if read == SketchReads::Memory {
-            signed.sketches.gather(&needed)?
-        } else {
-            Vec::new()
-        };
-        let node_sketch = |n: u32| match read {
-            SketchReads::Memory => needed
-                .binary_search(&c.first(n))
-                .map_or(Sketch::EMPTY, |i| gathered[i]),
-            _ => sketch(c.first(n)),
-        };
-        batch::verify(c.pairs(), node_sketch, |_| [0; LANES], options.rule)
+    let edges = match read {
+        SketchReads::Memory => {
+            verify_in_blocks(&c, &needed, &signed.sketches, options, needed.len())?
+        }
+        SketchReads::Blocks(_) => {
+            verify_in_blocks(&c, &needed, &signed.sketches, options, per_block)?
+        }
+        SketchReads::Each => batch::verify(
+            c.pairs(),
+            |n| sketch(c.first(n)),
+            |_| [0; LANES],
+            options.rule,
+        ),
     };
     drop(needed);
     // The nodes matching a stored document stay, edge or not.
@@ -678,13 +687,14 @@ impl SketchReads {
     }
 }
 
-/// Step 4's verification when the sketches of the candidates' nodes (`needed`, their
-/// first documents, increasing) do not fit in `room`: they are read a block at a time, two
-/// blocks in memory, and each pair is verified when the blocks of both its nodes are in,
-/// so the sketch file is read in order, a few times over, rather than a sketch at a time
-/// where it lies (at 100M documents within `--memory 4G`, 2 × 31M reads of 128 bytes
-/// doubled the step's time). Blocks of `per_block` sketches, at most [`MAX_BLOCKS`] of
-/// them: the file is read `blocks + 1` times over at worst. The edges are those of
+/// Step 4's verification with the sketches of the candidates' nodes (`needed`, their
+/// first documents, increasing) read a block of `per_block` at a time, two blocks in
+/// memory: each pair is verified when the blocks of both its nodes are in, so the sketch
+/// file is read in order, a few times over, rather than a sketch at a time where it lies
+/// (at 100M documents within `--memory 4G`, 2 × 31M reads of 128 bytes doubled the step's
+/// time). At most [`MAX_BLOCKS`] blocks: the file is read `blocks + 1` times over at worst;
+/// one block is all of them in memory. Each pair's verdict goes in a slot of its own, 4
+/// bytes a pair whatever the order of verifying. The edges are those of
 /// [`batch::verify`], in the same order.
 fn verify_in_blocks(
     c: &Candidates,
@@ -693,21 +703,29 @@ fn verify_in_blocks(
     options: &Options,
     per_block: usize,
 ) -> Result<Vec<Edge>, Failure> {
+    /// NaN's bits: no similarity is, so the slot of a pair not accepted.
+    const REJECTED: u32 = u32::MAX;
+    let per_block = per_block.max(1);
     let blocks = needed.len().div_ceil(per_block);
     let pairs = c.pairs();
+    let verdicts: Vec<AtomicU32> = (0..pairs.len()).map(|_| AtomicU32::new(REJECTED)).collect();
     let block_of_doc = |doc: u32| needed.partition_point(|&d| d < doc) / per_block;
-    // Pairs grouped by the blocks of their two nodes, the lesser first.
-    let mut order: Vec<(u32, u32)> = pairs
-        .par_iter()
-        .enumerate()
-        .map(|(i, &(a, b))| {
-            let (x, y) = (block_of_doc(c.first(a)), block_of_doc(c.first(b)));
-            ((x.min(y) * blocks + x.max(y)) as u32, i as u32)
-        })
-        .collect();
+    // Pairs grouped by the blocks of their two nodes, the lesser first (with one block,
+    // every pair is in the one group).
+    let mut order: Vec<(u32, u32)> = if blocks > 1 {
+        pairs
+            .par_iter()
+            .enumerate()
+            .map(|(i, &(a, b))| {
+                let (x, y) = (block_of_doc(c.first(a)), block_of_doc(c.first(b)));
+                ((x.min(y) * blocks + x.max(y)) as u32, i as u32)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     order.par_sort_unstable();
     let docs_of = |j: usize| &needed[j * per_block..((j + 1) * per_block).min(needed.len())];
-    let mut edges: Vec<(u32, Edge)> = Vec::new();
     let mut at = 0;
     for i in 0..blocks {
         let first_block = sketches.gather(docs_of(i))?;
@@ -717,7 +735,7 @@ fn verify_in_blocks(
             while at < order.len() && order[at].0 == group {
                 at += 1;
             }
-            if at == from {
+            if blocks > 1 && at == from {
                 continue;
             }
             let second;
@@ -734,28 +752,42 @@ fn verify_in_blocks(
                     .binary_search(&doc)
                     .map_or(Sketch::EMPTY, |k| other[k]),
             };
-            edges.par_extend(order[from..at].par_iter().filter_map(|&(_, p)| {
-                let (a, b) = pairs[p as usize];
+            let verify = |p: usize| {
+                let (a, b) = pairs[p];
+                // No fingerprints here: the rule is Jaccard's, on sketches alone.
                 let m = batch::measure(
                     &sketch(c.first(a)),
                     &sketch(c.first(b)),
                     &[0; LANES],
                     &[0; LANES],
                 );
-                options.rule.accepts(m).then_some((
-                    p,
-                    Edge {
-                        a,
-                        b,
-                        similarity: m.similarity,
-                        distance: m.distance,
-                    },
-                ))
-            }));
+                if options.rule.accepts(m) {
+                    verdicts[p].store(m.similarity.to_bits(), Ordering::Relaxed);
+                }
+            };
+            if blocks > 1 {
+                order[from..at]
+                    .par_iter()
+                    .for_each(|&(_, p)| verify(p as usize));
+            } else {
+                (0..pairs.len()).into_par_iter().for_each(verify);
+            }
         }
     }
-    edges.par_sort_unstable_by_key(|e| e.0);
-    Ok(edges.into_iter().map(|(_, e)| e).collect())
+    drop(order);
+    Ok(pairs
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(&(a, b), v)| {
+            let v = v.into_inner();
+            (v != REJECTED).then(|| Edge {
+                a,
+                b,
+                similarity: f32::from_bits(v),
+                distance: 0,
+            })
+        })
+        .collect())
 }
 
 /// Step 5's needs: the documents whose ids the clusters and pairs name, in input order,

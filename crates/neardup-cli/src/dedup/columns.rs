@@ -208,6 +208,12 @@ impl<T: Fixed> Column<T> {
         Ok(())
     }
 
+    /// Bytes a read of a spilled column ([`Column::gather`], [`Column::for_each`]) holds
+    /// besides what it returns.
+    pub(crate) fn read_buffers() -> u64 {
+        2 * (READ_VALUES * T::SIZE) as u64
+    }
+
     /// Calls `f(first, values)` over the whole column in order, a slice at a time
     /// (`first` is the position of `values[0]`). Call [`Column::finish`] first.
     pub(crate) fn for_each(
