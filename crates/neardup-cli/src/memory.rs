@@ -67,14 +67,6 @@ pub fn peak_resident() -> Option<u64> {
     status_bytes("VmHWM:")
 }
 
-/// The process's resident memory now, in bytes: Linux's `VmRSS`, `None` where the system
-/// does not say. What a step may still allocate within a budget is the budget less this,
-/// which counts what no model of the step's own lists does: the program, the threads'
-/// stacks, memory the allocator holds free.
-pub fn resident() -> Option<u64> {
-    status_bytes("VmRSS:")
-}
-
 /// A `kB` line of `/proc/self/status`, in bytes.
 fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

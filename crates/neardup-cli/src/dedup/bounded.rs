@@ -589,21 +589,23 @@ pub(crate) fn resolve(
     // The lists freed since the step began (the first documents, the pairs as documents)
     // go back before the sketches are read.
     crate::memory::give_back_freed();
-    // What this step will hold besides the sketches: a verdict a pair, the buffers a read
-    // goes through, and what no list counts (huge pages, the allocator's own: 27 MiB over
-    // the lists at 100M documents within 4 GiB); and verify_in_blocks's order of the
-    // pairs, with more than one block. The rest (the candidates, the documents needed,
-    // the program) is resident now.
-    let to_hold = c.pairs().len() as u64 * 4 + Column::<Sketch>::read_buffers() + RESERVE;
-    let ordered = c.pairs().len() as u64 * 8;
-    let now = crate::memory::resident()
-        .unwrap_or_else(|| signed.resident() + RESERVE + c.bytes() + needed.len() as u64 * 4);
-    let room = budget
-        .saturating_sub(now)
-        .saturating_sub(to_hold)
-        .max(LEAST);
+    // What this step holds besides the sketches: the candidates, the documents needed, a
+    // verdict a pair, a block number a node, the buffers a read goes through; and a 32nd
+    // of the budget for what no list counts (the program, the allocator's own, huge
+    // pages: 68 + 28 MiB over the lists at 100M documents within 4 GiB). A model rather
+    // than the resident memory, which varies by megabytes from run to run: the same
+    // budget makes the same plan.
+    let held = signed.resident()
+        + RESERVE
+        + c.bytes()
+        + needed.len() as u64 * 4
+        + c.pairs().len() as u64 * 4
+        + c.nodes() as u64
+        + Column::<Sketch>::read_buffers()
+        + budget / 32;
+    let room = budget.saturating_sub(held).max(LEAST);
     let all = needed.len() as u64 * Sketch::SIZE as u64;
-    let per_block = ((room.saturating_sub(ordered) / 2 / Sketch::SIZE as u64) as usize).max(1);
+    let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
     let blocks = needed.len().div_ceil(per_block);
     let read = if all <= room {
         SketchReads::Memory
@@ -693,9 +695,12 @@ impl SketchReads {
 /// file is read in order, a few times over, rather than a sketch at a time where it lies
 /// (at 100M documents within `--memory 4G`, 2 × 31M reads of 128 bytes doubled the step's
 /// time). At most [`MAX_BLOCKS`] blocks: the file is read `blocks + 1` times over at worst;
-/// one block is all of them in memory. Each pair's verdict goes in a slot of its own, 4
-/// bytes a pair whatever the order of verifying. The edges are those of
-/// [`batch::verify`], in the same order.
+/// one block is all of them in memory. The pairs are in order of their first node, and
+/// nodes in order of their first document, so the pairs whose first node is in block `i`
+/// are a run of them, scanned once for each block `j ≥ i` their second node may be in
+/// (a block number a node, no reordering of the pairs). Each pair's verdict goes in a slot
+/// of its own, 4 bytes a pair. The edges are those of [`batch::verify`], in the same
+/// order.
 fn verify_in_blocks(
     c: &Candidates,
     needed: &[u32],
@@ -705,37 +710,34 @@ fn verify_in_blocks(
 ) -> Result<Vec<Edge>, Failure> {
     /// NaN's bits: no similarity is, so the slot of a pair not accepted.
     const REJECTED: u32 = u32::MAX;
+    /// The block of a node in no pair.
+    const NONE: u8 = u8::MAX;
     let per_block = per_block.max(1);
     let blocks = needed.len().div_ceil(per_block);
     let pairs = c.pairs();
     let verdicts: Vec<AtomicU32> = (0..pairs.len()).map(|_| AtomicU32::new(REJECTED)).collect();
-    let block_of_doc = |doc: u32| needed.partition_point(|&d| d < doc) / per_block;
-    // Pairs grouped by the blocks of their two nodes, the lesser first (with one block,
-    // every pair is in the one group).
-    let mut order: Vec<(u32, u32)> = if blocks > 1 {
-        pairs
-            .par_iter()
-            .enumerate()
-            .map(|(i, &(a, b))| {
-                let (x, y) = (block_of_doc(c.first(a)), block_of_doc(c.first(b)));
-                ((x.min(y) * blocks + x.max(y)) as u32, i as u32)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    order.par_sort_unstable();
+    let block: Vec<u8> = (0..c.nodes() as u32)
+        .into_par_iter()
+        .map(|n| {
+            needed
+                .binary_search(&c.first(n))
+                .map_or(NONE, |i| (i / per_block).min(MAX_BLOCKS) as u8)
+        })
+        .collect();
     let docs_of = |j: usize| &needed[j * per_block..((j + 1) * per_block).min(needed.len())];
-    let mut at = 0;
+    let mut verified = 0usize;
     for i in 0..blocks {
+        // The run of pairs whose first node is in block i.
+        let from = pairs.partition_point(|&(a, _)| usize::from(block[a as usize]) < i);
+        let to = pairs.partition_point(|&(a, _)| usize::from(block[a as usize]) <= i);
+        let run = &pairs[from..to];
+        if run.is_empty() {
+            continue;
+        }
         let first_block = sketches.gather(docs_of(i))?;
         for j in i..blocks {
-            let group = (i * blocks + j) as u32;
-            let from = at;
-            while at < order.len() && order[at].0 == group {
-                at += 1;
-            }
-            if blocks > 1 && at == from {
+            let in_j = |&(_, b): &(u32, u32)| usize::from(block[b as usize]) == j;
+            if !run.iter().any(in_j) {
                 continue;
             }
             let second;
@@ -752,29 +754,32 @@ fn verify_in_blocks(
                     .binary_search(&doc)
                     .map_or(Sketch::EMPTY, |k| other[k]),
             };
-            let verify = |p: usize| {
-                let (a, b) = pairs[p];
-                // No fingerprints here: the rule is Jaccard's, on sketches alone.
-                let m = batch::measure(
-                    &sketch(c.first(a)),
-                    &sketch(c.first(b)),
-                    &[0; LANES],
-                    &[0; LANES],
-                );
-                if options.rule.accepts(m) {
-                    verdicts[p].store(m.similarity.to_bits(), Ordering::Relaxed);
-                }
-            };
-            if blocks > 1 {
-                order[from..at]
-                    .par_iter()
-                    .for_each(|&(_, p)| verify(p as usize));
-            } else {
-                (0..pairs.len()).into_par_iter().for_each(verify);
-            }
+            verified += run
+                .par_iter()
+                .enumerate()
+                .filter(|(_, p)| in_j(p))
+                .map(|(k, &(a, b))| {
+                    // No fingerprints here: the rule is Jaccard's, on sketches alone.
+                    let m = batch::measure(
+                        &sketch(c.first(a)),
+                        &sketch(c.first(b)),
+                        &[0; LANES],
+                        &[0; LANES],
+                    );
+                    if options.rule.accepts(m) {
+                        verdicts[from + k].store(m.similarity.to_bits(), Ordering::Relaxed);
+                    }
+                })
+                .count();
         }
     }
-    drop(order);
+    // Every pair is in one run and one of its blocks, unless the pairs were not in order.
+    if verified != pairs.len() {
+        return Err(Failure::io(anyhow!(
+            "dedup verified {verified} of {} candidate pairs: they were not in order",
+            pairs.len()
+        )));
+    }
     Ok(pairs
         .iter()
         .zip(verdicts)
