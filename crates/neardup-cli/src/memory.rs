@@ -64,15 +64,10 @@ pub fn give_back_freed() {
 /// system does not say. (Not reset between steps: resetting it would also reset what
 /// `/usr/bin/time` and other observers report as the process's peak.)
 pub fn peak_resident() -> Option<u64> {
-    status_bytes("VmHWM:")
-}
-
-/// A `kB` line of `/proc/self/status`, in bytes.
-fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = status
         .lines()
-        .find_map(|l| l.strip_prefix(field))?
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
         .trim()
         .trim_end_matches("kB")
         .trim()

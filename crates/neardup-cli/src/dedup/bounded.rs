@@ -595,15 +595,13 @@ pub(crate) fn resolve(
     // pages: 68 + 28 MiB over the lists at 100M documents within 4 GiB). A model rather
     // than the resident memory, which varies by megabytes from run to run: the same
     // budget makes the same plan.
-    let held = signed.resident()
-        + RESERVE
-        + c.bytes()
+    let held = c.bytes()
         + needed.len() as u64 * 4
         + c.pairs().len() as u64 * 4
         + c.nodes() as u64
         + Column::<Sketch>::read_buffers()
         + budget / 32;
-    let room = budget.saturating_sub(held).max(LEAST);
+    let room = room(signed, budget).saturating_sub(held).max(LEAST);
     let all = needed.len() as u64 * Sketch::SIZE as u64;
     let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
     let blocks = needed.len().div_ceil(per_block);
@@ -626,10 +624,12 @@ pub(crate) fn resolve(
         })
     };
     let edges = match read {
-        SketchReads::Memory => {
-            verify_in_blocks(&c, &needed, &signed.sketches, options, needed.len())?
-        }
-        SketchReads::Blocks(_) => {
+        SketchReads::Memory | SketchReads::Blocks(_) => {
+            let per_block = if read == SketchReads::Memory {
+                needed.len()
+            } else {
+                per_block
+            };
             verify_in_blocks(&c, &needed, &signed.sketches, options, per_block)?
         }
         SketchReads::Each => batch::verify(
