@@ -8,6 +8,7 @@
 #
 #   N=10000000 scripts/dedup_scale.sh            # 10M: ~10 GB of text, ~4 GB of zstd
 #   N=100000000 MEMORY=4G scripts/dedup_scale.sh # 100M: ~100 GB of text
+#   FLAGS=--exact N=10000000 scripts/dedup_scale.sh # pairs near the threshold decided exactly
 #
 # Disk: the shards (about 40% of the text), plus dedup's temporary files in TMPDIR: 128
 # bytes a document of sketches, and with --memory 92 bytes a document of band keys and
@@ -21,6 +22,7 @@ BIN=${BIN:-target/release/neardup}
 SHARDS=${SHARDS:-32}
 SEED=${SEED:-1}
 RUNS=${RUNS:-"memory budget"}
+read -r -a extra <<< "${FLAGS:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 
 mkdir -p "$DIR"
@@ -33,8 +35,8 @@ if [ ! -f "$DIR/truth.jsonl" ]; then
 fi
 
 for run in $RUNS; do
-  flags=()
-  [ "$run" = budget ] && flags=(--memory "$MEMORY")
+  flags=("${extra[@]}")
+  [ "$run" = budget ] && flags+=(--memory "$MEMORY")
   echo "== dedup ($run${flags[*]:+: ${flags[*]}}), load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   /usr/bin/time -v -o "$DIR/$run.time" \
     "$BIN" dedup "$DIR/corpus" "${flags[@]}" --pairs "$DIR/$run.pairs.jsonl" \
@@ -42,7 +44,8 @@ for run in $RUNS; do
   grep -E "Elapsed|Maximum resident|User time|System time" "$DIR/$run.time" >&2
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(json.dumps({"documents": s["documents"], "bytes": s["bytes"], "seconds": s["seconds"], "pairs": s["pairs"], "near_duplicates": s["near_duplicates"], "spilled": s["settings"].get("spilled")}))' "$DIR/$run.stats.json"
   python3 "$here/dedup_scale_score.py" --truth "$DIR/truth.jsonl" \
-    --pairs "$DIR/$run.pairs.jsonl" --clusters "$DIR/$run.clusters.jsonl" || true
+    --pairs "$DIR/$run.pairs.jsonl" --clusters "$DIR/$run.clusters.jsonl" \
+    --corpus "$DIR/corpus" || true
 done
 if [ "$RUNS" = "memory budget" ]; then
   cmp "$DIR/memory.pairs.jsonl" "$DIR/budget.pairs.jsonl" && \

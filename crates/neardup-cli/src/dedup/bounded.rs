@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Candidates, Dedup, Edge, Options};
+use neardup::batch::{self, Candidates, Dedup, Edge, Options, Rule};
 use neardup::decide::{Match, Signature};
 use neardup::fingerprint::{Fingerprinter, Wide, LANES};
 use neardup::jaccard::{Banding, Sketch, BANDS};
@@ -42,6 +42,7 @@ use serde_json::json;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::columns::{Column, Fixed, TextKey};
+use super::exact;
 use crate::failure::Failure;
 use crate::progress::Progress;
 
@@ -523,17 +524,30 @@ fn merge(a: &[u64], b: &[u64]) -> Vec<u64> {
     out
 }
 
+/// What step 4 gives.
+pub(crate) struct Resolved {
+    /// What was found (distances all zero).
+    pub(crate) found: Dedup,
+    /// The documents of the nodes left after verifying, increasing, and their text keys.
+    pub(crate) docs: Vec<u32>,
+    pub(crate) keys: Vec<TextKey>,
+    /// How the sketches were read.
+    pub(crate) reads: SketchReads,
+    /// Under --exact, what was decided on the texts.
+    pub(crate) exact: Option<exact::Counts>,
+}
+
 /// Step 4: the nodes in a pair, holding copies or matching a stored document, verified
-/// and assigned, after the stored documents ([`batch::resolve_verified`]). Returns what
-/// was found (distances all zero), the text keys of the documents of the nodes left after
-/// verifying, and how the sketches were read.
+/// (under --exact, `exact` reads the input again: [`exact::decide`]) and assigned, after
+/// the stored documents ([`batch::resolve_verified`]).
 pub(crate) fn resolve(
     signed: &Signed,
     copies: Copies,
     pairs: Pairs,
     options: &Options,
     budget: u64,
-) -> Result<(Dedup, Vec<u32>, Vec<TextKey>, SketchReads), Failure> {
+    exact: Option<&exact::Reading<'_>>,
+) -> Result<Resolved, Failure> {
     let Pairs { pairs, wordless } = pairs;
     // The nodes' first documents, in order: in a pair, holding copies, or matching a
     // stored document.
@@ -623,6 +637,12 @@ pub(crate) fn resolve(
             Sketch::EMPTY
         })
     };
+    // Under --exact the pairs estimated just below the threshold are verified too, and
+    // decided again on their texts below.
+    let verifying = match exact {
+        Some(_) => exact::loosened(options),
+        None => *options,
+    };
     let edges = match read {
         SketchReads::Memory | SketchReads::Blocks(_) => {
             let per_block = if read == SketchReads::Memory {
@@ -630,16 +650,24 @@ pub(crate) fn resolve(
             } else {
                 per_block
             };
-            verify_in_blocks(&c, &needed, &signed.sketches, options, per_block)?
+            verify_in_blocks(&c, &needed, &signed.sketches, &verifying, per_block)?
         }
         SketchReads::Each => batch::verify(
             c.pairs(),
             |n| sketch(c.first(n)),
             |_| [0; LANES],
-            options.rule,
+            verifying.rule,
         ),
     };
     drop(needed);
+    let (edges, counts) = match (exact, options.rule) {
+        (Some(reading), Rule::Jaccard(t)) => {
+            let (edges, counts) =
+                exact::decide(&c, edges, t, reading, |docs| signed.texts.gather(docs))?;
+            (edges, Some(counts))
+        }
+        _ => (edges, None),
+    };
     // The nodes matching a stored document stay, edge or not.
     let stored: Vec<u32> = if signed.stored.matched.is_empty() {
         Vec::new()
@@ -664,7 +692,13 @@ pub(crate) fn resolve(
     if let Some(e) = failed.into_inner().ok().flatten() {
         return Err(e);
     }
-    Ok((found, docs, keys, read))
+    Ok(Resolved {
+        found,
+        docs,
+        keys,
+        reads: read,
+        exact: counts,
+    })
 }
 
 /// How step 4 read the sketches it verified with.
@@ -885,6 +919,31 @@ struct Batch {
     changed: Option<String>,
 }
 
+/// Where each batch of the first read starts (`batches`: their sizes), and the documents
+/// in all.
+pub(super) fn batch_starts(batches: &[u32]) -> (Vec<u64>, u64) {
+    let mut starts = Vec::with_capacity(batches.len());
+    let mut at = 0u64;
+    for &b in batches {
+        starts.push(at);
+        at += u64::from(b);
+    }
+    (starts, at)
+}
+
+/// The text of a document read again with its id only (`ReadOptions::ids_only`): a JSON
+/// line's text parsed from its record (`whole`: the options without `ids_only`).
+pub(super) fn text_of<'a>(d: &'a Doc, whole: &ReadOptions) -> std::borrow::Cow<'a, str> {
+    match &d.record {
+        Some(line) if d.text.is_empty() && !line.trim().is_empty() => {
+            docs::json_record(line, whole)
+                .map(|(_, text)| text)
+                .unwrap_or_default()
+        }
+        _ => d.text.as_str().into(),
+    }
+}
+
 /// Step 5: reads the input again, cut into the batches of pass 1 (`batches`: their
 /// sizes), so that each batch knows where its documents stand and only the involved ones
 /// are parsed whole and fingerprinted. `texts` are the involved documents' text keys
@@ -901,12 +960,7 @@ pub(crate) fn reread(
     progress: &Progress,
     mut write: impl FnMut(&str) -> Result<(), Failure>,
 ) -> Result<Read, Failure> {
-    let mut starts = Vec::with_capacity(batches.len());
-    let mut at = 0u64;
-    for &b in batches {
-        starts.push(at);
-        at += u64::from(b);
-    }
+    let (starts, at) = batch_starts(batches);
     let records = args.keep_records;
     // A JSON line whose text the reading left out is parsed again, whole.
     let whole = ReadOptions {
@@ -952,16 +1006,7 @@ pub(crate) fn reread(
                 if texts.seen[t].swap(true, Ordering::Relaxed) {
                     return Ok((i as u32, id, None));
                 }
-                let reparsed;
-                let text = match &d.record {
-                    Some(line) if d.text.is_empty() && !line.trim().is_empty() => {
-                        reparsed = docs::json_record(line, &whole)
-                            .map(|(_, text)| text)
-                            .unwrap_or_default();
-                        &*reparsed
-                    }
-                    _ => d.text.as_str(),
-                };
+                let text = text_of(d, &whole);
                 let read = TextKey {
                     hash: xxh3_64(text.as_bytes()),
                     len: u32::try_from(text.len()).unwrap_or(u32::MAX),
@@ -972,7 +1017,7 @@ pub(crate) fn reread(
                 Ok((
                     i as u32,
                     id,
-                    Some((t, fingerprinter.fingerprint_wide(text))),
+                    Some((t, fingerprinter.fingerprint_wide(&text))),
                 ))
             })
             .collect();

@@ -1,0 +1,248 @@
+//! `neardup dedup --exact`: the candidate pairs whose estimated similarity is near the
+//! threshold, decided on the exact Jaccard similarity of their shingle sets.
+//!
+//! A sketch estimates a pair's similarity with an error (σ ≈ 0.02 at 0.8): at 100M
+//! documents with planted copies, 1,613 pairs of similarity ≥ 0.85 were estimated below
+//! 0.8 and missed, and a few pairs below 0.75 were estimated above it. The pairs estimated
+//! within [`MARGIN`] of the threshold (five σ) are decided again on their texts, read a
+//! second time: only their documents are tokenized, and their shingle sets go to a
+//! temporary file, read back a set at a time, so the budget holds at any corpus size.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+
+use anyhow::anyhow;
+use neardup::batch::{Candidates, Edge, Options, Rule};
+use neardup::jaccard::{self, Threshold};
+use neardup_io::docs::{self, Doc, ReadOptions};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::bounded::{batch_starts, text_of};
+use super::columns::TextKey;
+use crate::failure::Failure;
+use crate::progress::Progress;
+
+/// How far from the threshold an estimate is decided on the texts: five standard errors
+/// of a sketch's estimate near 0.8, so that a pair on the other side of the threshold is
+/// estimated outside the margin about once in 3.5 million.
+pub(crate) const MARGIN: f64 = 0.1;
+
+/// What the exact pass needs to read the input again.
+pub(crate) struct Reading<'a> {
+    pub(crate) args: &'a ReadOptions,
+    /// Documents in each batch of the first read.
+    pub(crate) batches: &'a [u32],
+    pub(crate) progress: &'a Progress,
+}
+
+/// What the exact pass did, for the summary.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counts {
+    /// Pairs estimated within the margin.
+    pub(crate) pairs: u64,
+    /// Their documents, read again.
+    pub(crate) documents: u64,
+    /// Of those pairs, those that are near-duplicates.
+    pub(crate) accepted: u64,
+    /// Seconds spent reading the input again and deciding.
+    pub(crate) seconds: f64,
+}
+
+impl Counts {
+    pub(crate) fn describe(self) -> Value {
+        json!({
+            "margin": MARGIN,
+            "pairs": self.pairs,
+            "documents": self.documents,
+            "accepted": self.accepted,
+            "seconds": (self.seconds * 1000.0).round() / 1000.0,
+        })
+    }
+}
+
+/// The options verification runs with under --exact: a threshold [`MARGIN`] lower, so
+/// that the pairs estimated just below it come to [`decide`].
+pub(crate) fn loosened(options: &Options) -> Options {
+    match options.rule {
+        Rule::Jaccard(t) => {
+            let lower = (t.get() - MARGIN).max(f64::MIN_POSITIVE);
+            Options {
+                rule: Rule::Jaccard(Threshold::new(lower).unwrap_or(t)),
+                ..*options
+            }
+        }
+        Rule::Distance(_) => *options,
+    }
+}
+
+/// The edges verified with [`loosened`] options, those estimated within [`MARGIN`] of
+/// `t` decided again on exact similarities: kept, with it as their similarity, when it
+/// reaches `t`. The documents of those pairs (the first of each node) are read again
+/// (`reading`); `key_of(doc)` is the text key pass 1 gave each, which the text read again
+/// must have. The order of the edges is kept.
+pub(crate) fn decide(
+    c: &Candidates,
+    edges: Vec<Edge>,
+    t: Threshold,
+    reading: &Reading<'_>,
+    key_of: impl Fn(&[u32]) -> Result<Vec<TextKey>, Failure>,
+) -> Result<(Vec<Edge>, Counts), Failure> {
+    let near = |e: &Edge| f64::from(e.similarity) < t.get() + MARGIN;
+    let mut docs: Vec<u32> = edges
+        .iter()
+        .filter(|e| near(e))
+        .flat_map(|e| [c.first(e.a), c.first(e.b)])
+        .collect();
+    let mut counts = Counts {
+        pairs: edges.iter().filter(|e| near(e)).count() as u64,
+        ..Counts::default()
+    };
+    if docs.is_empty() {
+        // Every edge is estimated above the margin.
+        return Ok((edges, counts));
+    }
+    let start = std::time::Instant::now();
+    docs.par_sort_unstable();
+    docs.dedup();
+    counts.documents = docs.len() as u64;
+    let keys = key_of(&docs)?;
+    let sets = Sets::read(reading, &docs, &keys)?;
+    drop(keys);
+    // Decided in place, a rejected edge's similarity set to NaN, then let go: no second
+    // list of edges (millions at 100M documents).
+    let mut edges = edges;
+    counts.accepted = edges
+        .par_iter_mut()
+        .filter(|e| near(e))
+        .map(|e| -> Result<u64, Failure> {
+            let j = jaccard::exact(&sets.get(c.first(e.a))?, &sets.get(c.first(e.b))?);
+            let accepted = t.accepts(j);
+            e.similarity = if accepted { j as f32 } else { f32::NAN };
+            Ok(u64::from(accepted))
+        })
+        .try_reduce(|| 0, |x, y| Ok(x + y))?;
+    edges.retain(|e| !e.similarity.is_nan());
+    counts.seconds = start.elapsed().as_secs_f64();
+    Ok((edges, counts))
+}
+
+/// The shingle sets of some documents, in a temporary file: each document's sorted
+/// hashes, 8 bytes each, one after the other in the order of the documents.
+struct Sets {
+    docs: Vec<u32>,
+    /// Where each document's set ends, in hashes.
+    ends: Vec<u64>,
+    file: File,
+}
+
+impl Sets {
+    /// Reads the input again, cut into the batches of the first read, and writes the sets
+    /// of `docs` (increasing; `keys[i]` the text key of `docs[i]`).
+    fn read(reading: &Reading<'_>, docs: &[u32], keys: &[TextKey]) -> Result<Sets, Failure> {
+        let failed = |what: &str, e: std::io::Error| {
+            Failure::io(anyhow!(
+                "cannot {what} the temporary file of --exact's shingle sets (TMPDIR): {e}"
+            ))
+        };
+        let file = tempfile::tempfile().map_err(|e| failed("create", e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let (starts, total) = batch_starts(reading.batches);
+        // Only the documents wanted are parsed whole.
+        let args = ReadOptions {
+            ids_only: true,
+            keep_records: true,
+            ..reading.args.clone()
+        };
+        let whole = ReadOptions {
+            ids_only: false,
+            ..reading.args.clone()
+        };
+        let changed =
+            |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
+        let work = |k: u64, batch: &mut [Doc]| -> Result<Vec<Vec<u64>>, String> {
+            let (Some(&first), Some(&size)) =
+                (starts.get(k as usize), reading.batches.get(k as usize))
+            else {
+                return Err(format!(
+                    "more than the {} batches of the first read",
+                    reading.batches.len()
+                ));
+            };
+            if batch.len() != size as usize {
+                return Err(format!(
+                    "{} documents in batch {k} on the second read, {size} on the first",
+                    batch.len()
+                ));
+            }
+            let end = first + u64::from(size);
+            let from = docs.partition_point(|&d| u64::from(d) < first);
+            let to = docs.partition_point(|&d| u64::from(d) < end);
+            (from..to)
+                .into_par_iter()
+                .map(|i| {
+                    let doc = docs[i];
+                    let text = text_of(&batch[(u64::from(doc) - first) as usize], &whole);
+                    let read = TextKey {
+                        hash: xxh3_64(text.as_bytes()),
+                        len: u32::try_from(text.len()).unwrap_or(u32::MAX),
+                    };
+                    if read != keys[i] {
+                        return Err(format!("document {doc} is not the text it was"));
+                    }
+                    Ok(jaccard::shingle_set(&text))
+                })
+                .collect()
+        };
+        let mut ends = Vec::with_capacity(docs.len());
+        let (mut at, mut read) = (0u64, 0u64);
+        docs::read_mapped_mut::<_, Failure>(&args, reading.progress, "exact", work, |sets| {
+            for set in sets.map_err(changed)? {
+                for h in &set {
+                    out.write_all(&h.to_le_bytes())
+                        .map_err(|e| failed("write", e))?;
+                }
+                at += set.len() as u64;
+                ends.push(at);
+            }
+            read += 1;
+            Ok(())
+        })?;
+        if read != reading.batches.len() as u64 || ends.len() != docs.len() {
+            return Err(changed(format!(
+                "{total} documents in {} batches on the first read, fewer on the second",
+                reading.batches.len()
+            )));
+        }
+        let file = out
+            .into_inner()
+            .map_err(|e| failed("write", e.into_error()))?;
+        Ok(Sets {
+            docs: docs.to_vec(),
+            ends,
+            file,
+        })
+    }
+
+    /// The set of `doc`, one of the documents read.
+    fn get(&self, doc: u32) -> Result<Vec<u64>, Failure> {
+        let i = self
+            .docs
+            .binary_search(&doc)
+            .map_err(|_| Failure::io(anyhow!("--exact did not read document {doc} again")))?;
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
+        let len = (self.ends[i] - start) as usize;
+        let mut raw = vec![0u8; len * 8];
+        self.file.read_exact_at(&mut raw, start * 8).map_err(|e| {
+            Failure::io(anyhow!(
+                "cannot read the temporary file of --exact's shingle sets (TMPDIR): {e}"
+            ))
+        })?;
+        Ok(raw
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+            .collect())
+    }
+}
