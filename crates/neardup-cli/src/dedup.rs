@@ -437,6 +437,7 @@ fn run_jaccard(
     crate::memory::give_back_freed();
     let t = Instant::now();
     let pairs = bounded::candidate_pairs(&signed, &copies, budget, progress)?;
+    signed.drop_band_keys();
     steps.candidates = t.elapsed().as_secs_f64();
     steps.peaks[2] = crate::memory::peak_resident();
     crate::memory::give_back_freed();

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use neardup::batch::{self, Indexed, Matcher, WideMatcher};
 use neardup::decide::{Match, Signature};
 use neardup::fingerprint::{self as core, DEFAULT_DISTANCE, LANES};
-use neardup::jaccard::{BandKeys, Sketch, Threshold};
+use neardup::jaccard::{self, BandKeys, Sketch, Threshold};
 
 use crate::convert::{blocks_arg, core_error, distance_arg, fingerprints, type_name};
 use crate::documents::DocumentStore;
@@ -199,12 +199,16 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// before any write a kept record whose id is stored or is another kept record's (ids
 /// must then be str).
 ///
+/// `exact=True` decides the pairs whose estimated similarity is within 0.1 of the
+/// threshold on the exact Jaccard similarity of their shingle sets, as `neardup dedup
+/// --exact` does (not with `distance` or `against`).
+///
 /// >>> import neardup
 /// >>> text = "the quick brown fox jumps over the lazy dog " * 5
 /// >>> neardup.dedup([("a", text), ("b", "something else entirely"), ("c", text + "again")])
 /// [['a', 'c']]
 #[pyfunction]
-#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None, against = None, save = false))]
+#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None, against = None, save = false, exact = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn dedup(
     py: Python<'_>,
@@ -218,7 +222,13 @@ pub fn dedup(
     fingerprinter: Option<&Bound<'_, Fingerprinter>>,
     against: Option<&Bound<'_, DocumentStore>>,
     save: bool,
+    exact: bool,
 ) -> PyResult<Vec<Vec<Py<PyAny>>>> {
+    if exact && (distance.is_some() || against.is_some()) {
+        return Err(PyValueError::new_err(
+            "exact=True decides the pairs near a threshold on their texts: not with distance= (bits decide) or against= (a store keeps no texts)",
+        ));
+    }
     let against = against.map(Bound::get);
     let threshold = match against {
         Some(store) => Some(against_threshold(store, threshold, distance, closure)?),
@@ -320,14 +330,46 @@ pub fn dedup(
                         distance: h.distance,
                     })
             };
-            batch::resolve_against(
-                &c,
-                |d| fps[d as usize],
-                |d| lens[d as usize],
-                |d| sketches[d as usize],
-                &options,
-                outside,
-            )
+            let (fp, len, sketch) = (
+                |d: u32| fps[d as usize],
+                |d: u32| lens[d as usize],
+                |d: u32| sketches[d as usize],
+            );
+            match rule {
+                batch::Rule::Jaccard(t) if exact => {
+                    let mut edges = batch::verify(
+                        c.pairs(),
+                        |n| sketch(c.first(n)),
+                        |n| fp(c.first(n)),
+                        options.loosened().rule,
+                    );
+                    // The shingle sets of the near pairs' nodes, each computed once.
+                    let mut near: Vec<u32> = edges
+                        .iter()
+                        .filter(|e| batch::near_threshold(e, t))
+                        .flat_map(|e| [e.a, e.b])
+                        .collect();
+                    near.sort_unstable();
+                    near.dedup();
+                    let sets: Vec<Vec<u64>> = near
+                        .par_iter()
+                        .map(|&n| jaccard::shingle_set(&docs[c.first(n) as usize]))
+                        .collect();
+                    let set = |n: u32| near.binary_search(&n).ok().map(|i| &sets[i]);
+                    // Every node of a near pair has its set; were one missing, its pair
+                    // would be let go (similarity 0), never accepted unread.
+                    let exact_of = |a, b| -> Result<f64, Infallible> {
+                        Ok(match (set(a), set(b)) {
+                            (Some(x), Some(y)) => jaccard::exact(x, y),
+                            _ => 0.0,
+                        })
+                    };
+                    batch::decide_exactly(&mut edges, t, exact_of)
+                        .unwrap_or_else(|never| match never {});
+                    batch::resolve_verified(&c, edges, fp, len, sketch, &options, outside)
+                }
+                _ => batch::resolve_against(&c, fp, len, sketch, &options, outside),
+            }
         })
         .map_err(core_error)?;
     if let (Some(store), true) = (against, save) {

@@ -128,6 +128,12 @@ impl Signed {
         self.texts.spilled()
     }
 
+    /// Lets the band keys go once they have given their candidates: their memory, or
+    /// their files' disk (8 GB at 100M documents, which the later steps' files need).
+    pub(crate) fn drop_band_keys(&mut self) {
+        self.keys = Vec::new();
+    }
+
     /// Bytes of per-document state in memory.
     fn resident(&self) -> u64 {
         self.keys.iter().map(Column::resident).sum::<u64>() + self.texts.resident()
@@ -640,7 +646,7 @@ pub(crate) fn resolve(
     // Under --exact the pairs estimated just below the threshold are verified too, and
     // decided again on their texts below.
     let verifying = match exact {
-        Some(_) => exact::loosened(options),
+        Some(_) => options.loosened(),
         None => *options,
     };
     let edges = match read {
@@ -660,6 +666,11 @@ pub(crate) fn resolve(
         ),
     };
     drop(needed);
+    if !options.closure {
+        // Only --closure reads a sketch after verifying: the file's 128 bytes a document
+        // go back to the disk before --exact writes its shingle sets.
+        signed.sketches.discard()?;
+    }
     let (edges, counts) = match (exact, options.rule) {
         (Some(reading), Rule::Jaccard(t)) => {
             let (edges, counts) =

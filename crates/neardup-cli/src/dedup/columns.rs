@@ -173,6 +173,18 @@ impl<T: Fixed> Column<T> {
         Ok(())
     }
 
+    /// Gives back the disk space of a spilled column whose values will not be read again
+    /// (after [`Column::finish`]: nothing is left to flush). Reading it afterwards fails.
+    pub(crate) fn discard(&self) -> Result<(), Failure> {
+        match &self.file {
+            Some(w) => w
+                .get_ref()
+                .set_len(0)
+                .map_err(|e| temp_failure("truncate", e)),
+            None => Ok(()),
+        }
+    }
+
     /// Ends the writing: flushes the file.
     pub(crate) fn finish(&mut self) -> Result<(), Failure> {
         match &mut self.file {

@@ -4,7 +4,7 @@
 //! A sketch estimates a pair's similarity with an error (σ ≈ 0.02 at 0.8): at 100M
 //! documents with planted copies, 1,613 pairs of similarity ≥ 0.85 were estimated below
 //! 0.8 and missed, and a few pairs below 0.75 were estimated above it. The pairs estimated
-//! within [`MARGIN`] of the threshold (five σ) are decided again on their texts, read a
+//! within [`EXACT_MARGIN`] of the threshold (five σ) are decided again on their texts, read a
 //! second time: only their documents are tokenized, and their shingle sets go to a
 //! temporary file, read back a set at a time, so the budget holds at any corpus size.
 
@@ -13,7 +13,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 
 use anyhow::anyhow;
-use neardup::batch::{Candidates, Edge, Options, Rule};
+use neardup::batch::{self, Candidates, Edge, EXACT_MARGIN};
 use neardup::jaccard::{self, Threshold};
 use neardup_io::docs::{self, Doc, ReadOptions};
 use rayon::prelude::*;
@@ -24,11 +24,6 @@ use super::bounded::{batch_starts, text_of};
 use super::columns::TextKey;
 use crate::failure::Failure;
 use crate::progress::Progress;
-
-/// How far from the threshold an estimate is decided on the texts: five standard errors
-/// of a sketch's estimate near 0.8, so that a pair on the other side of the threshold is
-/// estimated outside the margin about once in 3.5 million.
-pub(crate) const MARGIN: f64 = 0.1;
 
 /// What the exact pass needs to read the input again.
 pub(crate) struct Reading<'a> {
@@ -54,7 +49,7 @@ pub(crate) struct Counts {
 impl Counts {
     pub(crate) fn describe(self) -> Value {
         json!({
-            "margin": MARGIN,
+            "margin": EXACT_MARGIN,
             "pairs": self.pairs,
             "documents": self.documents,
             "accepted": self.accepted,
@@ -63,41 +58,26 @@ impl Counts {
     }
 }
 
-/// The options verification runs with under --exact: a threshold [`MARGIN`] lower, so
-/// that the pairs estimated just below it come to [`decide`].
-pub(crate) fn loosened(options: &Options) -> Options {
-    match options.rule {
-        Rule::Jaccard(t) => {
-            let lower = (t.get() - MARGIN).max(f64::MIN_POSITIVE);
-            Options {
-                rule: Rule::Jaccard(Threshold::new(lower).unwrap_or(t)),
-                ..*options
-            }
-        }
-        Rule::Distance(_) => *options,
-    }
-}
-
-/// The edges verified with [`loosened`] options, those estimated within [`MARGIN`] of
-/// `t` decided again on exact similarities: kept, with it as their similarity, when it
-/// reaches `t`. The documents of those pairs (the first of each node) are read again
-/// (`reading`); `key_of(doc)` is the text key pass 1 gave each, which the text read again
-/// must have. The order of the edges is kept.
+/// The edges verified with [`batch::Options::loosened`] options, those estimated within
+/// [`EXACT_MARGIN`] of `t` decided again on exact similarities ([`batch::decide_exactly`]).
+/// The documents of those pairs (the first of each node) are read again (`reading`);
+/// `key_of(docs)` gives the text keys pass 1 gave them, which the texts read again must
+/// have.
 pub(crate) fn decide(
     c: &Candidates,
-    edges: Vec<Edge>,
+    mut edges: Vec<Edge>,
     t: Threshold,
     reading: &Reading<'_>,
     key_of: impl Fn(&[u32]) -> Result<Vec<TextKey>, Failure>,
 ) -> Result<(Vec<Edge>, Counts), Failure> {
-    let near = |e: &Edge| f64::from(e.similarity) < t.get() + MARGIN;
+    let near = |e: &&Edge| batch::near_threshold(e, t);
     let mut docs: Vec<u32> = edges
         .iter()
-        .filter(|e| near(e))
+        .filter(near)
         .flat_map(|e| [c.first(e.a), c.first(e.b)])
         .collect();
     let mut counts = Counts {
-        pairs: edges.iter().filter(|e| near(e)).count() as u64,
+        pairs: edges.iter().filter(near).count() as u64,
         ..Counts::default()
     };
     if docs.is_empty() {
@@ -111,20 +91,12 @@ pub(crate) fn decide(
     let keys = key_of(&docs)?;
     let sets = Sets::read(reading, &docs, &keys)?;
     drop(keys);
-    // Decided in place, a rejected edge's similarity set to NaN, then let go: no second
-    // list of edges (millions at 100M documents).
-    let mut edges = edges;
-    counts.accepted = edges
-        .par_iter_mut()
-        .filter(|e| near(e))
-        .map(|e| -> Result<u64, Failure> {
-            let j = jaccard::exact(&sets.get(c.first(e.a))?, &sets.get(c.first(e.b))?);
-            let accepted = t.accepts(j);
-            e.similarity = if accepted { j as f32 } else { f32::NAN };
-            Ok(u64::from(accepted))
-        })
-        .try_reduce(|| 0, |x, y| Ok(x + y))?;
-    edges.retain(|e| !e.similarity.is_nan());
+    counts.accepted = batch::decide_exactly(&mut edges, t, |a, b| {
+        Ok::<_, Failure>(jaccard::exact(
+            &sets.get(c.first(a))?,
+            &sets.get(c.first(b))?,
+        ))
+    })?;
     counts.seconds = start.elapsed().as_secs_f64();
     Ok((edges, counts))
 }

@@ -117,6 +117,7 @@ def dedup(
     fingerprinter: Optional[Fingerprinter] = None,
     against: Optional["DocumentStore"] = None,
     save: bool = False,
+    exact: bool = False,
 ) -> List[List[Id]]: ...
 
 class Corpus:

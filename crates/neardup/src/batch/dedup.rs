@@ -30,7 +30,7 @@ use super::{band_candidates, UnionFind, WideMatcher};
 use crate::decide::{Keep, Match, Rule};
 use crate::error::{Error, Result};
 use crate::fingerprint::Wide;
-use crate::jaccard::{BandKeys, Sketch};
+use crate::jaccard::{BandKeys, Sketch, Threshold};
 
 /// Where [`candidates`] finds its pairs.
 #[derive(Clone, Copy, Debug)]
@@ -632,6 +632,71 @@ pub fn verify(
     return pairs.iter().filter_map(check).collect();
 }
 
+/// How far from a Jaccard threshold an estimate is decided on exact similarities by
+/// [`decide_exactly`]: five standard errors of a sketch's estimate near 0.8, so that a pair
+/// on the other side of the threshold is estimated outside the margin about once in 3.5
+/// million.
+pub const EXACT_MARGIN: f64 = 0.1;
+
+impl Options {
+    /// These options with a Jaccard threshold [`EXACT_MARGIN`] lower, for [`verify`] to
+    /// keep the pairs estimated just below the threshold for [`decide_exactly`]. (Not for
+    /// finding candidates: [`Rule::banding`] of the lower threshold is another.)
+    pub fn loosened(&self) -> Options {
+        match self.rule {
+            Rule::Jaccard(t) => {
+                let lower = (t.get() - EXACT_MARGIN).max(f64::MIN_POSITIVE);
+                Options {
+                    rule: Rule::Jaccard(Threshold::new(lower).unwrap_or(t)),
+                    ..*self
+                }
+            }
+            Rule::Distance(_) => *self,
+        }
+    }
+}
+
+/// Whether `e`, verified with [`Options::loosened`] options, is estimated within
+/// [`EXACT_MARGIN`] of `t`: one [`decide_exactly`] decides again.
+pub fn near_threshold(e: &Edge, t: Threshold) -> bool {
+    f64::from(e.similarity) < t.get() + EXACT_MARGIN
+}
+
+/// The edges verified with [`Options::loosened`] options, those [`near_threshold`]
+/// decided again on `exact(a, b)`, the exact Jaccard similarity of nodes `a` and `b`
+/// (called from several threads): kept, with it as their similarity, when it reaches `t`,
+/// let go otherwise; the others kept as they are, in their order. Returns how many of
+/// those decided again were kept.
+pub fn decide_exactly<E: Send>(
+    edges: &mut Vec<Edge>,
+    t: Threshold,
+    exact: impl Fn(u32, u32) -> std::result::Result<f64, E> + Sync + Send,
+) -> std::result::Result<u64, E> {
+    // Decided in place, a rejected edge's similarity set to NaN, then let go: no second
+    // list of edges (millions at 100M documents).
+    let decide = |e: &mut Edge| -> std::result::Result<u64, E> {
+        if !near_threshold(e, t) {
+            return Ok(0);
+        }
+        let j = exact(e.a, e.b)?;
+        let accepted = t.accepts(j);
+        e.similarity = if accepted { j as f32 } else { f32::NAN };
+        Ok(u64::from(accepted))
+    };
+    #[cfg(feature = "rayon")]
+    let accepted = edges
+        .par_iter_mut()
+        .map(decide)
+        .try_reduce(|| 0, |x, y| Ok(x + y))?;
+    #[cfg(not(feature = "rayon"))]
+    let accepted = edges
+        .iter_mut()
+        .map(decide)
+        .sum::<std::result::Result<u64, E>>()?;
+    edges.retain(|e| !e.similarity.is_nan());
+    Ok(accepted)
+}
+
 /// How [`Keep`] ranks a node: by the length of its text (for [`Keep::Longest`] and
 /// [`Keep::Shortest`]), then by its position in the input.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -985,6 +1050,81 @@ mod tests {
                 (ranks, edges, outside)
             })
         })
+    }
+
+    proptest::proptest! {
+        /// The oracle: each edge judged on its own, in order. An edge estimated at or
+        /// above the margin stays as it is; one within it stays, with the exact
+        /// similarity, when that reaches the threshold; nothing else stays.
+        #[test]
+        fn exact_decisions_are_each_edge_judged_alone(
+            t in 0.5f64..0.95,
+            raw in prop::collection::vec((0u32..40, 0u32..40, 0.0f32..1.0, 0.0f64..1.0), 0..60),
+        ) {
+            let t = Threshold::new(t).unwrap();
+            let lower = t.get() - EXACT_MARGIN;
+            let edges: Vec<Edge> = raw
+                .iter()
+                .filter(|r| f64::from(r.2) >= lower)
+                .map(|r| edge(r.0, r.1, r.2))
+                .collect();
+            let exact_of: std::collections::HashMap<(u32, u32), f64> =
+                raw.iter().map(|r| ((r.0, r.1), r.3)).collect();
+            let want: Vec<Edge> = edges
+                .iter()
+                .filter_map(|e| {
+                    if f64::from(e.similarity) >= t.get() + EXACT_MARGIN {
+                        return Some(*e);
+                    }
+                    let j = exact_of[&(e.a, e.b)];
+                    (j >= t.get()).then_some(Edge { similarity: j as f32, ..*e })
+                })
+                .collect();
+            let near = edges.iter().filter(|e| near_threshold(e, t)).count();
+            let mut got = edges.clone();
+            let accepted = decide_exactly(&mut got, t, |a, b| {
+                Ok::<_, ()>(exact_of[&(a, b)])
+            })
+            .unwrap();
+            prop_assert_eq!(&got, &want);
+            prop_assert_eq!(accepted as usize, want.len() - (edges.len() - near));
+        }
+    }
+
+    #[test]
+    fn exact_decisions_stop_at_the_first_error() {
+        let t = Threshold::new(0.8).unwrap();
+        let mut edges = vec![edge(0, 1, 0.95), edge(1, 2, 0.79)];
+        let before = edges.clone();
+        let got = decide_exactly(&mut edges, t, |_, _| Err("unreadable"));
+        assert_eq!(got, Err("unreadable"));
+        // Only edges near the threshold ask for an exact similarity.
+        let mut far = vec![edge(0, 1, 0.95)];
+        assert_eq!(decide_exactly(&mut far, t, |_, _| Err("unreadable")), Ok(0));
+        assert_eq!(far, before[..1]);
+    }
+
+    #[test]
+    fn loosened_lowers_only_a_threshold() {
+        let t = Threshold::new(0.8).unwrap();
+        let o = Options {
+            rule: Rule::Jaccard(t),
+            ..Options::default()
+        };
+        assert_eq!(
+            o.loosened().rule,
+            Rule::Jaccard(Threshold::new(0.8 - EXACT_MARGIN).unwrap())
+        );
+        let tiny = Options {
+            rule: Rule::Jaccard(Threshold::new(0.05).unwrap()),
+            ..Options::default()
+        };
+        assert!(matches!(tiny.loosened().rule, Rule::Jaccard(l) if l.get() > 0.0));
+        let bits = Options {
+            rule: Rule::Distance(9),
+            ..Options::default()
+        };
+        assert_eq!(bits.loosened(), bits);
     }
 
     proptest::proptest! {
