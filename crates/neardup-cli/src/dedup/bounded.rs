@@ -930,16 +930,48 @@ struct Batch {
     changed: Option<String>,
 }
 
-/// Where each batch of the first read starts (`batches`: their sizes), and the documents
-/// in all.
-pub(super) fn batch_starts(batches: &[u32]) -> (Vec<u64>, u64) {
-    let mut starts = Vec::with_capacity(batches.len());
-    let mut at = 0u64;
-    for &b in batches {
-        starts.push(at);
-        at += u64::from(b);
+/// The batches of the first read, for a second read cut the same way to know where each
+/// of its batches stands.
+pub(super) struct Cuts<'a> {
+    sizes: &'a [u32],
+    starts: Vec<u64>,
+    /// Documents in all.
+    pub(super) total: u64,
+}
+
+impl Cuts<'_> {
+    /// The cuts of batches of `sizes` documents, in order.
+    pub(super) fn new(sizes: &[u32]) -> Cuts<'_> {
+        let mut starts = Vec::with_capacity(sizes.len());
+        let mut total = 0u64;
+        for &b in sizes {
+            starts.push(total);
+            total += u64::from(b);
+        }
+        Cuts {
+            sizes,
+            starts,
+            total,
+        }
     }
-    (starts, at)
+
+    /// The documents of batch `k` of the second read, which holds `len`; or how it differs
+    /// from the first read's.
+    pub(super) fn range(&self, k: u64, len: usize) -> Result<std::ops::Range<u64>, String> {
+        let (Some(&first), Some(&size)) = (self.starts.get(k as usize), self.sizes.get(k as usize))
+        else {
+            return Err(format!(
+                "more than the {} batches of the first read",
+                self.sizes.len()
+            ));
+        };
+        if len != size as usize {
+            return Err(format!(
+                "{len} documents in batch {k} on the second read, {size} on the first"
+            ));
+        }
+        Ok(first..first + u64::from(size))
+    }
 }
 
 /// The text of a document read again with its id only (`ReadOptions::ids_only`): a JSON
@@ -971,7 +1003,8 @@ pub(crate) fn reread(
     progress: &Progress,
     mut write: impl FnMut(&str) -> Result<(), Failure>,
 ) -> Result<Read, Failure> {
-    let (starts, at) = batch_starts(batches);
+    let cuts = Cuts::new(batches);
+    let at = cuts.total;
     let records = args.keep_records;
     // A JSON line whose text the reading left out is parsed again, whole.
     let whole = ReadOptions {
@@ -985,21 +1018,13 @@ pub(crate) fn reread(
             records: Vec::new(),
             changed: None,
         };
-        let (Some(&first), Some(&size)) = (starts.get(k as usize), batches.get(k as usize)) else {
-            out.changed = Some(format!(
-                "more than the {} batches of the first read",
-                batches.len()
-            ));
-            return out;
+        let (first, end) = match cuts.range(k, batch.len()) {
+            Ok(r) => (r.start, r.end),
+            Err(why) => {
+                out.changed = Some(why);
+                return out;
+            }
         };
-        if batch.len() != size as usize {
-            out.changed = Some(format!(
-                "{} documents in batch {k} on the second read, {size} on the first",
-                batch.len()
-            ));
-            return out;
-        }
-        let end = first + size as u64;
         let from = wanted.involved.partition_point(|&d| u64::from(d) < first);
         let to = wanted.involved.partition_point(|&d| u64::from(d) < end);
         let found: Vec<Result<Hit, String>> = wanted.involved[from..to]

@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::bounded::{batch_starts, text_of};
+use super::bounded::{text_of, Cuts};
 use super::columns::TextKey;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -121,7 +121,7 @@ impl Sets {
         };
         let file = tempfile::tempfile().map_err(|e| failed("create", e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        let (starts, total) = batch_starts(reading.batches);
+        let cuts = Cuts::new(reading.batches);
         // Only the documents wanted are parsed whole.
         let args = ReadOptions {
             ids_only: true,
@@ -135,21 +135,7 @@ impl Sets {
         let changed =
             |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
         let work = |k: u64, batch: &mut [Doc]| -> Result<Vec<Vec<u64>>, String> {
-            let (Some(&first), Some(&size)) =
-                (starts.get(k as usize), reading.batches.get(k as usize))
-            else {
-                return Err(format!(
-                    "more than the {} batches of the first read",
-                    reading.batches.len()
-                ));
-            };
-            if batch.len() != size as usize {
-                return Err(format!(
-                    "{} documents in batch {k} on the second read, {size} on the first",
-                    batch.len()
-                ));
-            }
-            let end = first + u64::from(size);
+            let (first, end) = cuts.range(k, batch.len()).map(|r| (r.start, r.end))?;
             let from = docs.partition_point(|&d| u64::from(d) < first);
             let to = docs.partition_point(|&d| u64::from(d) < end);
             (from..to)
@@ -184,7 +170,8 @@ impl Sets {
         })?;
         if read != reading.batches.len() as u64 || ends.len() != docs.len() {
             return Err(changed(format!(
-                "{total} documents in {} batches on the first read, fewer on the second",
+                "{} documents in {} batches on the first read, fewer on the second",
+                cuts.total,
                 reading.batches.len()
             )));
         }
