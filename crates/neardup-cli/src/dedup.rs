@@ -138,10 +138,11 @@ pub struct DedupCmd {
     memory: Option<u64>,
     /// Decide the candidate pairs whose estimated similarity is within 0.1 of --threshold
     /// on the exact Jaccard similarity of their shingle sets, read again from the input
-    /// (one more pass over it, tokenizing only those pairs' documents): no near-duplicate
-    /// is then missed, nor a document removed, for the sketches' error of estimate (σ ≈
-    /// 0.02 at 0.8). Their pairs and clusters report the exact similarity. Not with
-    /// --distance, --report, --against or --save (a store keeps no texts).
+    /// (one more pass over it, tokenizing only those pairs' documents): no candidate pair
+    /// is then kept or let go for the sketches' error of estimate (σ ≈ 0.02 at 0.8); pairs
+    /// are still found as candidates (at least 99.95% of those at the threshold). Their
+    /// pairs and clusters report the exact similarity. Not with --distance, --report,
+    /// --against or --save (a store keeps no texts).
     #[arg(long)]
     exact: bool,
     /// No summary on standard error.
