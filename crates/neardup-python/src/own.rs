@@ -344,13 +344,7 @@ pub fn dedup(
                         options.loosened().rule,
                     );
                     // The shingle sets of the near pairs' nodes, each computed once.
-                    let mut near: Vec<u32> = edges
-                        .iter()
-                        .filter(|e| batch::near_threshold(e, t))
-                        .flat_map(|e| [e.a, e.b])
-                        .collect();
-                    near.sort_unstable();
-                    near.dedup();
+                    let near = batch::near_nodes(&edges, t);
                     let sets: Vec<Vec<u64>> = near
                         .par_iter()
                         .map(|&n| jaccard::shingle_set(&docs[c.first(n) as usize]))

@@ -222,10 +222,7 @@ pub(crate) fn sign(
             .par_iter()
             .enumerate()
             .map(|(i, d)| {
-                let key = TextKey {
-                    hash: xxh3_64(d.text.as_bytes()),
-                    len: u32::try_from(d.text.len()).unwrap_or(u32::MAX),
-                };
+                let key = TextKey::of(&d.text);
                 let mut row = Row {
                     sketch: Sketch::EMPTY,
                     keys: [0; BANDS],
@@ -1043,11 +1040,7 @@ pub(crate) fn reread(
                     return Ok((i as u32, id, None));
                 }
                 let text = text_of(d, &whole);
-                let read = TextKey {
-                    hash: xxh3_64(text.as_bytes()),
-                    len: u32::try_from(text.len()).unwrap_or(u32::MAX),
-                };
-                if read != key {
+                if TextKey::of(&text) != key {
                     return Err(format!("document {doc} is not the text it was"));
                 }
                 Ok((

@@ -42,6 +42,16 @@ pub(crate) struct TextKey {
     pub(crate) len: u32,
 }
 
+impl TextKey {
+    /// The key of `text`.
+    pub(crate) fn of(text: &str) -> TextKey {
+        TextKey {
+            hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+            len: u32::try_from(text.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
 impl Fixed for TextKey {
     const SIZE: usize = 12;
     fn put(&self, out: &mut [u8]) {

@@ -8,6 +8,7 @@
 //! second time: only their documents are tokenized, and their shingle sets go to a
 //! temporary file, read back a set at a time, so the budget holds at any corpus size.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -18,7 +19,6 @@ use neardup::jaccard::{self, Threshold};
 use neardup_io::docs::{self, Doc, ReadOptions};
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use xxhash_rust::xxh3::xxh3_64;
 
 use super::bounded::{text_of, Cuts};
 use super::columns::TextKey;
@@ -70,32 +70,31 @@ pub(crate) fn decide(
     reading: &Reading<'_>,
     key_of: impl Fn(&[u32]) -> Result<Vec<TextKey>, Failure>,
 ) -> Result<(Vec<Edge>, Counts), Failure> {
-    let near = |e: &&Edge| batch::near_threshold(e, t);
-    let mut docs: Vec<u32> = edges
-        .iter()
-        .filter(near)
-        .flat_map(|e| [c.first(e.a), c.first(e.b)])
+    let start = std::time::Instant::now();
+    // Nodes are in the order of their first documents, so these are increasing.
+    let docs: Vec<u32> = batch::near_nodes(&edges, t)
+        .into_iter()
+        .map(|n| c.first(n))
         .collect();
     let mut counts = Counts {
-        pairs: edges.iter().filter(near).count() as u64,
+        pairs: edges.iter().filter(|e| batch::near_threshold(e, t)).count() as u64,
+        documents: docs.len() as u64,
         ..Counts::default()
     };
     if docs.is_empty() {
         // Every edge is estimated above the margin.
         return Ok((edges, counts));
     }
-    let start = std::time::Instant::now();
-    docs.par_sort_unstable();
-    docs.dedup();
-    counts.documents = docs.len() as u64;
+    if !docs.is_sorted() {
+        return Err(Failure::io(anyhow!(
+            "dedup's candidates are not in the order of their documents"
+        )));
+    }
     let keys = key_of(&docs)?;
     let sets = Sets::read(reading, &docs, &keys)?;
     drop(keys);
     counts.accepted = batch::decide_exactly(&mut edges, t, |a, b| {
-        Ok::<_, Failure>(jaccard::exact(
-            &sets.get(c.first(a))?,
-            &sets.get(c.first(b))?,
-        ))
+        sets.similarity(c.first(a), c.first(b))
     })?;
     counts.seconds = start.elapsed().as_secs_f64();
     Ok((edges, counts))
@@ -143,11 +142,7 @@ impl Sets {
                 .map(|i| {
                     let doc = docs[i];
                     let text = text_of(&batch[(u64::from(doc) - first) as usize], &whole);
-                    let read = TextKey {
-                        hash: xxh3_64(text.as_bytes()),
-                        len: u32::try_from(text.len()).unwrap_or(u32::MAX),
-                    };
-                    if read != keys[i] {
+                    if TextKey::of(&text) != keys[i] {
                         return Err(format!("document {doc} is not the text it was"));
                     }
                     Ok(jaccard::shingle_set(&text))
@@ -185,23 +180,40 @@ impl Sets {
         })
     }
 
-    /// The set of `doc`, one of the documents read.
-    fn get(&self, doc: u32) -> Result<Vec<u64>, Failure> {
+    /// The exact similarity of documents `a` and `b`, two of the documents read. Their
+    /// sets are read into buffers each thread keeps: no allocation a pair.
+    fn similarity(&self, a: u32, b: u32) -> Result<f64, Failure> {
+        thread_local! {
+            static BUFFERS: RefCell<(Vec<u8>, Vec<u64>, Vec<u64>)> = const {
+                RefCell::new((Vec::new(), Vec::new(), Vec::new()))
+            };
+        }
+        BUFFERS.with_borrow_mut(|(raw, x, y)| {
+            self.read_into(a, raw, x)?;
+            self.read_into(b, raw, y)?;
+            Ok(jaccard::exact(x, y))
+        })
+    }
+
+    /// Reads the set of `doc` into `out`, through `raw`.
+    fn read_into(&self, doc: u32, raw: &mut Vec<u8>, out: &mut Vec<u64>) -> Result<(), Failure> {
         let i = self
             .docs
             .binary_search(&doc)
             .map_err(|_| Failure::io(anyhow!("--exact did not read document {doc} again")))?;
         let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
         let len = (self.ends[i] - start) as usize;
-        let mut raw = vec![0u8; len * 8];
-        self.file.read_exact_at(&mut raw, start * 8).map_err(|e| {
+        raw.resize(len * 8, 0);
+        self.file.read_exact_at(raw, start * 8).map_err(|e| {
             Failure::io(anyhow!(
                 "cannot read the temporary file of --exact's shingle sets (TMPDIR): {e}"
             ))
         })?;
-        Ok(raw
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-            .collect())
+        out.clear();
+        out.extend(
+            raw.chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
+        );
+        Ok(())
     }
 }

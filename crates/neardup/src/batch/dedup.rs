@@ -662,6 +662,19 @@ pub fn near_threshold(e: &Edge, t: Threshold) -> bool {
     f64::from(e.similarity) < t.get() + EXACT_MARGIN
 }
 
+/// The nodes of the edges [`near_threshold`] of `t`, increasing, each once: those whose
+/// texts [`decide_exactly`] compares.
+pub fn near_nodes(edges: &[Edge], t: Threshold) -> Vec<u32> {
+    let mut nodes: Vec<u32> = edges
+        .iter()
+        .filter(|e| near_threshold(e, t))
+        .flat_map(|e| [e.a, e.b])
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+}
+
 /// The edges verified with [`Options::loosened`] options, those [`near_threshold`]
 /// decided again on `exact(a, b)`, the exact Jaccard similarity of nodes `a` and `b`
 /// (called from several threads): kept, with it as their similarity, when it reaches `t`,
@@ -1081,6 +1094,12 @@ mod tests {
                 })
                 .collect();
             let near = edges.iter().filter(|e| near_threshold(e, t)).count();
+            let nodes: std::collections::BTreeSet<u32> = edges
+                .iter()
+                .filter(|e| f64::from(e.similarity) < t.get() + EXACT_MARGIN)
+                .flat_map(|e| [e.a, e.b])
+                .collect();
+            prop_assert_eq!(near_nodes(&edges, t), nodes.into_iter().collect::<Vec<_>>());
             let mut got = edges.clone();
             let accepted = decide_exactly(&mut got, t, |a, b| {
                 Ok::<_, ()>(exact_of[&(a, b)])
