@@ -1071,19 +1071,39 @@ fn exact_reports_the_pairs_at_the_threshold_by_their_texts() {
         "{counted}"
     );
 
-    // Within a budget too small to hold the sketches: the same bytes.
-    let (small_pairs, small_clusters, small_kept, _) = run("small", &["--exact", "--memory", "1"]);
-    for (a, b) in [
-        (&pairs, &small_pairs),
-        (&clusters, &small_clusters),
-        (&kept, &small_kept),
+    assert_eq!(counted["sets"], "memory", "{counted}");
+
+    // Within budgets from too small to hold anything to a few MiB over the reserve: the
+    // same bytes, whether the sets are kept in memory, in buckets read whole, or in
+    // buckets read a pair at a time.
+    let mut ways = BTreeSet::new();
+    for budget in [
+        "1", "49M", "50M", "51M", "52M", "54M", "56M", "60M", "64M", "80M",
     ] {
-        assert_eq!(
-            std::fs::read(a).unwrap(),
-            std::fs::read(b).unwrap(),
-            "{b:?}"
-        );
+        let name = format!("budget-{budget}");
+        let (p, c, k, st) = run(&name, &["--exact", "--memory", budget]);
+        for (a, b) in [(&pairs, &p), (&clusters, &c), (&kept, &k)] {
+            assert_eq!(
+                std::fs::read(a).unwrap(),
+                std::fs::read(b).unwrap(),
+                "{b:?}"
+            );
+        }
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&st).unwrap()).unwrap();
+        let sets = s["settings"]["exact"]["sets"].as_str().unwrap().to_string();
+        ways.insert(if sets.contains("pair at a time") {
+            "by pairs"
+        } else if sets.contains("buckets") {
+            "buckets"
+        } else {
+            "memory"
+        });
     }
+    assert_eq!(
+        ways,
+        BTreeSet::from(["buckets", "by pairs", "memory"]),
+        "the budgets did not try every way of keeping the sets"
+    );
 }
 
 #[test]

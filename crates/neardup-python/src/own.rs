@@ -295,7 +295,7 @@ pub fn dedup(
     }
     // As `neardup dedup` does, a bad layout fails before any fingerprinting.
     let layout = batch::layout(blocks, docs.len(), lane_distance).map_err(core_error)?;
-    let banding = rule.banding();
+    let banding = options.candidate_banding(exact);
     let sigs: Vec<Signature> = py.detach(|| {
         docs.par_iter()
             .map(|t| Signature::of_text(&fp, banding, t))

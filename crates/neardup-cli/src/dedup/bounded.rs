@@ -618,7 +618,8 @@ pub(crate) fn resolve(
         + c.nodes() as u64
         + Column::<Sketch>::read_buffers()
         + budget / 32;
-    let room = room(signed, budget).saturating_sub(held).max(LEAST);
+    let left = room(signed, budget);
+    let room = left.saturating_sub(held).max(LEAST);
     let all = needed.len() as u64 * Sketch::SIZE as u64;
     let per_block = ((room / 2 / Sketch::SIZE as u64) as usize).max(1);
     let blocks = needed.len().div_ceil(per_block);
@@ -670,8 +671,18 @@ pub(crate) fn resolve(
     }
     let (edges, counts) = match (exact, options.rule) {
         (Some(reading), Rule::Jaccard(t)) => {
-            let (edges, counts) =
-                exact::decide(&c, edges, t, reading, |docs| signed.texts.gather(docs))?;
+            // The blocks of sketches go back before the sets come; the candidates stay, and
+            // a 32nd of the budget is left for what no list counts, as for the blocks.
+            crate::memory::give_back_freed();
+            let room = left.saturating_sub(c.bytes() + budget / 32);
+            let (edges, counts) = exact::decide(
+                &c,
+                edges,
+                t,
+                reading,
+                |docs| signed.texts.gather(docs),
+                room,
+            )?;
             (edges, Some(counts))
         }
         _ => (edges, None),

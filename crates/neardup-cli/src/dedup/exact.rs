@@ -5,16 +5,21 @@
 //! documents with planted copies, 1,613 pairs of similarity ≥ 0.85 were estimated below
 //! 0.8 and missed, and a few pairs below 0.75 were estimated above it. The pairs estimated
 //! within [`EXACT_MARGIN`] of the threshold (five σ) are decided again on their texts, read a
-//! second time: only their documents are tokenized, and their shingle sets go to a
-//! temporary file, read back a set at a time, so the budget holds at any corpus size.
+//! second time: only their documents are tokenized. Their shingle sets are kept in
+//! memory when they fit what the budget leaves; else they go to temporary files, one a
+//! bucket, all the documents of a connected group of near pairs in the same bucket, and
+//! each bucket is read back whole, one at a time: every pair's two sets are then in
+//! memory together, and each set is written once and read once, in order. (Read where
+//! they lay, a pair at a time, the sets of 9.7 million documents at 100M took 896 s
+//! within `--memory 4G`, most of them not in the page cache.)
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::anyhow;
-use neardup::batch::{self, Candidates, Edge, EXACT_MARGIN};
+use neardup::batch::{self, Candidates, Edge, UnionFind, EXACT_MARGIN};
 use neardup::jaccard::{self, Threshold};
 use neardup_io::docs::{self, Doc, ReadOptions};
 use rayon::prelude::*;
@@ -42,8 +47,26 @@ pub(crate) struct Counts {
     pub(crate) documents: u64,
     /// Of those pairs, those that are near-duplicates.
     pub(crate) accepted: u64,
+    /// Bytes of the documents' shingle sets.
+    pub(crate) set_bytes: u64,
+    /// How the sets were kept.
+    pub(crate) kept: Kept,
+    /// The process's peak resident memory when the pass began (to tell its peak from the
+    /// verifying's before it).
+    pub(crate) peak_before: Option<u64>,
     /// Seconds spent reading the input again and deciding.
     pub(crate) seconds: f64,
+}
+
+/// How the exact pass kept the shingle sets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// All in memory.
+    #[default]
+    Memory,
+    /// In temporary files, one a bucket, each read whole in turn (`buckets`) but for
+    /// those larger than the budget leaves, read a pair at a time (`by_pairs`).
+    Buckets { buckets: usize, by_pairs: usize },
 }
 
 impl Counts {
@@ -53,32 +76,46 @@ impl Counts {
             "pairs": self.pairs,
             "documents": self.documents,
             "accepted": self.accepted,
+            "set_bytes": self.set_bytes,
+            "sets": match self.kept {
+                Kept::Memory => "memory".to_string(),
+                Kept::Buckets { buckets, by_pairs: 0 } => format!("{buckets} buckets"),
+                Kept::Buckets { buckets, by_pairs } => {
+                    format!("{buckets} buckets, {by_pairs} read a pair at a time")
+                }
+            },
+            "peak_rss_before": self.peak_before,
             "seconds": (self.seconds * 1000.0).round() / 1000.0,
         })
     }
 }
 
+/// At most this many buckets: a budget that would need more reads a bucket too large for
+/// it a pair at a time.
+const MAX_BUCKETS: usize = 64;
+
 /// The edges verified with [`batch::Options::loosened`] options, those estimated within
-/// [`EXACT_MARGIN`] of `t` decided again on exact similarities ([`batch::decide_exactly`]).
+/// [`EXACT_MARGIN`] of `t` decided again on exact similarities ([`batch::settle_exactly`]).
 /// The documents of those pairs (the first of each node) are read again (`reading`);
 /// `key_of(docs)` gives the text keys pass 1 gave them, which the texts read again must
-/// have.
+/// have. `room` is the memory the budget leaves this pass besides the candidates.
 pub(crate) fn decide(
     c: &Candidates,
     mut edges: Vec<Edge>,
     t: Threshold,
     reading: &Reading<'_>,
     key_of: impl Fn(&[u32]) -> Result<Vec<TextKey>, Failure>,
+    room: u64,
 ) -> Result<(Vec<Edge>, Counts), Failure> {
     let start = std::time::Instant::now();
+    let near = batch::near_edges(&edges, t);
     // Nodes are in the order of their first documents, so these are increasing.
-    let docs: Vec<u32> = batch::near_nodes(&edges, t)
-        .into_iter()
-        .map(|n| c.first(n))
-        .collect();
+    let nodes = batch::near_nodes(&edges, t);
+    let docs: Vec<u32> = nodes.iter().map(|&n| c.first(n)).collect();
     let mut counts = Counts {
-        pairs: edges.iter().filter(|e| batch::near_threshold(e, t)).count() as u64,
+        pairs: near.len() as u64,
         documents: docs.len() as u64,
+        peak_before: crate::memory::peak_resident(),
         ..Counts::default()
     };
     if docs.is_empty() {
@@ -90,36 +127,168 @@ pub(crate) fn decide(
             "dedup's candidates are not in the order of their documents"
         )));
     }
+    // Each near pair as the positions of its documents in `docs`.
+    let position = |n: u32| nodes.binary_search(&n).unwrap_or(0) as u32;
+    let pairs: Vec<(u32, u32)> = near
+        .iter()
+        .map(|&k| (position(edges[k].a), position(edges[k].b)))
+        .collect();
+    drop(nodes);
     let keys = key_of(&docs)?;
-    let sets = Sets::read(reading, &docs, &keys)?;
+    // What this pass holds besides the sets: the edges, the near pairs (their positions,
+    // the pairs, a similarity each), and a document's number, text key, group, bucket
+    // and place in it (the groups' union-find, 8 bytes, goes before the sets come).
+    let held = edges.capacity() as u64 * std::mem::size_of::<Edge>() as u64
+        + near.len() as u64 * (8 + 8 + 8)
+        + docs.len() as u64 * (4 + 12 + 1 + 8 + 4);
+    let room = room.saturating_sub(held);
+    // A bound on a set's bytes from its text's: a word takes at least two bytes with what
+    // ends it (a Han character three), and a set holds at most a shingle a word.
+    let estimate: u64 = keys.iter().map(|k| u64::from(k.len) * 4 + 8).sum();
+    let buckets = usize::try_from(estimate.div_ceil(room.max(1)))
+        .unwrap_or(MAX_BUCKETS)
+        .clamp(1, MAX_BUCKETS);
+    let bucket = if buckets == 1 {
+        vec![0; docs.len()]
+    } else {
+        groups(&pairs, docs.len(), buckets)
+    };
+    let sets = Sets::read(reading, &docs, &keys, &bucket, buckets, room)?;
     drop(keys);
-    counts.accepted = batch::decide_exactly(&mut edges, t, |a, b| {
-        sets.similarity(c.first(a), c.first(b))
-    })?;
+    counts.set_bytes = sets.bytes();
+    let (similarities, by_pairs) = sets.similarities(&pairs, room)?;
+    if buckets > 1 || by_pairs > 0 {
+        counts.kept = Kept::Buckets { buckets, by_pairs };
+    }
+    counts.accepted = batch::settle_exactly(&mut edges, t, &near, &similarities);
     counts.seconds = start.elapsed().as_secs_f64();
     Ok((edges, counts))
 }
 
-/// The shingle sets of some documents, in a temporary file: each document's sorted
-/// hashes, 8 bytes each, one after the other in the order of the documents.
+/// The bucket of each of `n` documents, for `buckets` buckets: the documents joined by
+/// `pairs` (positions) share one, so each pair is within a bucket; groups spread over the
+/// buckets by a hash of their root.
+fn groups(pairs: &[(u32, u32)], n: usize, buckets: usize) -> Vec<u8> {
+    let mut uf = UnionFind::new(n);
+    for &(a, b) in pairs {
+        uf.union(a, b);
+    }
+    (0..n as u32)
+        .map(|i| {
+            let root = u64::from(uf.find(i));
+            let mixed = root.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+            (mixed % buckets as u64) as u8
+        })
+        .collect()
+}
+
+/// Where the sets of a bucket are kept.
+enum Store {
+    Memory(Vec<u64>),
+    File { file: File, hashes: u64 },
+}
+
+/// Where the sets of a bucket go while they are written.
+enum Sink {
+    Memory(Vec<u64>),
+    File { out: BufWriter<File>, hashes: u64 },
+}
+
+impl Sink {
+    fn hashes(&self) -> u64 {
+        match self {
+            Sink::Memory(v) => v.len() as u64,
+            Sink::File { hashes, .. } => *hashes,
+        }
+    }
+
+    /// Appends `set`; a set in memory goes to a file once the sets exceed `room` bytes.
+    fn push(&mut self, set: &[u64], room: u64) -> Result<(), Failure> {
+        if let Sink::Memory(v) = self {
+            if (v.len() + set.len()) as u64 * 8 > room {
+                let mut out = BufWriter::with_capacity(1 << 20, temp_file()?);
+                write_hashes(&mut out, v)?;
+                *self = Sink::File {
+                    out,
+                    hashes: v.len() as u64,
+                };
+            }
+        }
+        match self {
+            Sink::Memory(v) => v.extend_from_slice(set),
+            Sink::File { out, hashes } => {
+                write_hashes(out, set)?;
+                *hashes += set.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Store, Failure> {
+        Ok(match self {
+            Sink::Memory(v) => Store::Memory(v),
+            Sink::File { out, hashes } => Store::File {
+                file: out
+                    .into_inner()
+                    .map_err(|e| failed("write", e.into_error()))?,
+                hashes,
+            },
+        })
+    }
+}
+
+fn failed(what: &str, e: std::io::Error) -> Failure {
+    Failure::io(anyhow!(
+        "cannot {what} the temporary files of --exact's shingle sets (TMPDIR): {e}"
+    ))
+}
+
+fn temp_file() -> Result<File, Failure> {
+    tempfile::tempfile().map_err(|e| failed("create", e))
+}
+
+fn write_hashes(out: &mut impl Write, hashes: &[u64]) -> Result<(), Failure> {
+    for h in hashes {
+        out.write_all(&h.to_le_bytes())
+            .map_err(|e| failed("write", e))?;
+    }
+    Ok(())
+}
+
+/// The shingle sets of some documents (each one's sorted hashes), by bucket.
 struct Sets {
-    docs: Vec<u32>,
-    /// Where each document's set ends, in hashes.
-    ends: Vec<u64>,
-    file: File,
+    /// Each document's bucket, where its set starts there (in hashes), and its length.
+    bucket: Vec<u8>,
+    start: Vec<u64>,
+    len: Vec<u32>,
+    stores: Vec<Store>,
 }
 
 impl Sets {
-    /// Reads the input again, cut into the batches of the first read, and writes the sets
-    /// of `docs` (increasing; `keys[i]` the text key of `docs[i]`).
-    fn read(reading: &Reading<'_>, docs: &[u32], keys: &[TextKey]) -> Result<Sets, Failure> {
-        let failed = |what: &str, e: std::io::Error| {
-            Failure::io(anyhow!(
-                "cannot {what} the temporary file of --exact's shingle sets (TMPDIR): {e}"
-            ))
-        };
-        let file = tempfile::tempfile().map_err(|e| failed("create", e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+    /// Reads the input again, cut into the batches of the first read, and keeps the sets
+    /// of `docs` (increasing; `keys[i]` the text key of `docs[i]`, `bucket[i]` its bucket
+    /// of `buckets`): one bucket in memory unless it exceeds `room` bytes, more each in a
+    /// file.
+    fn read(
+        reading: &Reading<'_>,
+        docs: &[u32],
+        keys: &[TextKey],
+        bucket: &[u8],
+        buckets: usize,
+        room: u64,
+    ) -> Result<Sets, Failure> {
+        let mut sinks = Vec::with_capacity(buckets);
+        for _ in 0..buckets {
+            sinks.push(if buckets == 1 {
+                Sink::Memory(Vec::new())
+            } else {
+                let buffer = (room / 8 / buckets as u64).clamp(1 << 16, 1 << 20) as usize;
+                Sink::File {
+                    out: BufWriter::with_capacity(buffer, temp_file()?),
+                    hashes: 0,
+                }
+            });
+        }
         let cuts = Cuts::new(reading.batches);
         // Only the documents wanted are parsed whole.
         let args = ReadOptions {
@@ -149,71 +318,128 @@ impl Sets {
                 })
                 .collect()
         };
-        let mut ends = Vec::with_capacity(docs.len());
-        let (mut at, mut read) = (0u64, 0u64);
+        let (mut start, mut len) = (
+            Vec::with_capacity(docs.len()),
+            Vec::with_capacity(docs.len()),
+        );
+        let mut read = 0u64;
         docs::read_mapped_mut::<_, Failure>(&args, reading.progress, "exact", work, |sets| {
             for set in sets.map_err(changed)? {
-                for h in &set {
-                    out.write_all(&h.to_le_bytes())
-                        .map_err(|e| failed("write", e))?;
-                }
-                at += set.len() as u64;
-                ends.push(at);
+                let i = start.len();
+                let sink = &mut sinks[usize::from(bucket[i])];
+                start.push(sink.hashes());
+                len.push(u32::try_from(set.len()).unwrap_or(u32::MAX));
+                sink.push(&set, room)?;
             }
             read += 1;
             Ok(())
         })?;
-        if read != reading.batches.len() as u64 || ends.len() != docs.len() {
+        if read != reading.batches.len() as u64 || start.len() != docs.len() {
             return Err(changed(format!(
                 "{} documents in {} batches on the first read, fewer on the second",
                 cuts.total,
                 reading.batches.len()
             )));
         }
-        let file = out
-            .into_inner()
-            .map_err(|e| failed("write", e.into_error()))?;
+        let stores = sinks
+            .into_iter()
+            .map(Sink::finish)
+            .collect::<Result<_, _>>()?;
         Ok(Sets {
-            docs: docs.to_vec(),
-            ends,
-            file,
+            bucket: bucket.to_vec(),
+            start,
+            len,
+            stores,
         })
     }
 
-    /// The exact similarity of documents `a` and `b`, two of the documents read. Their
-    /// sets are read into buffers each thread keeps: no allocation a pair.
-    fn similarity(&self, a: u32, b: u32) -> Result<f64, Failure> {
-        thread_local! {
-            static BUFFERS: RefCell<(Vec<u8>, Vec<u64>, Vec<u64>)> = const {
-                RefCell::new((Vec::new(), Vec::new(), Vec::new()))
+    /// Bytes of all the sets.
+    fn bytes(&self) -> u64 {
+        self.stores
+            .iter()
+            .map(|s| match s {
+                Store::Memory(v) => v.len() as u64 * 8,
+                Store::File { hashes, .. } => hashes * 8,
+            })
+            .sum()
+    }
+
+    /// The exact similarity of each pair (the positions of its two documents, which share
+    /// a bucket), in order. Each bucket's sets are read whole when they fit in `room`
+    /// bytes, else a pair at a time; returns how many were.
+    fn similarities(&self, pairs: &[(u32, u32)], room: u64) -> Result<(Vec<f64>, usize), Failure> {
+        let mut by_pairs = 0;
+        let out: Vec<AtomicU64> = (0..pairs.len()).map(|_| AtomicU64::new(0)).collect();
+        let range = |i: u32| {
+            let (from, len) = (self.start[i as usize], u64::from(self.len[i as usize]));
+            from as usize..(from + len) as usize
+        };
+        for (b, store) in self.stores.iter().enumerate() {
+            let read;
+            let sets: Option<&[u64]> = match store {
+                Store::Memory(v) => Some(v),
+                Store::File { file, hashes } if hashes * 8 <= room => {
+                    read = read_whole(file, *hashes)?;
+                    Some(&read)
+                }
+                Store::File { .. } => {
+                    by_pairs += 1;
+                    None
+                }
             };
+            let in_bucket = |&(a, _): &(u32, u32)| usize::from(self.bucket[a as usize]) == b;
+            pairs
+                .par_iter()
+                .zip(&out)
+                .filter(|(p, _)| in_bucket(p))
+                .try_for_each(|(&(a, b), slot)| -> Result<(), Failure> {
+                    let j = match (sets, store) {
+                        (Some(sets), _) => jaccard::exact(&sets[range(a)], &sets[range(b)]),
+                        (None, Store::File { file, .. }) => {
+                            let (x, y) = (read_at(file, range(a))?, read_at(file, range(b))?);
+                            jaccard::exact(&x, &y)
+                        }
+                        (None, Store::Memory(_)) => 0.0,
+                    };
+                    slot.store(j.to_bits(), Ordering::Relaxed);
+                    Ok(())
+                })?;
         }
-        BUFFERS.with_borrow_mut(|(raw, x, y)| {
-            self.read_into(a, raw, x)?;
-            self.read_into(b, raw, y)?;
-            Ok(jaccard::exact(x, y))
-        })
+        let out = out
+            .into_iter()
+            .map(|j| f64::from_bits(j.into_inner()))
+            .collect();
+        Ok((out, by_pairs))
     }
+}
 
-    /// Reads the set of `doc` into `out`, through `raw`.
-    fn read_into(&self, doc: u32, raw: &mut Vec<u8>, out: &mut Vec<u64>) -> Result<(), Failure> {
-        let i = self
-            .docs
-            .binary_search(&doc)
-            .map_err(|_| Failure::io(anyhow!("--exact did not read document {doc} again")))?;
-        let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
-        let len = (self.ends[i] - start) as usize;
-        raw.resize(len * 8, 0);
-        self.file.read_exact_at(raw, start * 8).map_err(|e| {
-            Failure::io(anyhow!(
-                "cannot read the temporary file of --exact's shingle sets (TMPDIR): {e}"
-            ))
-        })?;
-        out.clear();
+/// The `hashes` hashes of a bucket's file, read in order.
+fn read_whole(file: &File, hashes: u64) -> Result<Vec<u64>, Failure> {
+    const CHUNK: usize = 1 << 20;
+    let mut out = Vec::with_capacity(hashes as usize);
+    let mut raw = vec![0u8; CHUNK * 8];
+    let mut at = 0u64;
+    while at < hashes {
+        let n = (hashes - at).min(CHUNK as u64) as usize;
+        file.read_exact_at(&mut raw[..n * 8], at * 8)
+            .map_err(|e| failed("read", e))?;
         out.extend(
-            raw.chunks_exact(8)
+            raw[..n * 8]
+                .chunks_exact(8)
                 .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
         );
-        Ok(())
+        at += n as u64;
     }
+    Ok(out)
+}
+
+/// Hashes `range` of a bucket's file.
+fn read_at(file: &File, range: std::ops::Range<usize>) -> Result<Vec<u64>, Failure> {
+    let mut raw = vec![0u8; range.len() * 8];
+    file.read_exact_at(&mut raw, range.start as u64 * 8)
+        .map_err(|e| failed("read", e))?;
+    Ok(raw
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        .collect())
 }

@@ -30,7 +30,7 @@ use super::{band_candidates, UnionFind, WideMatcher};
 use crate::decide::{Keep, Match, Rule};
 use crate::error::{Error, Result};
 use crate::fingerprint::Wide;
-use crate::jaccard::{BandKeys, Sketch, Threshold};
+use crate::jaccard::{BandKeys, Banding, Sketch, Threshold};
 
 /// Where [`candidates`] finds its pairs.
 #[derive(Clone, Copy, Debug)]
@@ -640,8 +640,7 @@ pub const EXACT_MARGIN: f64 = 0.1;
 
 impl Options {
     /// These options with a Jaccard threshold [`EXACT_MARGIN`] lower, for [`verify`] to
-    /// keep the pairs estimated just below the threshold for [`decide_exactly`]. (Not for
-    /// finding candidates: [`Rule::banding`] of the lower threshold is another.)
+    /// keep the pairs estimated just below the threshold for [`decide_exactly`].
     pub fn loosened(&self) -> Options {
         match self.rule {
             Rule::Jaccard(t) => {
@@ -652,6 +651,20 @@ impl Options {
                 }
             }
             Rule::Distance(_) => *self,
+        }
+    }
+
+    /// The banding whose band keys find the candidates, with the pairs near the threshold
+    /// decided on exact similarities (`exact`) or not: the loosened rule's under `exact`,
+    /// so that nearly every pair from [`EXACT_MARGIN`] below the threshold up is a
+    /// candidate (at 0.8, 3 bins a band instead of 5: a pair at 0.85 is missed with
+    /// probability 5 × 10⁻⁹ instead of 8 × 10⁻⁶, which at 100M documents was 3 planted
+    /// pairs); [`Rule::banding`] otherwise.
+    pub fn candidate_banding(&self, exact: bool) -> Banding {
+        if exact {
+            self.loosened().rule.banding()
+        } else {
+            self.rule.banding()
         }
     }
 }
@@ -675,39 +688,60 @@ pub fn near_nodes(edges: &[Edge], t: Threshold) -> Vec<u32> {
     nodes
 }
 
+/// The positions of the edges [`near_threshold`] of `t`, increasing: those
+/// [`settle_exactly`] decides again.
+pub fn near_edges(edges: &[Edge], t: Threshold) -> Vec<usize> {
+    (0..edges.len())
+        .filter(|&k| near_threshold(&edges[k], t))
+        .collect()
+}
+
+/// The edges verified with [`Options::loosened`] options, those at positions `near`
+/// ([`near_edges`]) decided again on `exact[i]`, the exact Jaccard similarity of edge
+/// `near[i]`'s nodes: kept, with it as their similarity, when it reaches `t`, let go
+/// otherwise; the others kept as they are, in their order. Returns how many of those
+/// decided again were kept. For a caller that computes the exact similarities in an order
+/// of its own (the CLI reads the sets a bucket at a time); [`decide_exactly`] otherwise.
+pub fn settle_exactly(edges: &mut Vec<Edge>, t: Threshold, near: &[usize], exact: &[f64]) -> u64 {
+    debug_assert_eq!(near.len(), exact.len());
+    let mut accepted = 0;
+    // Decided in place, a rejected edge's similarity set to NaN, then let go: no second
+    // list of edges (millions at 100M documents).
+    for (&k, &j) in near.iter().zip(exact) {
+        let e = &mut edges[k];
+        if t.accepts(j) {
+            e.similarity = j as f32;
+            accepted += 1;
+        } else {
+            e.similarity = f32::NAN;
+        }
+    }
+    edges.retain(|e| !e.similarity.is_nan());
+    accepted
+}
+
 /// The edges verified with [`Options::loosened`] options, those [`near_threshold`]
 /// decided again on `exact(a, b)`, the exact Jaccard similarity of nodes `a` and `b`
-/// (called from several threads): kept, with it as their similarity, when it reaches `t`,
-/// let go otherwise; the others kept as they are, in their order. Returns how many of
-/// those decided again were kept.
+/// (called from several threads), as [`settle_exactly`] does. Returns how many of those
+/// decided again were kept.
 pub fn decide_exactly<E: Send>(
     edges: &mut Vec<Edge>,
     t: Threshold,
     exact: impl Fn(u32, u32) -> std::result::Result<f64, E> + Sync + Send,
 ) -> std::result::Result<u64, E> {
-    // Decided in place, a rejected edge's similarity set to NaN, then let go: no second
-    // list of edges (millions at 100M documents).
-    let decide = |e: &mut Edge| -> std::result::Result<u64, E> {
-        if !near_threshold(e, t) {
-            return Ok(0);
-        }
-        let j = exact(e.a, e.b)?;
-        let accepted = t.accepts(j);
-        e.similarity = if accepted { j as f32 } else { f32::NAN };
-        Ok(u64::from(accepted))
-    };
+    let near = near_edges(edges, t);
+    let of = |&k: &usize| exact(edges[k].a, edges[k].b);
     #[cfg(feature = "rayon")]
-    let accepted = edges
-        .par_iter_mut()
-        .map(decide)
-        .try_reduce(|| 0, |x, y| Ok(x + y))?;
+    let similarities = near
+        .par_iter()
+        .map(of)
+        .collect::<std::result::Result<Vec<f64>, E>>()?;
     #[cfg(not(feature = "rayon"))]
-    let accepted = edges
-        .iter_mut()
-        .map(decide)
-        .sum::<std::result::Result<u64, E>>()?;
-    edges.retain(|e| !e.similarity.is_nan());
-    Ok(accepted)
+    let similarities = near
+        .iter()
+        .map(of)
+        .collect::<std::result::Result<Vec<f64>, E>>()?;
+    Ok(settle_exactly(edges, t, &near, &similarities))
 }
 
 /// How [`Keep`] ranks a node: by the length of its text (for [`Keep::Longest`] and
@@ -1107,7 +1141,38 @@ mod tests {
             .unwrap();
             prop_assert_eq!(&got, &want);
             prop_assert_eq!(accepted as usize, want.len() - (edges.len() - near));
+            // The same decisions from the similarities computed in another order.
+            let at = near_edges(&edges, t);
+            prop_assert_eq!(at.len(), near);
+            prop_assert!(at.iter().all(|&k| near_threshold(&edges[k], t)));
+            let mut order: Vec<usize> = (0..at.len()).collect();
+            order.reverse();
+            let (positions, exact): (Vec<usize>, Vec<f64>) = order
+                .iter()
+                .map(|&i| (at[i], exact_of[&(edges[at[i]].a, edges[at[i]].b)]))
+                .unzip();
+            let mut settled = edges.clone();
+            let kept = settle_exactly(&mut settled, t, &positions, &exact);
+            prop_assert_eq!(&settled, &want);
+            prop_assert_eq!(kept, accepted);
         }
+    }
+
+    #[test]
+    fn candidates_under_exact_come_from_the_loosened_threshold() {
+        let o = |t: f64| Options {
+            rule: Rule::Jaccard(Threshold::new(t).unwrap()),
+            ..Options::default()
+        };
+        for t in [0.6, 0.7, 0.8, 0.9] {
+            assert_eq!(o(t).candidate_banding(false), o(t).rule.banding());
+            let loose = o(t).candidate_banding(true);
+            assert_eq!(loose, o(t - EXACT_MARGIN).rule.banding());
+            // Every pair estimated from the margin below up is nearly always a candidate.
+            assert!(loose.probability(t - EXACT_MARGIN) >= 0.9995);
+            assert!(loose.rows() <= o(t).rule.banding().rows());
+        }
+        assert_eq!(o(0.8).candidate_banding(true).rows(), 3);
     }
 
     #[test]
