@@ -260,10 +260,10 @@ pub fn read_as<E: From<Error>>(
     read_with(args, progress, phase, batch, None)
 }
 
-/// Whole lines of a mapped input, still to be read: bytes `start..end` of `map`, the first
-/// of them line `first_line` (from 1) of input `name`.
+/// Whole lines of an input, still to be read: bytes `start..end` of `bytes`, the first of
+/// them line `first_line` (from 1) of input `name`.
 struct Lines {
-    map: Arc<memmap2::Mmap>,
+    bytes: Bytes,
     start: usize,
     end: usize,
     first_line: u64,
@@ -279,7 +279,7 @@ impl Lines {
     fn read(&self, args: &ReadOptions) -> Result<(Vec<Doc>, ReadStats), Error> {
         let mut stats = ReadStats::default();
         let mut docs = Vec::new();
-        for (line_no, line) in (self.first_line..).zip(lines(&self.map[self.start..self.end])) {
+        for (line_no, line) in (self.first_line..).zip(lines(&self.bytes.get()[self.start..self.end])) {
             docs.extend(line_doc(
                 line,
                 line_no,
@@ -289,8 +289,26 @@ impl Lines {
                 &mut stats,
             )?);
         }
-        crate::mapped::release(&self.map, self.start, self.end);
+        if let Bytes::Mapped(map) = &self.bytes {
+            crate::mapped::release(map, self.start, self.end);
+        }
         Ok((docs, stats))
+    }
+}
+
+/// Where the bytes of [`Lines`] are: a mapped file, or a block of a stream read (a
+/// compressed file, standard input).
+enum Bytes {
+    Mapped(Arc<memmap2::Mmap>),
+    Read(Vec<u8>),
+}
+
+impl Bytes {
+    fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map) => map,
+            Bytes::Read(block) => block,
+        }
     }
 }
 
@@ -444,7 +462,7 @@ fn read_with<E: From<Error>>(
             while at < map.len() {
                 let end = crate::mapped::block_end(&map, at, sizes.next());
                 let lines = Lines {
-                    map: map.clone(),
+                    bytes: Bytes::Mapped(map.clone()),
                     start: at,
                     end,
                     first_line,
@@ -524,6 +542,33 @@ fn read_with<E: From<Error>>(
                     record: None,
                 };
                 send(Some(doc), &mut stats)?;
+            }
+            Format::Lines | Format::Jsonl if hand_over.is_some() => {
+                // Blocks of whole lines go to the workers, which parse them: the reader
+                // only decompresses and cuts.
+                let shown: Arc<str> = name.as_str().into();
+                let mut sizes = Ramp::new();
+                let mut first_line = 1u64;
+                let mut carry = Vec::new();
+                while let Some(block) =
+                    line_block(&mut reader, &mut carry, sizes.next()).map_err(io_err)?
+                {
+                    let lines = Lines {
+                        start: 0,
+                        end: block.len(),
+                        bytes: Bytes::Read(block),
+                        first_line,
+                        name: shown.clone(),
+                        format,
+                    };
+                    first_line += memchr::memchr_iter(b'\n', lines.bytes.get()).count() as u64;
+                    // The documents before these lines go first.
+                    send(None, &mut stats)?;
+                    if let Some(hand) = hand_over.as_mut() {
+                        hand(lines)?;
+                    }
+                    progress.set(read_bytes.load(Ordering::Relaxed));
+                }
             }
             Format::Lines | Format::Jsonl => {
                 let mut line_no = 0u64;
@@ -881,6 +926,54 @@ fn parquet_docs<E: From<Error>>(
 enum LineFailure<E> {
     Io(io::Error),
     Line(E),
+}
+
+/// The next block of whole lines of `reader`: at least `size` bytes (or the rest), up to a
+/// newline, beginning with `carry` (what the block before read past its last newline),
+/// which takes what this one reads past its own; `None` at the end. A block cut so reads
+/// the same lines as [`for_each_line`].
+fn line_block(
+    reader: &mut impl BufRead,
+    carry: &mut Vec<u8>,
+    size: usize,
+) -> io::Result<Option<Vec<u8>>> {
+    let mut block = Vec::with_capacity(size.max(carry.len()) + (64 << 10));
+    block.append(carry);
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            // The end: the last line, with or without its newline.
+            return Ok((!block.is_empty()).then_some(block));
+        }
+        let want = size.saturating_sub(block.len());
+        let take = if want > 0 {
+            want.min(buf.len())
+        } else {
+            // Past the size: up to the next newline.
+            match memchr::memchr(b'\n', buf) {
+                Some(i) => {
+                    block.extend_from_slice(&buf[..=i]);
+                    reader.consume(i + 1);
+                    return Ok(Some(block));
+                }
+                None => buf.len(),
+            }
+        };
+        block.extend_from_slice(&buf[..take]);
+        reader.consume(take);
+        if block.len() >= size {
+            // Cut after the last newline; the rest begins the next block.
+            if let Some(i) = memchr::memrchr(b'\n', &block) {
+                carry.extend_from_slice(&block[i + 1..]);
+                block.truncate(i + 1);
+                return Ok(Some(block));
+            }
+        }
+    }
 }
 
 /// Calls `line` with every line of `reader` (without its `\n`; the last one too when it
