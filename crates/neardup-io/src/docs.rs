@@ -279,7 +279,9 @@ impl Lines {
     fn read(&self, args: &ReadOptions) -> Result<(Vec<Doc>, ReadStats), Error> {
         let mut stats = ReadStats::default();
         let mut docs = Vec::new();
-        for (line_no, line) in (self.first_line..).zip(lines(&self.bytes.get()[self.start..self.end])) {
+        for (line_no, line) in
+            (self.first_line..).zip(lines(&self.bytes.get()[self.start..self.end]))
+        {
             docs.extend(line_doc(
                 line,
                 line_no,
@@ -1510,6 +1512,10 @@ mod tests {
                 _ => b"   \n",
             });
         }
+        // A line longer than a batch, which a block of a stream runs past its size for.
+        bytes.extend_from_slice(b"{\"text\": \"");
+        bytes.extend(std::iter::repeat_n(b'w', 3 * BATCH_BYTES / 2));
+        bytes.extend_from_slice(b"\"}\n");
         bytes.extend_from_slice(b"{\"text\": \"last, no newline\"}");
         assert!(
             bytes.len() > 2 * BATCH_BYTES,
@@ -1519,13 +1525,53 @@ mod tests {
             let mapped = read_all(&bytes, lines, false);
             let streamed = read_all(&bytes, lines, true);
             assert_eq!(mapped, streamed);
-            assert_eq!(mapped.1.docs, if lines { 100_001 } else { 57_144 });
-            for in_workers in [false, true] {
-                let by_workers = read_all_by(&bytes, lines, false, Some(in_workers));
+            assert_eq!(mapped.1.docs, if lines { 100_002 } else { 57_145 });
+            for (in_workers, gz) in [(false, false), (true, false), (false, true), (true, true)] {
+                let by_workers = read_all_by(&bytes, lines, gz, Some(in_workers));
                 assert_eq!(
                     by_workers, mapped,
-                    "lines read in the workers: {in_workers}"
+                    "lines read in the workers: {in_workers}, compressed: {gz}"
                 );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A stream cut into blocks of whole lines reads the lines it reads line by line,
+        /// and each block but the last ends with a newline.
+        #[test]
+        fn line_blocks_hold_the_lines_of_the_stream(
+            parts in proptest::collection::vec((0usize..40, proptest::bool::ANY), 0..40),
+            size in 1usize..64,
+            buffer in 1usize..32,
+        ) {
+            let mut bytes = Vec::new();
+            for (len, newline) in &parts {
+                bytes.extend(std::iter::repeat_n(b'x', *len));
+                if *newline {
+                    bytes.push(b'\n');
+                }
+            }
+            let mut want: Vec<Vec<u8>> = Vec::new();
+            let read = for_each_line(&mut io::BufReader::with_capacity(buffer, &bytes[..]), |l| {
+                want.push(l.to_vec());
+                Ok::<(), ()>(())
+            });
+            proptest::prop_assert!(read.is_ok());
+            let mut reader = io::BufReader::with_capacity(buffer, &bytes[..]);
+            let (mut carry, mut got, mut joined) = (Vec::new(), Vec::new(), Vec::new());
+            let mut blocks = Vec::new();
+            while let Some(block) = line_block(&mut reader, &mut carry, size).unwrap() {
+                got.extend(lines(&block).map(<[u8]>::to_vec));
+                joined.extend_from_slice(&block);
+                blocks.push(block);
+            }
+            proptest::prop_assert_eq!(&joined, &bytes);
+            proptest::prop_assert_eq!(got, want);
+            if let Some((_, whole)) = blocks.split_last() {
+                for b in whole {
+                    proptest::prop_assert!(b.ends_with(b"\n"));
+                }
             }
         }
     }
