@@ -328,7 +328,14 @@ impl Sets {
                 let i = start.len();
                 let sink = &mut sinks[usize::from(bucket[i])];
                 start.push(sink.hashes());
-                len.push(u32::try_from(set.len()).unwrap_or(u32::MAX));
+                let n = u32::try_from(set.len()).map_err(|_| {
+                    Failure::input(anyhow!(
+                        "document {} has {} shingles, more than --exact counts",
+                        docs[i],
+                        set.len()
+                    ))
+                })?;
+                len.push(n);
                 sink.push(&set, room)?;
             }
             read += 1;
