@@ -13,8 +13,10 @@
 //! they lay, a pair at a time, the sets of 9.7 million documents at 100M took 896 s
 //! within `--memory 4G`, most of them not in the page cache.)
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -153,7 +155,7 @@ pub(crate) fn decide(
     } else {
         groups(&pairs, docs.len(), buckets)
     };
-    let sets = Sets::read(reading, &docs, &keys, &bucket, buckets, room)?;
+    let sets = Sets::read(reading, &docs, &keys, bucket, buckets, room)?;
     drop(keys);
     counts.set_bytes = sets.bytes();
     let (similarities, by_pairs) = sets.similarities(&pairs, room)?;
@@ -273,7 +275,7 @@ impl Sets {
         reading: &Reading<'_>,
         docs: &[u32],
         keys: &[TextKey],
-        bucket: &[u8],
+        bucket: Vec<u8>,
         buckets: usize,
         room: u64,
     ) -> Result<Sets, Failure> {
@@ -353,7 +355,7 @@ impl Sets {
             .map(Sink::finish)
             .collect::<Result<_, _>>()?;
         Ok(Sets {
-            bucket: bucket.to_vec(),
+            bucket,
             start,
             len,
             stores,
@@ -383,15 +385,15 @@ impl Sets {
         };
         for (b, store) in self.stores.iter().enumerate() {
             let read;
-            let sets: Option<&[u64]> = match store {
-                Store::Memory(v) => Some(v),
+            let sets = match store {
+                Store::Memory(v) => AtHand::Whole(v),
                 Store::File { file, hashes } if hashes * 8 <= room => {
                     read = read_whole(file, *hashes)?;
-                    Some(&read)
+                    AtHand::Whole(&read)
                 }
-                Store::File { .. } => {
+                Store::File { file, .. } => {
                     by_pairs += 1;
-                    None
+                    AtHand::ByPairs(file)
                 }
             };
             let in_bucket = |&(a, _): &(u32, u32)| usize::from(self.bucket[a as usize]) == b;
@@ -400,13 +402,9 @@ impl Sets {
                 .zip(&out)
                 .filter(|(p, _)| in_bucket(p))
                 .try_for_each(|(&(a, b), slot)| -> Result<(), Failure> {
-                    let j = match (sets, store) {
-                        (Some(sets), _) => jaccard::exact(&sets[range(a)], &sets[range(b)]),
-                        (None, Store::File { file, .. }) => {
-                            let (x, y) = (read_at(file, range(a))?, read_at(file, range(b))?);
-                            jaccard::exact(&x, &y)
-                        }
-                        (None, Store::Memory(_)) => 0.0,
+                    let j = match sets {
+                        AtHand::Whole(sets) => jaccard::exact(&sets[range(a)], &sets[range(b)]),
+                        AtHand::ByPairs(file) => similarity_at(file, range(a), range(b))?,
                     };
                     slot.store(j.to_bits(), Ordering::Relaxed);
                     Ok(())
@@ -420,33 +418,56 @@ impl Sets {
     }
 }
 
+/// How a bucket's sets are at hand while its pairs are decided.
+enum AtHand<'a> {
+    Whole(&'a [u64]),
+    /// Too large for the budget: each pair's two sets read where they lie.
+    ByPairs(&'a File),
+}
+
 /// The `hashes` hashes of a bucket's file, read in order.
 fn read_whole(file: &File, hashes: u64) -> Result<Vec<u64>, Failure> {
-    const CHUNK: usize = 1 << 20;
-    let mut out = Vec::with_capacity(hashes as usize);
-    let mut raw = vec![0u8; CHUNK * 8];
+    const CHUNK: u64 = 1 << 20;
+    let (mut out, mut raw) = (Vec::with_capacity(hashes as usize), Vec::new());
     let mut at = 0u64;
     while at < hashes {
-        let n = (hashes - at).min(CHUNK as u64) as usize;
-        file.read_exact_at(&mut raw[..n * 8], at * 8)
-            .map_err(|e| failed("read", e))?;
-        out.extend(
-            raw[..n * 8]
-                .chunks_exact(8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
-        );
-        at += n as u64;
+        let to = (at + CHUNK).min(hashes);
+        read_hashes(file, at..to, &mut raw, &mut out)?;
+        at = to;
     }
     Ok(out)
 }
 
-/// Hashes `range` of a bucket's file.
-fn read_at(file: &File, range: std::ops::Range<usize>) -> Result<Vec<u64>, Failure> {
-    let mut raw = vec![0u8; range.len() * 8];
-    file.read_exact_at(&mut raw, range.start as u64 * 8)
+/// The exact similarity of the sets at hashes `a` and `b` of a bucket's file, read into
+/// buffers each thread keeps: no allocation a pair.
+fn similarity_at(file: &File, a: Range<usize>, b: Range<usize>) -> Result<f64, Failure> {
+    thread_local! {
+        static BUFFERS: RefCell<(Vec<u8>, Vec<u64>, Vec<u64>)> = const {
+            RefCell::new((Vec::new(), Vec::new(), Vec::new()))
+        };
+    }
+    BUFFERS.with_borrow_mut(|(raw, x, y)| {
+        x.clear();
+        y.clear();
+        read_hashes(file, a.start as u64..a.end as u64, raw, x)?;
+        read_hashes(file, b.start as u64..b.end as u64, raw, y)?;
+        Ok(jaccard::exact(x, y))
+    })
+}
+
+/// Appends hashes `range` of a bucket's file to `out`, through `raw`.
+fn read_hashes(
+    file: &File,
+    range: Range<u64>,
+    raw: &mut Vec<u8>,
+    out: &mut Vec<u64>,
+) -> Result<(), Failure> {
+    raw.resize((range.end - range.start) as usize * 8, 0);
+    file.read_exact_at(raw, range.start * 8)
         .map_err(|e| failed("read", e))?;
-    Ok(raw
-        .chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        .collect())
+    out.extend(
+        raw.chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
+    );
+    Ok(())
 }
