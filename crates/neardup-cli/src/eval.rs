@@ -73,6 +73,11 @@ pub struct EvalCmd {
     /// With --truth: the thresholds to score at.
     #[arg(long, value_delimiter = ',', default_value = "0.6,0.7,0.8,0.9")]
     thresholds: Vec<f64>,
+    /// With --truth: score `neardup dedup --estimate` (every pair decided on its
+    /// sketches' estimate) instead of dedup's default, which decides the pairs near the
+    /// threshold on their texts.
+    #[arg(long, requires = "truth")]
+    estimate: bool,
     /// Where to write the results ('-' for standard output).
     #[arg(short, long, default_value = "-")]
     output: String,
@@ -293,7 +298,14 @@ pub fn run(cmd: &EvalCmd) -> Result<(), Failure> {
     let mut out = Output::create(&cmd.output)?;
     let report = cmd.report.as_deref().map(Output::create).transpose()?;
     if let Some(truth) = &cmd.truth {
-        let t = crate::truth::run(&cmd.docs, truth, &cmd.thresholds, cmd.markdown, &mut out)?;
+        let t = crate::truth::run(
+            &cmd.docs,
+            truth,
+            &cmd.thresholds,
+            cmd.estimate,
+            cmd.markdown,
+            &mut out,
+        )?;
         out.finish()?;
         if let Some(report) = report {
             let inputs: Vec<String> = cmd.docs.named().cloned().collect();

@@ -4,16 +4,18 @@
 //!
 //! The documents are read and sketched once, with the band keys of every threshold; each
 //! threshold then finds its candidates, verifies and assigns as `neardup dedup
-//! --threshold T` does.
+//! --threshold T` does (`--estimate` too, when asked): a second read takes the ids, and
+//! the shingle sets of the documents whose pairs are decided on their texts.
 
 use std::time::Instant;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Options, Rule};
+use neardup::batch::{self, Edge, Options, Rule};
 use neardup::fingerprint::Fingerprinter;
-use neardup::jaccard::{Banding, Sketch, Threshold};
+use neardup::jaccard::{self, Banding, Sketch, Threshold};
 use neardup_eval::truth::{read, score, table};
 use neardup_io::docs;
+use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::dedup;
@@ -29,11 +31,14 @@ pub struct Scores {
 }
 
 /// Scores dedup on `args`'s documents against `truth_path` at each of `thresholds`, one
-/// JSON line each (or a Markdown table).
+/// JSON line each (or a Markdown table): with the pairs near each threshold decided on
+/// their texts, as `neardup dedup` does by default, or on the sketches alone (`estimate`,
+/// as `neardup dedup --estimate`).
 pub fn run(
     args: &DocArgs,
     truth_path: &str,
     thresholds: &[f64],
+    estimate: bool,
     markdown: bool,
     out: &mut Output,
 ) -> Result<Scores, Failure> {
@@ -41,33 +46,23 @@ pub fn run(
         .iter()
         .map(|&t| Threshold::new(t).map_err(Failure::input))
         .collect::<Result<_, _>>()?;
+    let exact = !estimate;
+    let options: Vec<Options> = thresholds
+        .iter()
+        .map(|&t| Options {
+            rule: Rule::Jaccard(t),
+            pairs: true,
+            ..Options::default()
+        })
+        .collect();
     let start = Instant::now();
     let mut args = args.options();
     let _stdin_copy = dedup::spool_stdin(&mut args)?;
     let progress = Progress::for_stderr();
-    let bandings: Vec<Banding> = thresholds
-        .iter()
-        .map(|&t| Rule::Jaccard(t).banding())
-        .collect();
+    let bandings: Vec<Banding> = options.iter().map(|o| o.candidate_banding(exact)).collect();
     let (prints, _) =
         dedup::fingerprint_all(&args, &Fingerprinter::default(), &bandings, &progress)?;
     let n = prints.fps.len();
-    let mut ids: Vec<String> = Vec::with_capacity(n);
-    docs::read_as::<Failure>(&args, &progress, "reading ids", |batch| {
-        ids.extend(batch.into_iter().map(|d| match d.id {
-            Value::String(s) => s,
-            other => other.to_string(),
-        }));
-        Ok(())
-    })?;
-    progress.finish();
-    if ids.len() != n {
-        return Err(Failure::input(anyhow!(
-            "the input changed during the run: {n} documents on the first read, {} on the second",
-            ids.len()
-        )));
-    }
-    let truth = read(truth_path, &ids)?;
     let candidates: Vec<batch::Candidates> = (0..thresholds.len())
         .map(|i| {
             batch::candidates(
@@ -87,18 +82,79 @@ pub fn run(
             .binary_search(&doc)
             .map_or(Sketch::EMPTY, |i| sketches[i])
     };
+    let fp = |doc: u32| prints.fps[doc as usize];
+    // Verified as dedup verifies: under the exact rule, from the margin below the
+    // threshold up, the pairs near it decided below on their texts.
+    let mut edges: Vec<Vec<Edge>> = candidates
+        .iter()
+        .zip(&options)
+        .map(|(c, o)| {
+            let rule = if exact { o.loosened().rule } else { o.rule };
+            batch::verify(c.pairs(), |n| sketch(c.first(n)), |n| fp(c.first(n)), rule)
+        })
+        .collect();
+    // The documents whose shingle sets the exact rule needs, at any threshold.
+    let mut wanted: Vec<u32> = Vec::new();
+    if exact {
+        for ((c, e), t) in candidates.iter().zip(&edges).zip(&thresholds) {
+            wanted.extend(batch::near_nodes(e, *t).iter().map(|&n| c.first(n)));
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+    }
+    let mut ids: Vec<String> = Vec::with_capacity(n);
+    let mut sets: Vec<Vec<u64>> = Vec::with_capacity(wanted.len());
+    docs::read_as::<Failure>(&args, &progress, "reading ids", |batch| {
+        let first = ids.len() as u64;
+        let end = first + batch.len() as u64;
+        let from = wanted.partition_point(|&d| u64::from(d) < first);
+        let to = wanted.partition_point(|&d| u64::from(d) < end);
+        sets.par_extend(
+            wanted[from..to]
+                .par_iter()
+                .map(|&d| jaccard::shingle_set(&batch[(u64::from(d) - first) as usize].text)),
+        );
+        ids.extend(batch.into_iter().map(|d| match d.id {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }));
+        Ok(())
+    })?;
+    progress.finish();
+    if ids.len() != n || sets.len() != wanted.len() {
+        return Err(Failure::input(anyhow!(
+            "the input changed during the run: {n} documents on the first read, {} on the second",
+            ids.len()
+        )));
+    }
+    let truth = read(truth_path, &ids)?;
+    let set = |doc: u32| wanted.binary_search(&doc).ok().map(|i| &sets[i]);
     let prepared = start.elapsed().as_secs_f64();
     let mut rows = Vec::new();
-    for (&t, c) in thresholds.iter().zip(&candidates) {
+    for (((&t, c), o), edges) in thresholds
+        .iter()
+        .zip(&candidates)
+        .zip(&options)
+        .zip(&mut edges)
+    {
         let started = Instant::now();
-        let options = Options {
-            rule: Rule::Jaccard(t),
-            pairs: true,
-            ..Options::default()
-        };
-        let found = batch::resolve(c, &prints.fps, &prints.lens, sketch, &options);
+        let mut edges = std::mem::take(edges);
+        if exact {
+            // Every node of a near pair has its set read above.
+            let of = |a: u32, b: u32| -> Result<f64, std::convert::Infallible> {
+                Ok(match (set(c.first(a)), set(c.first(b))) {
+                    (Some(x), Some(y)) => jaccard::exact(x, y),
+                    _ => 0.0,
+                })
+            };
+            batch::decide_exactly(&mut edges, t, of).unwrap_or_else(|never| match never {});
+        }
+        let len = |doc: u32| prints.lens[doc as usize];
+        let found = batch::resolve_verified(c, edges, fp, len, sketch, o, |_| None)
+            .map_err(Failure::input)?;
         let mut row = score(&found, &truth, t.get());
-        row["rows"] = json!(Rule::Jaccard(t).banding().rows());
+        row["rows"] = json!(o.candidate_banding(exact).rows());
+        row["decided"] = json!(if exact { "exact" } else { "estimate" });
         let seconds = prepared + started.elapsed().as_secs_f64();
         row["seconds"] = json!((seconds * 1e3).round() / 1e3);
         rows.push(row);

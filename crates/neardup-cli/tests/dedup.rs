@@ -844,76 +844,90 @@ fn eval_with_a_truth_file_scores_what_dedup_outputs() {
             .copied()
             .unwrap_or(0.0)
     };
-    let rows = dir.path().join("eval.jsonl");
-    ok(&neardup(
-        &[
-            "eval",
-            &fixture("planted.jsonl"),
-            "--truth",
-            &fixture("planted_truth.jsonl"),
-            "--thresholds",
-            "0.65,0.8",
-            "-o",
-            rows.to_str().unwrap(),
-        ],
-        b"",
-    ));
-    let rows = json_lines(&rows);
-    assert_eq!(rows.len(), 2);
-    for row in rows {
-        let t = row["threshold"].as_f64().unwrap();
-        let (pairs, clusters) = (dir.path().join("p.jsonl"), dir.path().join("c.jsonl"));
+    // Dedup's default (the pairs near the threshold decided on their texts), then
+    // --estimate: each scored as dedup outputs it.
+    for mode in [&[][..], &["--estimate"][..]] {
+        let rows = dir.path().join("eval.jsonl");
         ok(&neardup(
             &[
-                "dedup",
+                "eval",
                 &fixture("planted.jsonl"),
-                "--threshold",
-                &t.to_string(),
-                "--pairs",
-                pairs.to_str().unwrap(),
-                "--clusters",
-                clusters.to_str().unwrap(),
-                "-q",
-            ],
+                "--truth",
+                &fixture("planted_truth.jsonl"),
+                "--thresholds",
+                "0.65,0.8",
+                "-o",
+                rows.to_str().unwrap(),
+            ]
+            .iter()
+            .chain(mode)
+            .copied()
+            .collect::<Vec<&str>>(),
             b"",
         ));
-        let found = pair_set(&pairs);
-        let precise = found
-            .iter()
-            .filter(|(a, b)| jaccard(a, b) >= t - 0.1)
-            .count();
-        let wanted: Vec<&(String, String)> = truth
-            .iter()
-            .filter(|(_, &j)| j >= t + 0.05)
-            .map(|(p, _)| p)
-            .collect();
-        let recalled = wanted.iter().filter(|p| found.contains(p)).count();
-        let mut removed = BTreeSet::new();
-        let mut wrong = 0;
-        for c in json_lines(&clusters) {
-            let rep = id(&c["representative"]);
-            for m in c["members"].as_array().unwrap() {
-                let m = id(&m["id"]);
-                if m != rep {
-                    wrong += usize::from(jaccard(&m, &rep) < t - 0.1);
-                    removed.insert(m);
+        let rows = json_lines(&rows);
+        assert_eq!(rows.len(), 2);
+        for row in rows {
+            let t = row["threshold"].as_f64().unwrap();
+            let (pairs, clusters) = (dir.path().join("p.jsonl"), dir.path().join("c.jsonl"));
+            ok(&neardup(
+                &[
+                    "dedup",
+                    &fixture("planted.jsonl"),
+                    "--threshold",
+                    &t.to_string(),
+                    "--pairs",
+                    pairs.to_str().unwrap(),
+                    "--clusters",
+                    clusters.to_str().unwrap(),
+                    "-q",
+                ]
+                .iter()
+                .chain(mode)
+                .copied()
+                .collect::<Vec<&str>>(),
+                b"",
+            ));
+            let decided = if mode.is_empty() { "exact" } else { "estimate" };
+            assert_eq!(row["decided"], decided, "{row}");
+            let found = pair_set(&pairs);
+            let precise = found
+                .iter()
+                .filter(|(a, b)| jaccard(a, b) >= t - 0.1)
+                .count();
+            let wanted: Vec<&(String, String)> = truth
+                .iter()
+                .filter(|(_, &j)| j >= t + 0.05)
+                .map(|(p, _)| p)
+                .collect();
+            let recalled = wanted.iter().filter(|p| found.contains(p)).count();
+            let mut removed = BTreeSet::new();
+            let mut wrong = 0;
+            for c in json_lines(&clusters) {
+                let rep = id(&c["representative"]);
+                for m in c["members"].as_array().unwrap() {
+                    let m = id(&m["id"]);
+                    if m != rep {
+                        wrong += usize::from(jaccard(&m, &rep) < t - 0.1);
+                        removed.insert(m);
+                    }
                 }
             }
+            let missed = wanted
+                .iter()
+                .filter(|(a, b)| !removed.contains(a) && !removed.contains(b))
+                .count();
+            let ratio = |x: usize, of: usize| ((x as f64 / of.max(1) as f64) * 1e4).round() / 1e4;
+            assert_eq!(row["pairs"], found.len(), "{row}");
+            assert_eq!(row["pair_precision"], ratio(precise, found.len()), "{row}");
+            assert_eq!(row["pair_recall"], ratio(recalled, wanted.len()), "{row}");
+            assert_eq!(row["truth_pairs"], wanted.len(), "{row}");
+            assert_eq!(row["removed"], removed.len(), "{row}");
+            assert_eq!(row["wrongly_removed"], wrong, "{row}");
+            assert_eq!(row["missed"], missed, "{row}");
+            // The planted set is clean: a real check, not a tautology, that something was found.
+            assert!(found.len() >= 100 && recalled == wanted.len(), "{row}");
         }
-        let missed = wanted
-            .iter()
-            .filter(|(a, b)| !removed.contains(a) && !removed.contains(b))
-            .count();
-        let ratio = |x: usize, of: usize| ((x as f64 / of.max(1) as f64) * 1e4).round() / 1e4;
-        assert_eq!(row["pairs"], found.len(), "{row}");
-        assert_eq!(row["pair_precision"], ratio(precise, found.len()), "{row}");
-        assert_eq!(row["pair_recall"], ratio(recalled, wanted.len()), "{row}");
-        assert_eq!(row["truth_pairs"], wanted.len(), "{row}");
-        assert_eq!(row["removed"], removed.len(), "{row}");
-        assert_eq!(row["wrongly_removed"], wrong, "{row}");
-        assert_eq!(row["missed"], missed, "{row}");
-        // The planted set is clean: a real check, not a tautology, that something was found.
-        assert!(found.len() >= 100 && recalled == wanted.len(), "{row}");
     }
 }
 
@@ -1029,7 +1043,7 @@ fn exact_reports_the_pairs_at_the_threshold_by_their_texts() {
     };
 
     // The estimates alone get some pairs near 0.8 wrong on this corpus: the test can fail.
-    let (estimated, ..) = run("estimated", &[]);
+    let (estimated, ..) = run("estimated", &["--estimate"]);
     assert_ne!(
         pair_set(&estimated),
         want,
@@ -1038,6 +1052,12 @@ fn exact_reports_the_pairs_at_the_threshold_by_their_texts() {
 
     let (pairs, clusters, kept, stats) = run("exact", &["--exact"]);
     assert_eq!(pair_set(&pairs), want);
+    // Exact is the default.
+    let (default, ..) = run("default", &[]);
+    assert_eq!(
+        std::fs::read(&default).unwrap(),
+        std::fs::read(&pairs).unwrap()
+    );
     for p in json_lines(&pairs) {
         let (a, b) = (id(&p["a"]), id(&p["b"]));
         let key = if a < b { (a, b) } else { (b, a) };
@@ -1104,6 +1124,79 @@ fn exact_reports_the_pairs_at_the_threshold_by_their_texts() {
         BTreeSet::from(["buckets", "by pairs", "memory"]),
         "the budgets did not try every way of keeping the sets"
     );
+}
+
+/// Without --deduplicated the exact pass also reads the ids and fingerprints the lists
+/// name, and the input is not read a third time: the lists are those of a run that reads
+/// it again to write the kept documents, copies (a node of several documents) included,
+/// whether the sets are kept in memory, in buckets, or read a pair at a time.
+#[test]
+fn exact_lists_alone_are_those_written_beside_the_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut docs = near_threshold_corpus();
+    let copies: Vec<(String, String)> = docs
+        .iter()
+        .step_by(7)
+        .map(|(i, t)| (format!("{i}-copy"), t.clone()))
+        .collect();
+    docs.extend(copies);
+    let input = dir.path().join("near.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    let run = |name: &str, extra: &[&str], kept: bool| {
+        let (pairs, clusters, stats) = (
+            dir.path().join(format!("{name}.pairs")),
+            dir.path().join(format!("{name}.clusters")),
+            dir.path().join(format!("{name}.stats")),
+        );
+        let kept_path = dir.path().join(format!("{name}.kept"));
+        let mut args = vec![
+            "dedup",
+            input.to_str().unwrap(),
+            "--pairs",
+            pairs.to_str().unwrap(),
+            "--clusters",
+            clusters.to_str().unwrap(),
+            "--stats-json",
+            stats.to_str().unwrap(),
+            "-q",
+            "--exact",
+        ];
+        if kept {
+            args.extend_from_slice(&["--deduplicated", kept_path.to_str().unwrap()]);
+        }
+        args.extend_from_slice(extra);
+        ok(&neardup(&args, b""));
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        (
+            std::fs::read(pairs).unwrap(),
+            std::fs::read(clusters).unwrap(),
+            s,
+        )
+    };
+    for budget in [None, Some("1"), Some("52M")] {
+        let extra: Vec<&str> = budget.iter().flat_map(|b| ["--memory", b]).collect();
+        let name = budget.unwrap_or("default");
+        let (pairs, clusters, _) = run(&format!("{name}-kept"), &extra, true);
+        let (alone_pairs, alone_clusters, stats) = run(&format!("{name}-alone"), &extra, false);
+        let lines = String::from_utf8(clusters.clone()).unwrap();
+        let copy_in_cluster = lines.lines().any(|l| {
+            let c: Value = serde_json::from_str(l).unwrap();
+            let members = c["members"].as_array().unwrap().clone();
+            members
+                .iter()
+                .any(|m| m["id"].as_str().unwrap().ends_with("-copy"))
+        });
+        assert!(
+            copy_in_cluster,
+            "no copy is in a cluster: the test tests no copies"
+        );
+        assert_eq!(pairs, alone_pairs, "{name}");
+        assert_eq!(clusters, alone_clusters, "{name}");
+        assert!(
+            stats["settings"]["exact"]["named"].as_u64().unwrap() > 0,
+            "{stats}"
+        );
+    }
 }
 
 #[test]

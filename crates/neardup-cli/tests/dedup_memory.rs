@@ -65,7 +65,8 @@ fn spilled_in_memory_and_all_in_memory_runs_write_the_same_bytes() {
         let lines: String = docs.iter().map(|d| format!("{d}\n")).collect();
         std::fs::write(&input, lines).unwrap();
         let report = dir.path().join("report.html");
-        let mut flags = vec!["--threshold", threshold, "--keep", keep];
+        // On the estimates: the path of --report decides on them alone.
+        let mut flags = vec!["--threshold", threshold, "--keep", keep, "--estimate"];
         if closure {
             flags.push("--closure");
         }

@@ -199,16 +199,18 @@ fn record(item: &Bound<'_, PyAny>, i: usize) -> PyResult<(Py<PyAny>, Text)> {
 /// before any write a kept record whose id is stored or is another kept record's (ids
 /// must then be str).
 ///
-/// `exact=True` decides the pairs whose estimated similarity is within 0.1 of the
-/// threshold on the exact Jaccard similarity of their shingle sets, as `neardup dedup
-/// --exact` does (not with `distance` or `against`).
+/// The pairs whose estimated similarity is within 0.1 of the threshold are decided on
+/// the exact Jaccard similarity of their shingle sets, as `neardup dedup` does, unless
+/// `exact=False` (every pair on the sketches' estimate, as `neardup dedup --estimate`),
+/// or with `distance` or `against` (bits decide; a store keeps no texts), which decide on
+/// the estimates; `exact=True` with them is an error.
 ///
 /// >>> import neardup
 /// >>> text = "the quick brown fox jumps over the lazy dog " * 5
 /// >>> neardup.dedup([("a", text), ("b", "something else entirely"), ("c", text + "again")])
 /// [['a', 'c']]
 #[pyfunction]
-#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None, against = None, save = false, exact = false))]
+#[pyo3(signature = (records, *, threshold = None, distance = None, keep = "first", closure = false, lane_distance = None, blocks = None, fingerprinter = None, against = None, save = false, exact = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn dedup(
     py: Python<'_>,
@@ -222,13 +224,15 @@ pub fn dedup(
     fingerprinter: Option<&Bound<'_, Fingerprinter>>,
     against: Option<&Bound<'_, DocumentStore>>,
     save: bool,
-    exact: bool,
+    exact: Option<bool>,
 ) -> PyResult<Vec<Vec<Py<PyAny>>>> {
-    if exact && (distance.is_some() || against.is_some()) {
+    let texts_decide = distance.is_none() && against.is_none();
+    if exact == Some(true) && !texts_decide {
         return Err(PyValueError::new_err(
             "exact=True decides the pairs near a threshold on their texts: not with distance= (bits decide) or against= (a store keeps no texts)",
         ));
     }
+    let exact = exact.unwrap_or(true) && texts_decide;
     let against = against.map(Bound::get);
     let threshold = match against {
         Some(store) => Some(against_threshold(store, threshold, distance, closure)?),

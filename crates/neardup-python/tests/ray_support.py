@@ -36,11 +36,12 @@ def cli_binary() -> Path:
 
 
 def cli_dedup(inputs, tmp: Path, *args) -> tuple:
-    """`neardup dedup` on one machine: the bytes of its --clusters and --deduplicated."""
+    """`neardup dedup --estimate` on one machine (Ray decides every pair on the sketches'
+    estimate, as --estimate does): the bytes of its --clusters and --deduplicated."""
     clusters, kept = tmp / "cli-clusters.jsonl", tmp / "cli-deduplicated.jsonl"
     inputs = [str(i) for i in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
     subprocess.run(
-        [str(cli_binary()), "dedup", *inputs, "--clusters", str(clusters), "--deduplicated", str(kept), "-q", *args],
+        [str(cli_binary()), "dedup", *inputs, "--clusters", str(clusters), "--deduplicated", str(kept), "-q", "--estimate", *args],
         check=True,
     )
     return clusters.read_bytes(), kept.read_bytes()

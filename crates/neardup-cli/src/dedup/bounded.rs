@@ -538,6 +538,16 @@ pub(crate) struct Resolved {
     pub(crate) reads: SketchReads,
     /// Under --exact, what was decided on the texts.
     pub(crate) exact: Option<exact::Counts>,
+    /// What the exact pass read of the documents the lists may name, when it was asked to
+    /// ([`exact::Reading::naming`]).
+    pub(crate) named: Option<Named>,
+}
+
+/// The ids and texts' fingerprints of some documents, read together.
+pub(crate) struct Named {
+    /// The documents, increasing; `read.ids` in their order.
+    pub(crate) docs: Vec<u32>,
+    pub(crate) read: Read,
 }
 
 /// Step 4: the nodes in a pair, holding copies or matching a stored document, verified
@@ -669,13 +679,13 @@ pub(crate) fn resolve(
         // go back to the disk before --exact writes its shingle sets.
         signed.sketches.discard()?;
     }
-    let (edges, counts) = match (exact, options.rule) {
+    let (edges, counts, named) = match (exact, options.rule) {
         (Some(reading), Rule::Jaccard(t)) => {
             // The blocks of sketches go back before the sets come; the candidates stay, and
             // a 32nd of the budget is left for what no list counts, as for the blocks.
             crate::memory::give_back_freed();
             let room = left.saturating_sub(c.bytes() + budget / 32);
-            let (edges, counts) = exact::decide(
+            let (edges, counts, named) = exact::decide(
                 &c,
                 edges,
                 t,
@@ -683,9 +693,9 @@ pub(crate) fn resolve(
                 |docs| signed.texts.gather(docs),
                 room,
             )?;
-            (edges, Some(counts))
+            (edges, Some(counts), named)
         }
-        _ => (edges, None),
+        _ => (edges, None, None),
     };
     // The nodes matching a stored document stay, edge or not.
     let stored: Vec<u32> = if signed.stored.matched.is_empty() {
@@ -717,6 +727,7 @@ pub(crate) fn resolve(
         keys,
         reads: read,
         exact: counts,
+        named,
     })
 }
 
@@ -848,15 +859,6 @@ fn verify_in_blocks(
         .collect())
 }
 
-/// Step 5's needs: the documents whose ids the clusters and pairs name, in input order,
-/// and the documents --deduplicated leaves out.
-pub(crate) struct Wanted {
-    /// Documents of clusters (with --clusters) and pairs (with --pairs), increasing.
-    pub(crate) involved: Vec<u32>,
-    /// Documents removed, increasing (empty without --deduplicated).
-    pub(crate) dropped: Vec<u32>,
-}
-
 /// The texts pass 2 fingerprints: the distinct text keys of the involved documents,
 /// sorted, each with whether its text was fingerprinted yet (a text is fingerprinted
 /// once, however many copies it has). Flat arrays rather than maps: at 100M documents
@@ -907,9 +909,105 @@ impl Ids {
     }
 }
 
+/// The documents whose ids (and their texts' fingerprints) a read of the input gathers,
+/// for the clusters and pairs to name them.
+pub(crate) struct Naming<'a> {
+    /// The documents, increasing.
+    pub(crate) docs: &'a [u32],
+    /// Their texts' keys, `key_of(doc)`, distinct.
+    pub(crate) texts: Texts,
+    pub(crate) key_of: &'a (dyn Fn(u32) -> Option<TextKey> + Sync),
+    pub(crate) fingerprinter: &'a Fingerprinter,
+}
+
+impl Naming<'_> {
+    /// The named documents of `batch`, which holds documents `range` (a text
+    /// fingerprinted the first time it is met); or why a document is not what pass 1 read.
+    pub(super) fn hits(
+        &self,
+        batch: &[Doc],
+        range: std::ops::Range<u64>,
+        whole: &ReadOptions,
+    ) -> Result<Vec<Hit>, String> {
+        let first = range.start;
+        let from = self.docs.partition_point(|&d| u64::from(d) < first);
+        let to = self.docs.partition_point(|&d| u64::from(d) < range.end);
+        self.docs[from..to]
+            .par_iter()
+            .map(|&doc| {
+                let i = (u64::from(doc) - first) as usize;
+                let d = &batch[i];
+                let id = d.id.to_string();
+                let Some(key) = (self.key_of)(doc) else {
+                    return Ok((i as u32, id, None));
+                };
+                let Some(t) = self.texts.find(key) else {
+                    return Ok((i as u32, id, None));
+                };
+                if self.texts.seen[t].swap(true, Ordering::Relaxed) {
+                    return Ok((i as u32, id, None));
+                }
+                let text = text_of(d, whole);
+                if TextKey::of(&text) != key {
+                    return Err(format!("document {doc} is not the text it was"));
+                }
+                Ok((
+                    i as u32,
+                    id,
+                    Some((t, self.fingerprinter.fingerprint_wide(&text))),
+                ))
+            })
+            .collect()
+    }
+}
+
+/// What a read has gathered of the named documents so far.
+pub(super) struct Names {
+    ids: Ids,
+    fps: Vec<Wide>,
+    printed: usize,
+}
+
+impl Names {
+    pub(super) fn new(naming: &Naming<'_>) -> Names {
+        let mut ids = Ids::default();
+        ids.ends.reserve_exact(naming.docs.len());
+        Names {
+            ids,
+            fps: vec![[0; LANES]; naming.texts.keys.len()],
+            printed: 0,
+        }
+    }
+
+    /// A batch's hits, batches in order.
+    pub(super) fn add(&mut self, hits: Vec<Hit>) {
+        for (_, id, fp) in hits {
+            self.ids.push(&id);
+            if let Some((t, fp)) = fp {
+                self.fps[t] = fp;
+                self.printed += 1;
+            }
+        }
+    }
+
+    /// What was read of the documents of `naming` (`docs` read in all); `None` unless
+    /// every one of them and every text was.
+    pub(super) fn finish(self, naming: Naming<'_>, docs: u64) -> Option<Read> {
+        if self.ids.len() != naming.docs.len() || self.printed != naming.texts.keys.len() {
+            return None;
+        }
+        Some(Read {
+            ids: self.ids,
+            texts: naming.texts,
+            fps: self.fps,
+            docs,
+        })
+    }
+}
+
 /// What pass 2 gives back.
 pub(crate) struct Read {
-    /// The ids of [`Wanted::involved`], in its order.
+    /// The ids of [`Naming::docs`], in its order.
     pub(crate) ids: Ids,
     /// The texts read, and the fingerprint of each (`fps[i]` of `texts.keys[i]`).
     texts: Texts,
@@ -925,9 +1023,9 @@ impl Read {
     }
 }
 
-/// An involved document of a batch: its place in the batch, its id, and the first time
-/// its text is met, its text's place in [`Texts`] and its fingerprint.
-type Hit = (u32, String, Option<(usize, Wide)>);
+/// A named document of a batch: its place in the batch, its id, and the first time its
+/// text is met, its text's place in [`Texts`] and its fingerprint.
+pub(super) type Hit = (u32, String, Option<(usize, Wide)>);
 
 /// What one batch of pass 2 gives: its involved documents, the records to write, and a
 /// note when the batch is not the one pass 1 read.
@@ -996,18 +1094,14 @@ pub(super) fn text_of<'a>(d: &'a Doc, whole: &ReadOptions) -> std::borrow::Cow<'
 }
 
 /// Step 5: reads the input again, cut into the batches of pass 1 (`batches`: their
-/// sizes), so that each batch knows where its documents stand and only the involved ones
-/// are parsed whole and fingerprinted. `texts` are the involved documents' text keys
-/// (`key_of(doc)`); `write(record)` is called for each document not dropped, in input
-/// order, when `args.keep_records`.
-#[allow(clippy::too_many_arguments)]
+/// sizes), so that each batch knows where its documents stand and only the documents of
+/// `naming` are parsed whole and fingerprinted; `write(record)` is called for each
+/// document not in `dropped` (increasing), in input order, when `args.keep_records`.
 pub(crate) fn reread(
     args: &ReadOptions,
     batches: &[u32],
-    wanted: &Wanted,
-    texts: Texts,
-    key_of: &(dyn Fn(u32) -> Option<TextKey> + Sync),
-    fingerprinter: &Fingerprinter,
+    naming: Naming<'_>,
+    dropped: &[u32],
     progress: &Progress,
     mut write: impl FnMut(&str) -> Result<(), Failure>,
 ) -> Result<Read, Failure> {
@@ -1026,47 +1120,14 @@ pub(crate) fn reread(
             records: Vec::new(),
             changed: None,
         };
-        let (first, end) = match cuts.range(k, batch.len()) {
-            Ok(r) => (r.start, r.end),
+        match cuts.range(k, batch.len()) {
+            Ok(r) => match naming.hits(batch, r, &whole) {
+                Ok(hits) => out.hits = hits,
+                Err(why) => out.changed = Some(why),
+            },
             Err(why) => {
                 out.changed = Some(why);
                 return out;
-            }
-        };
-        let from = wanted.involved.partition_point(|&d| u64::from(d) < first);
-        let to = wanted.involved.partition_point(|&d| u64::from(d) < end);
-        let found: Vec<Result<Hit, String>> = wanted.involved[from..to]
-            .par_iter()
-            .map(|&doc| {
-                let i = (u64::from(doc) - first) as usize;
-                let d = &batch[i];
-                let id = d.id.to_string();
-                let Some(key) = key_of(doc) else {
-                    return Ok((i as u32, id, None));
-                };
-                let Some(t) = texts.find(key) else {
-                    return Ok((i as u32, id, None));
-                };
-                if texts.seen[t].swap(true, Ordering::Relaxed) {
-                    return Ok((i as u32, id, None));
-                }
-                let text = text_of(d, &whole);
-                if TextKey::of(&text) != key {
-                    return Err(format!("document {doc} is not the text it was"));
-                }
-                Ok((
-                    i as u32,
-                    id,
-                    Some((t, fingerprinter.fingerprint_wide(&text))),
-                ))
-            })
-            .collect();
-        for f in found {
-            match f {
-                Ok(hit) => out.hits.push(hit),
-                Err(why) => {
-                    out.changed.get_or_insert(why);
-                }
             }
         }
         if records {
@@ -1080,24 +1141,16 @@ pub(crate) fn reread(
         }
         out
     };
-    let mut ids = Ids::default();
-    ids.ends.reserve_exact(wanted.involved.len());
-    let mut fps = vec![[0; LANES]; texts.keys.len()];
-    let (mut printed, mut docs) = (0, 0u64);
-    let mut dropped = wanted.dropped.iter().peekable();
+    let mut names = Names::new(&naming);
+    let mut docs = 0u64;
+    let mut dropped = dropped.iter().peekable();
     let changed = |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
     let stats = docs::read_mapped_mut::<_, Failure>(args, progress, "writing", work, |b| {
         if let Some(why) = b.changed {
             return Err(changed(why));
         }
         let first = docs;
-        for (_, id, fp) in b.hits {
-            ids.push(&id);
-            if let Some((t, fp)) = fp {
-                fps[t] = fp;
-                printed += 1;
-            }
-        }
+        names.add(b.hits);
         if records {
             for (i, record) in b.records.iter().enumerate() {
                 let doc = first + i as u64;
@@ -1112,15 +1165,12 @@ pub(crate) fn reread(
         docs += b.docs as u64;
         Ok(())
     })?;
-    if docs != at || ids.len() != wanted.involved.len() || printed != texts.keys.len() {
+    if docs != at {
         return Err(changed(format!(
             "{at} documents on the first read, {docs} on the second"
         )));
     }
-    Ok(Read {
-        ids,
-        texts,
-        fps,
-        docs: stats.docs,
-    })
+    names
+        .finish(naming, stats.docs)
+        .ok_or_else(|| changed(format!("{at} documents on the first read, fewer named")))
 }

@@ -22,12 +22,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::anyhow;
 use neardup::batch::{self, Candidates, Edge, UnionFind, EXACT_MARGIN};
+use neardup::fingerprint::Fingerprinter;
 use neardup::jaccard::{self, Threshold};
 use neardup_io::docs::{self, Doc, ReadOptions};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::bounded::{text_of, Cuts};
+use super::bounded::{text_of, Cuts, Hit, Named, Names, Naming, Texts};
 use super::columns::TextKey;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -38,6 +39,9 @@ pub(crate) struct Reading<'a> {
     /// Documents in each batch of the first read.
     pub(crate) batches: &'a [u32],
     pub(crate) progress: &'a Progress,
+    /// When the write needs no read of its own (no --deduplicated), the pass also
+    /// gathers the ids and fingerprints of every document the lists may name, with this.
+    pub(crate) naming: Option<&'a Fingerprinter>,
 }
 
 /// What the exact pass did, for the summary.
@@ -51,6 +55,9 @@ pub(crate) struct Counts {
     pub(crate) accepted: u64,
     /// Bytes of the documents' shingle sets.
     pub(crate) set_bytes: u64,
+    /// Documents whose ids and fingerprints the pass read for the lists (0 when the
+    /// write reads the input again, for --deduplicated).
+    pub(crate) named: u64,
     /// How the sets were kept.
     pub(crate) kept: Kept,
     /// The process's peak resident memory when the pass began (to tell its peak from the
@@ -79,6 +86,7 @@ impl Counts {
             "documents": self.documents,
             "accepted": self.accepted,
             "set_bytes": self.set_bytes,
+            "named": self.named,
             "sets": match self.kept {
                 Kept::Memory => "memory".to_string(),
                 Kept::Buckets { buckets, by_pairs: 0 } => format!("{buckets} buckets"),
@@ -108,7 +116,7 @@ pub(crate) fn decide(
     reading: &Reading<'_>,
     key_of: impl Fn(&[u32]) -> Result<Vec<TextKey>, Failure>,
     room: u64,
-) -> Result<(Vec<Edge>, Counts), Failure> {
+) -> Result<(Vec<Edge>, Counts, Option<Named>), Failure> {
     let start = std::time::Instant::now();
     let near = batch::near_edges(&edges, t);
     // Nodes are in the order of their first documents, so these are increasing.
@@ -120,9 +128,15 @@ pub(crate) fn decide(
         peak_before: crate::memory::peak_resident(),
         ..Counts::default()
     };
-    if docs.is_empty() {
-        // Every edge is estimated above the margin.
-        return Ok((edges, counts));
+    // The documents the lists may name: those of every node left with these edges, of
+    // which the exact decisions may only drop some.
+    let named: Vec<u32> = match reading.naming {
+        Some(_) => c.documents_with(&edges),
+        None => Vec::new(),
+    };
+    if docs.is_empty() && named.is_empty() {
+        // Every edge is estimated above the margin, and none names a document.
+        return Ok((edges, counts, None));
     }
     if !docs.is_sorted() {
         return Err(Failure::io(anyhow!(
@@ -137,12 +151,23 @@ pub(crate) fn decide(
         .collect();
     drop(nodes);
     let keys = key_of(&docs)?;
+    let named_keys = key_of(&named)?;
+    let key_at = |d: u32| named.binary_search(&d).ok().map(|i| named_keys[i]);
+    let naming = reading.naming.map(|fingerprinter| Naming {
+        docs: &named,
+        texts: Texts::new(named_keys.clone()),
+        key_of: &key_at,
+        fingerprinter,
+    });
     // What this pass holds besides the sets: the edges, the near pairs (their positions,
-    // the pairs, a similarity each), and a document's number, text key, group, bucket
-    // and place in it (the groups' union-find, 8 bytes, goes before the sets come).
+    // the pairs, a similarity each), a document's number, text key, group, bucket and
+    // place in it (the groups' union-find, 8 bytes, goes before the sets come); and of a
+    // named document its number, text key, the end of its id and the id (taken as 16
+    // bytes), and of its text the key, a flag and the fingerprint.
     let held = edges.capacity() as u64 * std::mem::size_of::<Edge>() as u64
         + near.len() as u64 * (8 + 8 + 8)
-        + docs.len() as u64 * (4 + 12 + 1 + 8 + 4);
+        + docs.len() as u64 * (4 + 12 + 1 + 8 + 4)
+        + named.len() as u64 * (4 + 12 + 8 + 16 + 12 + 1 + 32);
     let room = room.saturating_sub(held);
     // A bound on a set's bytes from its text's: a word takes at least two bytes with what
     // ends it (a Han character three), and a set holds at most a shingle a word.
@@ -155,8 +180,28 @@ pub(crate) fn decide(
     } else {
         groups(&pairs, docs.len(), buckets)
     };
-    let sets = Sets::read(reading, &docs, &keys, bucket, buckets, room)?;
+    let (sets, names) = Sets::read(
+        reading,
+        &docs,
+        &keys,
+        bucket,
+        buckets,
+        room,
+        naming.as_ref(),
+    )?;
     drop(keys);
+    let named = match (naming, names) {
+        (Some(naming), Some(names)) => {
+            let read = names.finish(naming, 0).ok_or_else(|| {
+                Failure::input(anyhow!(
+                    "the input changed during the run: fewer documents named on the second read"
+                ))
+            })?;
+            counts.named = named.len() as u64;
+            Some(Named { docs: named, read })
+        }
+        _ => None,
+    };
     counts.set_bytes = sets.bytes();
     let (similarities, by_pairs) = sets.similarities(&pairs, room)?;
     if buckets > 1 || by_pairs > 0 {
@@ -164,7 +209,7 @@ pub(crate) fn decide(
     }
     counts.accepted = batch::settle_exactly(&mut edges, t, &near, &similarities);
     counts.seconds = start.elapsed().as_secs_f64();
-    Ok((edges, counts))
+    Ok((edges, counts, named))
 }
 
 /// The bucket of each of `n` documents, for `buckets` buckets: the documents joined by
@@ -278,7 +323,8 @@ impl Sets {
         bucket: Vec<u8>,
         buckets: usize,
         room: u64,
-    ) -> Result<Sets, Failure> {
+        naming: Option<&Naming<'_>>,
+    ) -> Result<(Sets, Option<Names>), Failure> {
         let mut sinks = Vec::with_capacity(buckets);
         for _ in 0..buckets {
             sinks.push(if buckets == 1 {
@@ -304,11 +350,17 @@ impl Sets {
         };
         let changed =
             |why: String| Failure::input(anyhow!("the input changed during the run: {why}"));
-        let work = |k: u64, batch: &mut [Doc]| -> Result<Vec<Vec<u64>>, String> {
-            let (first, end) = cuts.range(k, batch.len()).map(|r| (r.start, r.end))?;
+        type Work = (Vec<Vec<u64>>, Vec<Hit>);
+        let work = |k: u64, batch: &mut [Doc]| -> Result<Work, String> {
+            let range = cuts.range(k, batch.len())?;
+            let hits = match naming {
+                Some(n) => n.hits(batch, range.clone(), &whole)?,
+                None => Vec::new(),
+            };
+            let (first, end) = (range.start, range.end);
             let from = docs.partition_point(|&d| u64::from(d) < first);
             let to = docs.partition_point(|&d| u64::from(d) < end);
-            (from..to)
+            let sets = (from..to)
                 .into_par_iter()
                 .map(|i| {
                     let doc = docs[i];
@@ -318,15 +370,21 @@ impl Sets {
                     }
                     Ok(jaccard::shingle_set(&text))
                 })
-                .collect()
+                .collect::<Result<_, String>>()?;
+            Ok((sets, hits))
         };
+        let mut names = naming.map(Names::new);
         let (mut start, mut len) = (
             Vec::with_capacity(docs.len()),
             Vec::with_capacity(docs.len()),
         );
         let mut read = 0u64;
-        docs::read_mapped_mut::<_, Failure>(&args, reading.progress, "exact", work, |sets| {
-            for set in sets.map_err(changed)? {
+        docs::read_mapped_mut::<_, Failure>(&args, reading.progress, "exact", work, |batch| {
+            let (sets, hits) = batch.map_err(changed)?;
+            if let Some(names) = names.as_mut() {
+                names.add(hits);
+            }
+            for set in sets {
                 let i = start.len();
                 let sink = &mut sinks[usize::from(bucket[i])];
                 start.push(sink.hashes());
@@ -354,12 +412,13 @@ impl Sets {
             .into_iter()
             .map(Sink::finish)
             .collect::<Result<_, _>>()?;
-        Ok(Sets {
+        let sets = Sets {
             bucket,
             start,
             len,
             stores,
-        })
+        };
+        Ok((sets, names))
     }
 
     /// Bytes of all the sets.

@@ -117,7 +117,7 @@ def dedup(
     fingerprinter: Optional[Fingerprinter] = None,
     against: Optional["DocumentStore"] = None,
     save: bool = False,
-    exact: bool = False,
+    exact: Optional[bool] = None,
 ) -> List[List[Id]]: ...
 
 class Corpus:

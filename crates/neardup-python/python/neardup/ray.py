@@ -1,8 +1,11 @@
-"""Batch dedup as a Ray job: ``neardup dedup``'s answer, on as many machines as Ray has.
+"""Batch dedup as a Ray job: ``neardup dedup --estimate``'s answer, on as many machines as
+Ray has.
 
 ``dedup(source, ...)`` reads JSON Lines or Parquet files (local, ``s3://``, ``gs://``, any
 filesystem pyarrow reaches) or a Ray Dataset, and finds the same clusters as ``neardup
-dedup`` on one machine with the same settings: the same documents kept, the same
+dedup --estimate`` on one machine with the same settings (every pair decided on the
+sketches' estimate; the CLI's default decides the pairs near the threshold on their
+texts): the same documents kept, the same
 documents removed for each, the same similarities and distances, written as the same
 JSON lines. It needs Ray: ``pip install 'neardup[ray]'``.
 
@@ -864,8 +867,8 @@ def dedup(
     save: bool = False,
     _fault: Optional[Callable[[str, int], None]] = None,
 ) -> Result:
-    """Near-duplicate clusters of `source` and the records to keep, as ``neardup dedup``
-    finds them with the same settings, computed by Ray tasks (``ray.init()`` first, or
+    """Near-duplicate clusters of `source` and the records to keep, as ``neardup dedup
+    --estimate`` finds them with the same settings, computed by Ray tasks (``ray.init()`` first, or
     Ray starts a local cluster).
 
     `source`: JSON Lines or Parquet paths (files or directories, read as ``neardup
