@@ -8,7 +8,9 @@
 #
 #   N=10000000 scripts/dedup_scale.sh            # 10M: ~10 GB of text, ~4 GB of zstd
 #   N=100000000 MEMORY=4G scripts/dedup_scale.sh # 100M: ~100 GB of text
-#   FLAGS=--exact N=10000000 scripts/dedup_scale.sh # pairs near the threshold decided exactly
+#   FLAGS=--estimate N=10000000 scripts/dedup_scale.sh # every pair on the sketches alone
+#                                                    # (by default the pairs near the
+#                                                    # threshold are decided on their texts)
 #
 # Disk: the shards (about 40% of the text), plus dedup's temporary files in TMPDIR: 128
 # bytes a document of sketches, and with --memory 92 bytes a document of band keys and

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -974,6 +974,38 @@ fn near_threshold_corpus() -> Vec<(String, String)> {
     docs
 }
 
+/// Files of one `neardup dedup INPUT --pairs --clusters --stats-json -q` run named `name`
+/// in `dir`, with `--deduplicated` when `kept`, and `extra`: the pairs, clusters, kept
+/// documents and summary's paths.
+fn lists_run(
+    dir: &Path,
+    input: &Path,
+    name: &str,
+    extra: &[&str],
+    kept: bool,
+) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+    let path = |what: &str| dir.join(format!("{name}.{what}"));
+    let (pairs, clusters, kept_path, stats) =
+        (path("pairs"), path("clusters"), path("kept"), path("stats"));
+    let mut args = vec![
+        "dedup",
+        input.to_str().unwrap(),
+        "--pairs",
+        pairs.to_str().unwrap(),
+        "--clusters",
+        clusters.to_str().unwrap(),
+        "--stats-json",
+        stats.to_str().unwrap(),
+        "-q",
+    ];
+    if kept {
+        args.extend_from_slice(&["--deduplicated", kept_path.to_str().unwrap()]);
+    }
+    args.extend_from_slice(extra);
+    ok(&neardup(&args, b""));
+    (pairs, clusters, kept_path, stats)
+}
+
 /// The oracle: the Jaccard similarity of two texts' sets of five consecutive words (the
 /// texts are lowercase words and single spaces, so these are their shingles).
 fn shingle_jaccard(a: &str, b: &str) -> f64 {
@@ -1017,30 +1049,7 @@ fn exact_reports_the_pairs_at_the_threshold_by_their_texts() {
         .count();
     assert!(near >= 100, "only {near} pairs near the threshold");
 
-    let run = |name: &str, extra: &[&str]| {
-        let (pairs, clusters, kept, stats) = (
-            dir.path().join(format!("{name}.pairs")),
-            dir.path().join(format!("{name}.clusters")),
-            dir.path().join(format!("{name}.kept")),
-            dir.path().join(format!("{name}.stats")),
-        );
-        let mut args = vec![
-            "dedup",
-            input.to_str().unwrap(),
-            "--pairs",
-            pairs.to_str().unwrap(),
-            "--clusters",
-            clusters.to_str().unwrap(),
-            "--deduplicated",
-            kept.to_str().unwrap(),
-            "--stats-json",
-            stats.to_str().unwrap(),
-            "-q",
-        ];
-        args.extend_from_slice(extra);
-        ok(&neardup(&args, b""));
-        (pairs, clusters, kept, stats)
-    };
+    let run = |name: &str, extra: &[&str]| lists_run(dir.path(), &input, name, extra, true);
 
     // The estimates alone get some pairs near 0.8 wrong on this corpus: the test can fail.
     let (estimated, ..) = run("estimated", &["--estimate"]);
@@ -1143,29 +1152,7 @@ fn exact_lists_alone_are_those_written_beside_the_corpus() {
     let input = dir.path().join("near.jsonl");
     std::fs::write(&input, jsonl(&docs)).unwrap();
     let run = |name: &str, extra: &[&str], kept: bool| {
-        let (pairs, clusters, stats) = (
-            dir.path().join(format!("{name}.pairs")),
-            dir.path().join(format!("{name}.clusters")),
-            dir.path().join(format!("{name}.stats")),
-        );
-        let kept_path = dir.path().join(format!("{name}.kept"));
-        let mut args = vec![
-            "dedup",
-            input.to_str().unwrap(),
-            "--pairs",
-            pairs.to_str().unwrap(),
-            "--clusters",
-            clusters.to_str().unwrap(),
-            "--stats-json",
-            stats.to_str().unwrap(),
-            "-q",
-            "--exact",
-        ];
-        if kept {
-            args.extend_from_slice(&["--deduplicated", kept_path.to_str().unwrap()]);
-        }
-        args.extend_from_slice(extra);
-        ok(&neardup(&args, b""));
+        let (pairs, clusters, _, stats) = lists_run(dir.path(), &input, name, extra, kept);
         let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
         (
             std::fs::read(pairs).unwrap(),
