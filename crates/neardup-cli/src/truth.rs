@@ -128,7 +128,7 @@ pub fn run(
         )));
     }
     let truth = read(truth_path, &ids)?;
-    let set = |doc: u32| wanted.binary_search(&doc).ok().map(|i| &sets[i]);
+    let set = |doc: u32| wanted.binary_search(&doc).ok().map(|i| sets[i].as_slice());
     let prepared = start.elapsed().as_secs_f64();
     let mut rows = Vec::new();
     for (((&t, c), o), edges) in thresholds
@@ -141,13 +141,7 @@ pub fn run(
         let mut edges = std::mem::take(edges);
         if exact {
             // Every node of a near pair has its set read above.
-            let of = |a: u32, b: u32| -> Result<f64, std::convert::Infallible> {
-                Ok(match (set(c.first(a)), set(c.first(b))) {
-                    (Some(x), Some(y)) => jaccard::exact(x, y),
-                    _ => 0.0,
-                })
-            };
-            batch::decide_exactly(&mut edges, t, of).unwrap_or_else(|never| match never {});
+            batch::decide_on_sets(&mut edges, t, |n| set(c.first(n)));
         }
         let len = |doc: u32| prints.lens[doc as usize];
         let found = batch::resolve_verified(c, edges, fp, len, sketch, o, |_| None)

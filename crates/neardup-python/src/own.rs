@@ -353,17 +353,8 @@ pub fn dedup(
                         .par_iter()
                         .map(|&n| jaccard::shingle_set(&docs[c.first(n) as usize]))
                         .collect();
-                    let set = |n: u32| near.binary_search(&n).ok().map(|i| &sets[i]);
-                    // Every node of a near pair has its set; were one missing, its pair
-                    // would be let go (similarity 0), never accepted unread.
-                    let exact_of = |a, b| -> Result<f64, Infallible> {
-                        Ok(match (set(a), set(b)) {
-                            (Some(x), Some(y)) => jaccard::exact(x, y),
-                            _ => 0.0,
-                        })
-                    };
-                    batch::decide_exactly(&mut edges, t, exact_of)
-                        .unwrap_or_else(|never| match never {});
+                    let set = |n: u32| near.binary_search(&n).ok().map(|i| sets[i].as_slice());
+                    batch::decide_on_sets(&mut edges, t, set);
                     batch::resolve_verified(&c, edges, fp, len, sketch, &options, outside)
                 }
                 _ => batch::resolve_against(&c, fp, len, sketch, &options, outside),

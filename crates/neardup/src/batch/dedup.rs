@@ -778,6 +778,24 @@ pub fn decide_exactly<E: Send>(
     Ok(settle_exactly(edges, t, &near, &similarities))
 }
 
+/// [`decide_exactly`] with the shingle sets at hand: `set(node)` is the sorted shingle set
+/// of a node's text ([`crate::jaccard::shingle_set`]), given for every node of a
+/// [`near_nodes`] pair. A pair one of whose sets is missing is let go (similarity 0),
+/// never accepted unread. Returns how many of the pairs decided again were kept.
+pub fn decide_on_sets<'s>(
+    edges: &mut Vec<Edge>,
+    t: Threshold,
+    set: impl Fn(u32) -> Option<&'s [u64]> + Sync + Send,
+) -> u64 {
+    let exact = |a, b| -> std::result::Result<f64, std::convert::Infallible> {
+        Ok(match (set(a), set(b)) {
+            (Some(x), Some(y)) => crate::jaccard::exact(x, y),
+            _ => 0.0,
+        })
+    };
+    decide_exactly(edges, t, exact).unwrap_or_else(|never| match never {})
+}
+
 /// How [`Keep`] ranks a node: by the length of its text (for [`Keep::Longest`] and
 /// [`Keep::Shortest`]), then by its position in the input.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1245,6 +1263,25 @@ mod tests {
             assert!(loose.rows() <= o(t).rule.banding().rows());
         }
         assert_eq!(o(0.8).candidate_banding(true).rows(), 3);
+    }
+
+    #[test]
+    fn decisions_on_sets_take_the_exact_similarity_and_let_go_what_has_none() {
+        let t = Threshold::new(0.8).unwrap();
+        let text = |n: usize| (0..n).map(|i| format!("w{i} ")).collect::<String>();
+        // Nodes 0 and 1 share 95 of 100 words' shingles (J about 0.87); node 2 has no set.
+        let sets = [
+            crate::jaccard::shingle_set(&text(100)),
+            crate::jaccard::shingle_set(&(text(95) + "x y z u v")),
+        ];
+        let j = crate::jaccard::exact(&sets[0], &sets[1]);
+        assert!(j >= 0.8, "{j}");
+        let mut edges = vec![edge(0, 1, 0.75), edge(0, 2, 0.85)];
+        let kept = decide_on_sets(&mut edges, t, |n| sets.get(n as usize).map(Vec::as_slice));
+        assert_eq!(kept, 1);
+        assert_eq!(edges.len(), 1);
+        assert_eq!((edges[0].a, edges[0].b), (0, 1));
+        assert!((f64::from(edges[0].similarity) - j).abs() < 1e-6);
     }
 
     #[test]

@@ -28,10 +28,10 @@ pub use crate::hamming::wide_distance;
 use crate::tables::{Layout, Levels, PermuteJob, Table};
 pub use bands::{band_candidates, band_runs};
 pub use dedup::{
-    assign, assign_against, candidates, decide_exactly, dedup, measure, near_edges, near_nodes,
-    near_threshold, resolve, resolve_against, resolve_verified, resolve_with, settle_exactly,
-    verify, Candidates, Cluster, Dedup, Edge, Link, Member, Options, Outside, Pair, Rank, Source,
-    EXACT_MARGIN,
+    assign, assign_against, candidates, decide_exactly, decide_on_sets, dedup, measure, near_edges,
+    near_nodes, near_threshold, resolve, resolve_against, resolve_verified, resolve_with,
+    settle_exactly, verify, Candidates, Cluster, Dedup, Edge, Link, Member, Options, Outside, Pair,
+    Rank, Source, EXACT_MARGIN,
 };
 use radix::Keyed;
 pub use union_find::UnionFind;
