@@ -431,7 +431,7 @@ fn run_jaccard(
     )?;
     steps.sign = t.elapsed().as_secs_f64();
     steps.peaks[0] = crate::memory::peak_resident();
-    crate::memory::give_back_freed();
+    crate::memory::give_back_freed(budget);
     timings.fingerprint = steps.sign;
     let n = signed.len() as usize;
     let spilled = signed.spilled();
@@ -450,13 +450,13 @@ fn run_jaccard(
     let copies = bounded::copies(&signed, budget)?;
     steps.copies = t.elapsed().as_secs_f64();
     steps.peaks[1] = crate::memory::peak_resident();
-    crate::memory::give_back_freed();
+    crate::memory::give_back_freed(budget);
     let t = Instant::now();
     let pairs = bounded::candidate_pairs(&signed, &copies, budget, progress)?;
     signed.drop_band_keys();
     steps.candidates = t.elapsed().as_secs_f64();
     steps.peaks[2] = crate::memory::peak_resident();
-    crate::memory::give_back_freed();
+    crate::memory::give_back_freed(budget);
     let t = Instant::now();
     progress.phase("verifying", None);
     // Without --deduplicated the exact pass reads what the lists name, and the write reads
@@ -490,7 +490,7 @@ fn run_jaccard(
     drop(signed);
     steps.verify = t.elapsed().as_secs_f64();
     steps.peaks[3] = crate::memory::peak_resident();
-    crate::memory::give_back_freed();
+    crate::memory::give_back_freed(budget);
     timings.matching = steps.copies + steps.candidates + steps.verify;
 
     let t = Instant::now();

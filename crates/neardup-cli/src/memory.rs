@@ -10,10 +10,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Free bytes in the allocator below which [`give_back_freed`] keeps them.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const TRIM_FROM: usize = 128 << 20;
-
 /// Blocks of this size and more go on huge pages.
 const HUGE_FROM: usize = 4 << 20;
 
@@ -57,18 +53,21 @@ pub fn keep_freed_memory() {
 /// next allocates in other sizes would otherwise hold both: at 100M documents within
 /// `--memory 4G`, 2 GB freed by pass 1 stayed resident under every later step.
 ///
-/// Less than [`TRIM_FROM`] free is kept: the next step would take it from the kernel
-/// again, every page zeroed on its first touch (on the natural corpus the 28–39 MB free
-/// between dedup's steps came back as a quarter of its page faults and 5% of its CPU).
-pub fn give_back_freed() {
+/// Less than a 64th of the job's memory `budget` free is kept: the next step would take
+/// it from the kernel again, every page zeroed on its first touch (on the natural corpus
+/// the 28–39 MB free between dedup's steps came back as a quarter of its page faults and
+/// 5% of its CPU), and the budget has room for it.
+pub fn give_back_freed(budget: u64) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallinfo2 reads the allocator's statistics, and malloc_trim frees what is
     // free, each under the allocator's own locks.
     unsafe {
-        if libc::mallinfo2().fordblks >= TRIM_FROM {
+        if libc::mallinfo2().fordblks as u64 >= budget / 64 {
             libc::malloc_trim(0);
         }
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = budget;
 }
 
 /// The process's peak resident memory so far, in bytes: Linux's `VmHWM`. `None` where the

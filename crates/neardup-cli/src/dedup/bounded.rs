@@ -615,7 +615,7 @@ pub(crate) fn resolve(
     let needed = c.needs();
     // The lists freed since the step began (the first documents, the pairs as documents)
     // go back before the sketches are read.
-    crate::memory::give_back_freed();
+    crate::memory::give_back_freed(budget);
     // What this step holds besides the sketches: the candidates, the documents needed, a
     // verdict a pair, a block number a node, the buffers a read goes through; and a 32nd
     // of the budget for what no list counts (the program, the allocator's own, huge
@@ -683,7 +683,7 @@ pub(crate) fn resolve(
         (Some(reading), Rule::Jaccard(t)) => {
             // The blocks of sketches go back before the sets come; the candidates stay, and
             // a 32nd of the budget is left for what no list counts, as for the blocks.
-            crate::memory::give_back_freed();
+            crate::memory::give_back_freed(budget);
             let room = left.saturating_sub(c.bytes() + budget / 32);
             let (edges, counts, named) = exact::decide(
                 &c,
