@@ -344,10 +344,19 @@ impl Candidates {
     /// The documents whose sketches [`resolve`] reads, in increasing order: the first
     /// document of each node in a candidate pair.
     pub fn needs(&self) -> Vec<u32> {
-        let mut nodes: Vec<u32> = self.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
-        sort(&mut nodes, |n| n);
-        nodes.dedup();
-        let mut docs: Vec<u32> = nodes.into_iter().map(|n| self.first(n)).collect();
+        // Marked, not listed and sorted: the pairs name their nodes over and over.
+        let mut paired = vec![false; self.nodes()];
+        for &(a, b) in &self.pairs {
+            for n in [a, b] {
+                if let Some(p) = paired.get_mut(n as usize) {
+                    *p = true;
+                }
+            }
+        }
+        let mut docs: Vec<u32> = (0..self.nodes() as u32)
+            .filter(|&n| paired[n as usize])
+            .map(|n| self.first(n))
+            .collect();
         sort(&mut docs, |d| d);
         docs
     }
