@@ -112,16 +112,18 @@ def main():
               f"{fmt(med([d.get('cpu_s') for d in ds]))} | {fmt(med([d.get('max_rss_mb') for d in ds]), 0)} MB | "
               f"{fmt(ds[0]['precision'], 3)} | {fmt(ds[0]['recall'], 3)} | {fmt(ds[0]['f1'], 3)} |")
     print()
-    print("| dedup, whole corpus | tool | threads | wall s | CPU s | peak |")
-    print("|---|---|---|---|---|---|")
+    print("| dedup, whole corpus | tool | threads | wall s | CPU s | MB per CPU s | peak |")
+    print("|---|---|---|---|---|---|---|")
     keys = defaultdict(list)
     for r in rounds:
         for d in r:
             if d.get("workload") == "dedup" and d.get("variant", "").startswith("dedup "):
                 keys[(d["variant"][len("dedup "):], d["peer"], d.get("threads"))].append(d)
     for (corpus, peer, threads), ds in keys.items():
+        per_cpu = [d["mb"] / d["cpu_s"] for d in ds if d.get("mb") and d.get("cpu_s")]
         print(f"| {corpus} | {peer} | {threads} | {fmt(med([d['seconds'] for d in ds]))} | "
-              f"{fmt(med([d['cpu_s'] for d in ds]))} | {fmt(med([d['max_rss_mb'] for d in ds]), 0)} MB |")
+              f"{fmt(med([d['cpu_s'] for d in ds]))} | {fmt(med(per_cpu), 0) if per_cpu else ''} | "
+              f"{fmt(med([d['max_rss_mb'] for d in ds]), 0)} MB |")
     print()
 
     # All pairs.

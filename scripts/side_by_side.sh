@@ -30,7 +30,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 
-# A whole neardup process, one JSON line: wall and CPU seconds, peak RSS.
+# A whole neardup process, one JSON line: wall and CPU seconds, peak RSS (PEER names it).
 whole() {
     local label=$1 mb=$2
     shift 2
@@ -38,8 +38,8 @@ whole() {
     l=$(load)
     /usr/bin/time -f '%e %U %S %M' -o "$TMP/time" "$@" > /dev/null
     read -r wall user sys rss < "$TMP/time"
-    printf '{"peer": "neardup", "variant": "%s", "workload": "%s", "threads": %s, "mb": %s, "seconds": %s, "cpu_s": %.2f, "max_rss_mb": %.0f, "loadavg": %s}\n' \
-        "$label" "${WORKLOAD}" "${RAYON_NUM_THREADS:-2}" "$mb" "$wall" "$(echo "$user + $sys" | bc)" "$(echo "$rss / 1024" | bc)" "$l"
+    printf '{"peer": "%s", "variant": "%s", "workload": "%s", "threads": %s, "mb": %s, "seconds": %s, "cpu_s": %.2f, "max_rss_mb": %.0f, "loadavg": %s}\n' \
+        "${PEER:-neardup}" "$label" "${WORKLOAD}" "${RAYON_NUM_THREADS:-2}" "$mb" "$wall" "$(echo "$user + $sys" | bc)" "$(echo "$rss / 1024" | bc)" "$l"
 }
 
 mb_of() { "$PY" -c 'import json,sys; print(round(sum(len(json.loads(l)["text"].encode()) for l in open(sys.argv[1], encoding="utf-8")) / 1e6, 3))' "$1"; }
@@ -106,8 +106,11 @@ for round in $(seq "$ROUNDS"); do
         WORKLOAD=dedup
         for threads in 1 2; do
             RAYON_NUM_THREADS=$threads whole "dedup $corpus" "$(mb_of "$corpus")" \
-                "$ND" dedup "$corpus" --pairs "$TMP/pairs.jsonl" -q
+                "$ND" dedup "$corpus" --pairs "$TMP/pairs.jsonl" --clusters "$TMP/clusters.jsonl" -q
         done
+        # The sketches alone deciding every pair, as rensa's do.
+        PEER="neardup --estimate" RAYON_NUM_THREADS=2 whole "dedup $corpus" "$(mb_of "$corpus")" \
+            "$ND" dedup "$corpus" --estimate --pairs "$TMP/pairs.jsonl" --clusters "$TMP/clusters.jsonl" -q
         l=$(load)
         /usr/bin/time -f '%e %U %S %M' -o "$TMP/time" "$PY" "$PEERS/../natural/peers.py" \
             "$corpus" "$TMP/rensa.jsonl" rensa-t0.8 > /dev/null
