@@ -329,8 +329,11 @@ impl Sets {
                 // Room for the bound on every set at once, so that the vector never
                 // grows: each growth moved it to fresh pages the kernel had to zero, an
                 // eighth of the whole run's cycles on the natural corpus. Pages never
-                // written are never resident.
-                Sink::Memory(Vec::with_capacity((estimate.min(room) / 8) as usize))
+                // written are never resident; a system that will not even map them (a
+                // --memory beyond what it has) leaves the vector to grow as it goes.
+                let mut sets = Vec::new();
+                let _ = sets.try_reserve_exact((estimate.min(room) / 8) as usize);
+                Sink::Memory(sets)
             } else {
                 let buffer = (room / 8 / buckets as u64).clamp(1 << 16, 1 << 20) as usize;
                 Sink::File {
