@@ -536,19 +536,21 @@ fn sort_hashes(hashes: &mut [u64]) {
     }
     sorted.clear();
     sorted.resize(hashes.len(), 0);
-    // `next[b]` runs from bucket b's start to its end as the bucket fills.
-    let mut next = starts.clone();
+    // `starts[b]` runs from bucket b's start to its end as the bucket fills, so that
+    // afterwards bucket b lies between `starts[b - 1]` (0 for the first) and `starts[b]`.
     for &h in hashes.iter() {
         let b = (h >> shift) as usize;
-        sorted[next[b] as usize] = h;
-        next[b] += 1;
+        sorted[starts[b] as usize] = h;
+        starts[b] += 1;
     }
     if crowded {
-        for w in starts.windows(2) {
-            let bucket = &mut sorted[w[0] as usize..w[1] as usize];
+        let mut from = 0;
+        for &end in &starts[..1 << bits] {
+            let bucket = &mut sorted[from as usize..end as usize];
             if bucket.len() > BUCKET {
                 bucket.sort_unstable();
             }
+            from = end;
         }
     }
     for i in 1..sorted.len() {
