@@ -8,7 +8,8 @@
 #    their exact Jaccard similarity in truth.jsonl) streams into `neardup load
 #    --only-if-unique` through a pipe: no corpus on disk. Prints the load's summary, its
 #    time and peak RSS, and the planted copies found per band of similarity.
-# 2. disk: du of the store after the load (a clean stop).
+# 2. disk: du of the store after the load (a clean stop): the files' sizes (du -sb), and
+#    the blocks they take (du): redb's file is sparse where it has room not yet written.
 # 3. start: `neardup serve` on it until /healthz answers; its RSS then (no request yet).
 # 4. load test: 20,000 check bodies and 100,000 put bodies from the documents after the
 #    stored ones (gen-docs --first N), then wrk with 32 connections: checks, the 90/10 mix,
@@ -35,7 +36,7 @@ if [ ! -d "$store" ]; then
   cat "$work/gen.time" "$work/load.time" | tee -a "$out"
   python3 scripts/truth_found.py "$work/truth.jsonl" "$work/outcomes.jsonl" | tee -a "$out"
 fi
-say "disk_after_load_bytes $(du -sb "$store" | cut -f1) $(ls -l "$store" | tr -s ' ' | cut -d' ' -f5,9 | tr '\n' ' ')"
+say "disk_after_load_bytes $(du -sb "$store" | cut -f1) allocated $(du -s --block-size=1 "$store" | cut -f1) $(ls -l "$store" | tr -s ' ' | cut -d' ' -f5,9 | tr '\n' ' ')"
 
 tail=$work/tail.jsonl
 if [ ! -f "$tail" ]; then
@@ -62,7 +63,7 @@ python3 scripts/service_load.py --corpus "$tail" --corpus-first "$n" --stored "$
   --data "$store" --neardup "$bin" --queries 20000 --put-bodies 100000 \
   --scenarios mix,mix,mix,mix,mix,mix,mix,mix,mix,mix --seconds 60 \
   --samples "$work/samples.jsonl" --serve-arg=--snapshot-every --serve-arg=0 | tee -a "$out"
-say "disk_after_runs_bytes $(du -sb "$store" | cut -f1)"
+say "disk_after_runs_bytes $(du -sb "$store" | cut -f1) allocated $(du -s --block-size=1 "$store" | cut -f1)"
 
 scripts/crash_start.sh "$bin" "$store" true | tee -a "$out"
-say "disk_after_crash_bytes $(du -sb "$store" | cut -f1)"
+say "disk_after_crash_bytes $(du -sb "$store" | cut -f1) allocated $(du -s --block-size=1 "$store" | cut -f1)"
