@@ -48,6 +48,7 @@ mod against;
 mod bounded;
 mod columns;
 mod exact;
+mod names;
 
 use against::{StoreRun, StoredCluster};
 
@@ -518,14 +519,13 @@ fn run_jaccard(
         };
         let key_of = |d: u32| docs.binary_search(&d).ok().map(|i| keys[i]);
         let (named, read) = match named {
-            Some(bounded::Named { docs, read }) => (docs, read),
+            Some(names::Named { docs, read }) => (docs, read),
             None => {
-                let texts =
-                    bounded::Texts::new(involved.iter().filter_map(|&d| key_of(d)).collect());
+                let texts = names::Texts::new(involved.iter().filter_map(|&d| key_of(d)).collect());
                 // The records of involved documents are parsed again for their texts.
                 args.keep_records = outputs.deduplicated.is_some() || !involved.is_empty();
                 args.ids_only = true;
-                let naming = bounded::Naming {
+                let naming = names::Naming {
                     docs: &involved,
                     texts,
                     key_of: &key_of,
@@ -533,7 +533,7 @@ fn run_jaccard(
                 };
                 let mut out = outputs.deduplicated.as_mut();
                 let read =
-                    bounded::reread(args, &batches, naming, &dropped, progress, |line| match out
+                    names::reread(args, &batches, naming, &dropped, progress, |line| match out
                         .as_mut()
                     {
                         Some(o) => o.line(line.as_bytes()),

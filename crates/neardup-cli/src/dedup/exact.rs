@@ -28,8 +28,8 @@ use neardup_io::docs::{self, Doc, ReadOptions};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::bounded::{text_of, Cuts, Hit, Named, Names, Naming, Texts};
 use super::columns::TextKey;
+use super::names::{text_of, Cuts, Hit, Named, Names, Naming, Texts};
 use crate::failure::Failure;
 use crate::progress::Progress;
 
