@@ -2,7 +2,7 @@
 //! without its copies out.
 //!
 //! Under the Jaccard rule (the default) the run keeps within a memory budget
-//! (`--memory`) at any corpus size: [`bounded`] signs every document once (sketch, band
+//! (`--memory`) at any corpus size: the `bounded` module signs every document once (sketch, band
 //! keys, text key; no 256-bit fingerprint), keeps that state in memory or spills it,
 //! finds copies and candidates by sorting in passes, resolves only the nodes that can be
 //! in a cluster, and reads the input again to write, fingerprinting only the texts it

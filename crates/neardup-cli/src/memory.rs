@@ -86,7 +86,7 @@ pub fn peak_resident() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// [`System`], with blocks of [`HUGE_FROM`] bytes and more on huge pages.
+/// [`System`], with blocks of 4 MiB and more (`HUGE_FROM`) on huge pages.
 pub struct Allocator;
 
 /// Bytes of a huge page on x86-64 (and arm64 with 4 KiB pages).

@@ -259,6 +259,7 @@ async fn every_route() {
         "neardup_documents",
         "neardup_commits_total",
         "neardup_resident_bytes",
+        "neardup_disk_written_bytes",
     ] {
         assert!(m.contains(name), "{name} missing");
     }
