@@ -183,10 +183,7 @@ impl Metrics {
         }
         // What the writes cost the disk: at 30M documents a put of 2 KB wrote 58 KB of
         // copied B-tree pages (docs/service.md), which no other metric shows.
-        if let Some(bytes) = std::fs::read_to_string("/proc/self/io")
-            .ok()
-            .and_then(|io| write_bytes_in(&io))
-        {
+        if let Some(bytes) = written_bytes() {
             self.written.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
         let mut out = Vec::new();
@@ -201,6 +198,12 @@ fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096)
+}
+
+/// The bytes this process has caused to be written to storage, from /proc (Linux);
+/// `None` elsewhere.
+fn written_bytes() -> Option<u64> {
+    write_bytes_in(&std::fs::read_to_string("/proc/self/io").ok()?)
 }
 
 /// The `write_bytes` field of a `/proc/<pid>/io` text.
@@ -239,19 +242,14 @@ mod tests {
     #[test]
     fn the_gauge_shows_what_proc_says_at_the_render() {
         use std::io::Write;
-        let read = || {
-            std::fs::read_to_string("/proc/self/io")
-                .ok()
-                .and_then(|io| write_bytes_in(&io))
-        };
         // Bytes written to storage first, where the file system counts them.
         let mut file = tempfile::tempfile().unwrap();
         file.write_all(&[7u8; 1 << 16]).unwrap();
         file.sync_all().unwrap();
         let m = Metrics::new().unwrap();
-        let before = read();
+        let before = written_bytes();
         let rendered = m.render();
-        let after = read();
+        let after = written_bytes();
         let line = rendered
             .lines()
             .find(|l| l.starts_with("neardup_disk_written_bytes "))
