@@ -274,26 +274,97 @@ impl Snapshot {
     }
 
     fn find_all_bulk(&self, fps: &[u64]) -> Vec<Vec<(u64, u32)>> {
-        bulk(fps, |chunk| {
-            let mut out = vec![Vec::new(); chunk.len()];
-            self.each_match_pipelined(chunk, |qi, id, d| out[qi].push((id, d)));
-            for v in &mut out {
-                v.sort_unstable_by_key(|&(id, d)| (d, id));
-            }
-            out
-        })
+        let mut out = Vec::with_capacity(fps.len());
+        for block in fps.chunks(BULK_BLOCK) {
+            let (starts, mut hits) = self.bulk_matches(block);
+            out.extend(starts.windows(2).map(|w| {
+                let mine = &mut hits[w[0] as usize..w[1] as usize];
+                mine.sort_unstable_by_key(|&(id, d)| (d, id));
+                mine.to_vec()
+            }));
+        }
+        out
     }
 
     fn find_first_bulk(&self, fps: &[u64]) -> Vec<Option<(u64, u32)>> {
-        bulk(fps, |chunk| {
-            let mut out: Vec<Option<(u64, u32)>> = vec![None; chunk.len()];
-            self.each_match_pipelined(chunk, |qi, id, d| {
-                if out[qi].is_none_or(|(bid, bd)| (d, id) < (bd, bid)) {
-                    out[qi] = Some((id, d));
-                }
+        let mut out = Vec::with_capacity(fps.len());
+        for block in fps.chunks(BULK_BLOCK) {
+            let (starts, hits) = self.bulk_matches(block);
+            out.extend(starts.windows(2).map(|w| {
+                hits[w[0] as usize..w[1] as usize]
+                    .iter()
+                    .copied()
+                    .min_by_key(|&(id, d)| (d, id))
+            }));
+        }
+        out
+    }
+
+    /// Every match `(id, distance)` of `fps`, grouped by query: query `i`'s are
+    /// `hits[starts[i]..starts[i + 1]]`, in no particular order. The probes of
+    /// [`Snapshot::probe_order`] run in chunks, in parallel, through
+    /// [`Snapshot::each_match_pipelined`]; their matches are then placed by a counting
+    /// sort on the query, so that no query's list is touched at random.
+    fn bulk_matches(&self, fps: &[u64]) -> (Vec<u32>, Vec<(u64, u32)>) {
+        const CHUNK: usize = 4096;
+        let order = self.probe_order(fps);
+        let work: Vec<(usize, &[u32])> = order
+            .chunks(fps.len().max(1))
+            .enumerate()
+            .flat_map(|(t, probes)| probes.chunks(CHUNK).map(move |c| (t, c)))
+            .collect();
+        let found = crate::par::map(work, |(t, probes)| {
+            let mut hits = Vec::new();
+            self.each_match_pipelined(fps, t, probes, |qi, id, d| {
+                hits.push((qi as u32, id, d));
             });
-            out
-        })
+            hits
+        });
+        let mut starts = vec![0u32; fps.len() + 1];
+        for &(qi, _, _) in found.iter().flatten() {
+            starts[qi as usize + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut at = starts.clone();
+        let mut hits = vec![(0u64, 0u32); starts[fps.len()] as usize];
+        for &(qi, id, d) in found.iter().flatten() {
+            let slot = &mut at[qi as usize];
+            hits[*slot as usize] = (id, d);
+            *slot += 1;
+        }
+        (starts, hits)
+    }
+
+    /// The queries of `fps` as probed table by table (`fps.len()` indexes a table),
+    /// within a table by their leading bits there: in the order of the table's keys. A
+    /// bulk then reads each table's keys front to back, where the hardware's prefetcher
+    /// streams them, instead of one unrelated cache miss a probe. A counting sort on as
+    /// many leading bits as there are queries to spread (the order within a bucket does
+    /// not matter).
+    fn probe_order(&self, fps: &[u64]) -> Vec<u32> {
+        let tables = self.layout().tables();
+        let bits = (usize::BITS - fps.len().leading_zeros()).clamp(1, 16);
+        let mut order = vec![0u32; fps.len() * tables.len()];
+        let mut counts = vec![0u32; (1 << bits) + 1];
+        let mut top = vec![0u32; fps.len()];
+        for (table, out) in tables.iter().zip(order.chunks_mut(fps.len().max(1))) {
+            counts.fill(0);
+            for (b, &fp) in top.iter_mut().zip(fps) {
+                *b = (table.permute(fp) >> (64 - bits)) as u32;
+                counts[*b as usize + 1] += 1;
+            }
+            for i in 1..counts.len() {
+                counts[i] += counts[i - 1];
+            }
+            for (qi, &b) in (0u32..).zip(&top) {
+                let at = &mut counts[b as usize];
+                out[*at as usize] = qi;
+                *at += 1;
+            }
+        }
+        order
     }
 
     /// The levels holding entries, which queries search besides the main part (usually
@@ -387,13 +458,19 @@ impl Snapshot {
         }
     }
 
-    /// [`Snapshot::each_match_many`] for many queries at once, as a pipeline of stages
-    /// a group of probes apart, so that every memory access of a query has a group's
+    /// [`Snapshot::each_match_many`] for the queries `probes` (indexes into `fps`) in
+    /// table `t`, as a pipeline of stages a group of probes apart, so that every memory access of a query has a group's
     /// work to arrive in before it is needed: the directory lines of the next probes are
     /// asked for, then their keys; the probes before are scanned; the matches of a later
     /// table find their fingerprint in the first table (its directory line, then its
     /// keys) and every match its id (the line holding it), each a stage later.
-    fn each_match_pipelined(&self, fps: &[u64], mut f: impl FnMut(usize, u64, u32)) {
+    fn each_match_pipelined(
+        &self,
+        fps: &[u64],
+        t: usize,
+        probes: &[u32],
+        mut f: impl FnMut(usize, u64, u32),
+    ) {
         const GROUP: usize = 8;
         let k = self.layout().distance();
         let tables = self.layout().tables();
@@ -403,8 +480,7 @@ impl Snapshot {
         let busy = &busy[..n_busy];
         let wide = Wide::for_distance(k);
         let live = |slot: usize| !self.removed(slot as u32);
-        let t_count = tables.len();
-        let total = fps.len() * t_count;
+        let total = probes.len();
         // (query, table, permuted query, bucket, its range): probes whose directory line
         // was asked for (`dir`), and whose keys were (`keys`).
         let mut dir = [(0usize, 0usize, 0u64, 0usize); GROUP];
@@ -417,7 +493,7 @@ impl Snapshot {
         let mut found_next: Vec<(usize, u32, usize)> = Vec::new();
         let mut look_dir: Vec<(usize, u32, u64, usize)> = Vec::new();
         let mut look_keys: Vec<Lookup> = Vec::new();
-        let (mut qi, mut t, mut issued) = (0, 0, 0);
+        let mut issued = 0;
         loop {
             for &(qi, d, pos) in &found {
                 f(qi, main.ids.get(pos), d);
@@ -474,15 +550,12 @@ impl Snapshot {
             }
             n_keys = n_dir;
             n_dir = GROUP.min(total - issued);
-            for slot in &mut dir[..n_dir] {
+            for (slot, &qi) in dir[..n_dir].iter_mut().zip(&probes[issued..]) {
+                let qi = qi as usize;
                 let q = tables[t].permute(fps[qi]);
                 let b = indexes[t].bucket(q);
                 indexes[t].dir.prefetch(b);
                 *slot = (qi, t, q, b);
-                t += 1;
-                if t == t_count {
-                    (qi, t) = (qi + 1, 0);
-                }
             }
             issued += n_dir;
             std::mem::swap(&mut found, &mut found_next);
@@ -497,15 +570,14 @@ impl Snapshot {
     }
 }
 
+/// Queries a bulk search orders at once: the order and the matches of a block take about
+/// 30 bytes a query, so a bulk of any size needs at most a few tens of megabytes beside
+/// its answer, and a block of a million still fills the buckets a table's directory has.
+const BULK_BLOCK: usize = 1 << 20;
+
 /// A match of a later table whose fingerprint is being found in the first: the query, the
 /// distance, the first table's key, its bucket and the bucket's range.
 type Lookup = (usize, u32, u64, usize, (usize, usize));
-
-/// `f` over chunks of the queries, in parallel, results concatenated in order.
-fn bulk<R: Send>(fps: &[u64], f: impl Fn(&[u64]) -> Vec<R> + Sync + Send) -> Vec<R> {
-    let chunks: Vec<&[u64]> = fps.chunks(256).collect();
-    crate::par::map(chunks, f).into_iter().flatten().collect()
-}
 
 /// An in-memory corpus of `(id, fingerprint)` documents with near-duplicate queries.
 ///
