@@ -135,18 +135,20 @@ def post(url, body, content_type="application/x-ndjson"):
 
 
 def commit_stats(base):
-    """(commits, writes committed, seconds in commits, {le: commits}) from the service's /metrics."""
+    """(commits, writes committed, seconds in commits, {le: commits}, bytes the process wrote to
+    disk) from the service's /metrics."""
     text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
     got, buckets = {}, {}
     for line in text.splitlines():
-        for name in ("neardup_commits_total", "neardup_committed_writes_total", "neardup_commit_seconds_sum"):
+        for name in ("neardup_commits_total", "neardup_committed_writes_total", "neardup_commit_seconds_sum",
+                     "neardup_disk_written_bytes"):
             if line.startswith(name + " "):
                 got[name] = float(line.split()[1])
         if line.startswith("neardup_commit_seconds_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             buckets[le] = float(line.rsplit(" ", 1)[1])
     return (got.get("neardup_commits_total", 0), got.get("neardup_committed_writes_total", 0),
-            got.get("neardup_commit_seconds_sum", 0.0), buckets)
+            got.get("neardup_commit_seconds_sum", 0.0), buckets, got.get("neardup_disk_written_bytes", 0))
 
 
 def latency_buckets(base):
@@ -191,13 +193,16 @@ def server_quantiles(before, after):
 
 
 def commit_delta(before, after):
-    """Commits, writes per commit and mean commit time (ms) between two commit_stats."""
+    """Commits, writes per commit, mean commit time (ms) and KB written to disk per write
+    between two commit_stats."""
     commits = after[0] - before[0]
     if commits <= 0:
         return {"commits": 0}
     les = sorted(after[3], key=lambda le: float("inf") if le == "+Inf" else float(le))
     slowest = next((le for le in les if after[3][le] - before[3].get(le, 0) >= commits), "+Inf")
-    return {"commits": int(commits), "writes_per_commit": round((after[1] - before[1]) / commits, 1),
+    writes = after[1] - before[1]
+    return {"commits": int(commits), "writes_per_commit": round(writes / commits, 1),
+            "disk_kb_per_write": round((after[4] - before[4]) / max(writes, 1) / 1024, 1),
             "commit_ms_mean": round(1000 * (after[2] - before[2]) / commits, 2),
             "commit_max_ms_le": slowest if slowest == "+Inf" else round(float(slowest) * 1000, 3)}
 

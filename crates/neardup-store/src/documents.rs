@@ -15,8 +15,10 @@
 //! transaction, one fsync for the whole batch — so a caller that queues concurrent
 //! requests and applies them together gets group commit, and `only_if_unique` inserts
 //! stay atomic: of two near-identical documents in one batch, only the first gets in. The
-//! fsync is of the write-ahead log (`log.rs`): redb commits the batch without one, and a
-//! checkpoint now and then makes many such commits durable at once.
+//! fsync is of the write-ahead log (`log.rs`). redb takes the batches of a tenth of a
+//! second in one transaction and commits it without an fsync ([`COALESCE`]), readers
+//! seeing its rows meanwhile through an overlay; a checkpoint now and then makes such
+//! commits durable at once.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -24,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use neardup::corpus::{BandIndex, BandIndexReader};
 use neardup::decide::Signature;
 use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
@@ -49,13 +52,81 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// Bytes of write-ahead log that make a checkpoint due however recent the last one.
 const LOG_LIMIT: u64 = 64 << 20;
 
-/// What queries need besides the indexes: the database, the settings, the clock.
+/// How long one redb transaction takes batches before its commit (without an fsync: the
+/// log made each batch durable). A commit copies every B-tree page its writes touched,
+/// in every table and in redb's own: a batch of two or three puts at 30M documents wrote
+/// 137 KB, so under a steady stream of small batches the disk's write-back, not the
+/// work, set the pace, and stalled the writer. Batches of the same transaction share
+/// those pages.
+const COALESCE: Duration = Duration::from_millis(100);
+
+/// Documents the overlay holds at most before the open transaction commits: each batch
+/// publishes a copy of it (of its pointers to the rows).
+const OVERLAY_ROWS: usize = 4096;
+
+/// What queries need besides the indexes: the database, the settings, the clock, and
+/// the rows the writer's open transaction holds.
 #[derive(Clone)]
 struct View {
     path: PathBuf,
     db: Arc<Db>,
     config: DocConfig,
     clock: Arc<dyn Clock>,
+    overlay: Arc<ArcSwap<Overlay>>,
+}
+
+/// The rows written by the batches that the writer's open transaction holds, which no
+/// read transaction sees before its commit: readers see each write once it returns, as
+/// the index does. A reader takes the overlay before it begins its read transaction, and
+/// the writer publishes an empty one only after the commit, so each row is in one or the
+/// other; neither side waits for the other.
+#[derive(Clone, Default)]
+struct Overlay {
+    /// Documents put or removed since the last commit: the row, or `None` once removed.
+    docs: HashMap<u64, Option<Arc<Row>>>,
+    /// Ids changed since the last commit: the document they name, or `None`.
+    ids: HashMap<String, Option<u64>>,
+}
+
+/// A document as the overlay holds it: its rows' values.
+struct Row {
+    id: String,
+    expires: u64,
+    signature: Signature,
+    paragraphs: Vec<(Range<u32>, Signature)>,
+}
+
+impl Overlay {
+    /// The steps of a plan carried out, in order (each id's last step wins, as in the
+    /// tables).
+    fn add(&mut self, plan: &Plan, paragraphs: bool) {
+        for step in &plan.steps {
+            match step {
+                Step::Remove { id, internal } => {
+                    self.ids.insert(id.clone(), None);
+                    self.docs.insert(*internal, None);
+                }
+                Step::Insert(put) => {
+                    self.ids.insert(put.id.clone(), Some(put.internal));
+                    let paras = &put.doc.paragraphs;
+                    let kept = if paragraphs {
+                        paras[..paras.len().min(MAX_PARAGRAPHS as usize)].to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    self.docs.insert(
+                        put.internal,
+                        Some(Arc::new(Row {
+                            id: put.id.clone(),
+                            expires: put.expires,
+                            signature: put.doc.signature,
+                            paragraphs: kept,
+                        })),
+                    );
+                }
+            }
+        }
+    }
 }
 
 impl View {
@@ -67,10 +138,21 @@ impl View {
         guard(&self.path, || {
             let path = &self.path;
             let now = self.clock.now();
+            let overlay = self.overlay();
             let txn = db!(path, self.db.begin_read())?;
             let docs = db!(path, txn.open_table(DOCS))?;
             let mut candidates = Candidates::with_capacity(ids.len());
             for &internal in ids {
+                match overlay.docs.get(&internal) {
+                    Some(Some(row)) => {
+                        if !expired(row.expires, now) {
+                            candidates.add(internal, row.id.clone(), row.signature);
+                        }
+                        continue;
+                    }
+                    Some(None) => continue,
+                    None => {}
+                }
                 // Gone since the index was read: removed after this query began.
                 let Some(row) = db!(path, docs.get(internal))? else {
                     continue;
@@ -107,6 +189,7 @@ impl View {
         guard(&self.path, || {
             let path = &self.path;
             let now = self.clock.now();
+            let overlay = self.overlay();
             let txn = db!(path, self.db.begin_read())?;
             let docs = db!(path, txn.open_table(DOCS))?;
             let para_table = db!(path, txn.open_table(PARAS))?;
@@ -114,6 +197,14 @@ impl View {
             let mut stored: HashMap<u64, Option<StoredParagraphs>> = HashMap::new();
             for &(internal, _) in found.iter().flatten() {
                 if let std::collections::hash_map::Entry::Vacant(slot) = stored.entry(internal) {
+                    if let Some(row) = overlay.docs.get(&internal) {
+                        slot.insert(
+                            row.as_ref()
+                                .filter(|r| !expired(r.expires, now))
+                                .map(|r| (r.id.clone(), r.paragraphs.clone())),
+                        );
+                        continue;
+                    }
                     let entry = match db!(path, docs.get(internal))? {
                         Some(row) if !expired(row.value().1, now) => {
                             let id = row.value().0.to_string();
@@ -137,15 +228,38 @@ impl View {
         })
     }
 
+    /// The overlay as it is now: taken before a read transaction begins.
+    fn overlay(&self) -> Arc<Overlay> {
+        self.overlay.load_full()
+    }
+
     fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
         guard(&self.path, || {
             let path = &self.path;
             let now = self.clock.now();
+            let overlay = self.overlay();
+            let named = overlay.ids.get(id).copied();
+            if let Some(Some(row)) = named.flatten().and_then(|i| overlay.docs.get(&i)) {
+                return Ok((!expired(row.expires, now)).then(|| StoredDoc {
+                    id: id.to_string(),
+                    signature: row.signature,
+                    expires: (row.expires != 0).then_some(row.expires),
+                    paragraphs: row.paragraphs.len(),
+                }));
+            }
             let txn = db!(path, self.db.begin_read())?;
             let ids = db!(path, txn.open_table(IDS))?;
-            let Some(internal) = db!(path, ids.get(id))?.map(|v| v.value()) else {
-                return Ok(None);
+            let internal = match named {
+                Some(Some(internal)) => internal,
+                Some(None) => return Ok(None),
+                None => match db!(path, ids.get(id))? {
+                    Some(v) => v.value(),
+                    None => return Ok(None),
+                },
             };
+            if matches!(overlay.docs.get(&internal), Some(None)) {
+                return Ok(None);
+            }
             let docs = db!(path, txn.open_table(DOCS))?;
             let Some(row) = db!(path, docs.get(internal))? else {
                 return Err(StoreError::Damaged {
@@ -198,6 +312,10 @@ pub struct DocumentStore {
     repaired: bool,
     /// Batches committed to redb without an fsync since the last checkpoint, durable here.
     log: Log,
+    /// The write transaction that takes the batches until its commit ([`COALESCE`]),
+    /// and when it began; its rows are readers' through the overlay until then.
+    pending: Option<redb::WriteTransaction>,
+    pending_since: Instant,
     /// When the database was last made durable ([`DocumentStore::checkpoint`]).
     checkpointed: Instant,
     /// How long batches may wait in the log ([`DocumentStore::with_checkpoint_every`]).
@@ -442,7 +560,7 @@ const LEVEL_BYTES: u64 = 300;
 /// Memory a store of `docs` documents (without paragraphs) needs at most while it serves,
 /// with `cache` bytes of page cache: its index, as much again while the index's main part
 /// is rebuilt beside the old one (each time the documents grow by a 32nd), the levels of
-/// recent writes, and the rest of the process ([`BASE_MEMORY`]).
+/// recent writes, and the rest of the process (128 MB).
 pub fn memory_needed(docs: usize, cache: usize) -> u64 {
     let main = BandIndex::main_bytes(docs) as u64;
     2 * main + docs as u64 / 32 * LEVEL_BYTES + cache as u64 + BASE_MEMORY
@@ -539,6 +657,7 @@ impl DocumentStore {
                     db: Arc::new(Db::new(db)),
                     config,
                     clock: Arc::new(SystemClock),
+                    overlay: Arc::default(),
                 },
                 docs: BandIndex::new(),
                 paras: BandIndex::new(),
@@ -552,6 +671,8 @@ impl DocumentStore {
                 quick_repair: false,
                 repaired: false,
                 log,
+                pending: None,
+                pending_since: Instant::now(),
                 checkpointed: Instant::now(),
                 checkpoint_every: CHECKPOINT_EVERY,
                 replayed: 0,
@@ -709,6 +830,7 @@ impl DocumentStore {
                 db: Arc::new(Db::new(db)),
                 config,
                 clock: Arc::new(SystemClock),
+                overlay: Arc::default(),
             },
             docs,
             paras,
@@ -722,6 +844,8 @@ impl DocumentStore {
             quick_repair: false,
             repaired,
             log,
+            pending: None,
+            pending_since: Instant::now(),
             checkpointed: Instant::now(),
             checkpoint_every: CHECKPOINT_EVERY,
             replayed: 0,
@@ -820,16 +944,42 @@ impl DocumentStore {
     }
 
     fn checkpoint_now(&mut self) -> Result<()> {
-        if self.log.bytes() > 0 || self.settle {
-            let path = &self.view.path;
-            // An empty transaction, durable: redb's commit makes the non-durable ones
-            // before it durable with it.
-            let txn = self.begin_write()?;
-            db!(path, txn.commit())?;
+        if self.log.bytes() > 0 || self.settle || self.pending.is_some() {
+            // The open transaction (or an empty one), durable: redb's commit makes the
+            // non-durable ones before it durable with it.
+            self.commit_pending(true)?;
             self.log.clear()?;
             self.settle = false;
         }
         self.checkpointed = Instant::now();
+        Ok(())
+    }
+
+    /// The open write transaction, or a new one (non-durable until told otherwise).
+    fn write_txn(&mut self) -> Result<redb::WriteTransaction> {
+        if let Some(txn) = self.pending.take() {
+            return Ok(txn);
+        }
+        let mut txn = self.begin_write()?;
+        txn.set_durability(redb::Durability::None);
+        self.pending_since = Instant::now();
+        Ok(txn)
+    }
+
+    /// Commits the open write transaction (an empty one if none is open), `durable` or
+    /// not; its rows are then readers' through the database, and the overlay empties.
+    fn commit_pending(&mut self, durable: bool) -> Result<()> {
+        let mut txn = self.write_txn()?;
+        if durable {
+            txn.set_durability(redb::Durability::Immediate);
+        }
+        db!(&self.view.path, txn.commit())?;
+        if !self.view.overlay.load().docs.is_empty() {
+            self.view.overlay.store(Arc::default());
+        }
+        if !durable {
+            self.writeback.committed();
+        }
         Ok(())
     }
 
@@ -996,8 +1146,7 @@ impl DocumentStore {
             self.checkpoint_now()?;
             let now = self.view.clock.now();
             let outcomes = self.decide(writes, now, None)?;
-            let txn = self.begin_write()?;
-            db!(&path, txn.commit())?;
+            self.commit_pending(true)?;
             self.checkpointed = Instant::now();
             Ok(outcomes)
         });
@@ -1011,12 +1160,24 @@ impl DocumentStore {
         }
         let now = self.view.clock.now();
         let record = encode_batch(self.commit + 1, now, &writes, self.view.config.paragraphs);
-        self.decide(writes, now, Some(&record))
+        let outcomes = self.decide(writes, now, Some(&record))?;
+        if self.pending_since.elapsed() >= COALESCE
+            || self.view.overlay.load().docs.len() >= OVERLAY_ROWS
+        {
+            // The batch is in the log: whatever fails now, it may be durable.
+            self.commit_pending(false).map_err(|e| StoreError::Unsure {
+                path: self.view.path.clone(),
+                detail: e.to_string(),
+            })?;
+        }
+        Ok(outcomes)
     }
 
-    /// Decides `writes` at `now` ([`decide::plan`]) and commits the plan as commit
-    /// `self.commit + 1`: to redb without an fsync, after `record` (the batch as the log
-    /// keeps it; none when replaying it) is durable in the log. Then the indexes.
+    /// Decides `writes` at `now` ([`decide::plan`]) and carries the plan out as commit
+    /// `self.commit + 1` in the open write transaction, after `record` (the batch as the
+    /// log keeps it; none when replaying it) is durable in the log; the rows go to the
+    /// overlay, then the indexes change. The transaction commits later, with the batches
+    /// after it ([`COALESCE`], a checkpoint).
     fn decide(
         &mut self,
         writes: Vec<Write>,
@@ -1025,33 +1186,35 @@ impl DocumentStore {
     ) -> Result<Vec<Outcome>> {
         let path = self.view.path.clone();
         let path = &path;
-        let mut txn = self.begin_write()?;
-        txn.set_durability(redb::Durability::None);
+        let txn = self.write_txn()?;
         let commit = self.commit + 1;
-        let (plan, removed) = {
-            let mut t = Tables::open(path, &txn)?;
+        // Reads only: on an error the transaction stays as it was, the batches before
+        // this one in it.
+        let planned = Tables::open(path, &txn).and_then(|t| {
             let before = TablesView {
                 path,
                 tables: &t,
                 index: &self.docs,
             };
             let rule = self.view.config.rule();
-            let plan = decide::plan(&before, rule, now, self.next_id, self.max_matches, writes)?;
-            let removed = carry_out(path, &mut t, &plan, self.view.config.paragraphs)?;
-            let mut meta = db!(path, txn.open_table(META))?;
-            db!(path, meta.insert("next_id", plan.next_id))?;
-            db!(path, meta.insert("commit", commit))?;
-            let mut log = db!(path, txn.open_table(REMOVED))?;
-            for &(internal, ref paras) in &removed {
-                db!(path, log.insert((commit, internal), paras.len() as u64))?;
+            decide::plan(&before, rule, now, self.next_id, self.max_matches, writes)
+        });
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.pending = Some(txn);
+                return Err(e);
             }
-            (plan, removed)
         };
         if let Some(record) = record {
-            // On failure the transaction is dropped, undone, and the record cut off: the
-            // batch stored nothing. Past this point it may be durable whatever fails.
-            self.log.append(record)?;
+            // On failure the record is cut off (or the error says it may not be): the
+            // batch stored nothing.
+            if let Err(e) = self.log.append(record) {
+                self.pending = Some(txn);
+                return Err(e);
+            }
         }
+        // Past this point the batch may be durable whatever fails.
         let unsure = |e: StoreError| match record {
             Some(_) => StoreError::Unsure {
                 path: path.clone(),
@@ -1059,8 +1222,28 @@ impl DocumentStore {
             },
             None => e,
         };
-        db!(path, txn.commit()).map_err(unsure)?;
-        self.writeback.committed();
+        let paragraphs = self.view.config.paragraphs;
+        let removed = (|| {
+            let mut t = Tables::open(path, &txn)?;
+            let removed = carry_out(path, &mut t, &plan, paragraphs)?;
+            let mut meta = db!(path, txn.open_table(META))?;
+            db!(path, meta.insert("next_id", plan.next_id))?;
+            db!(path, meta.insert("commit", commit))?;
+            let mut log = db!(path, txn.open_table(REMOVED))?;
+            for &(internal, ref paras) in &removed {
+                db!(path, log.insert((commit, internal), paras.len() as u64))?;
+            }
+            Ok(removed)
+        })()
+        .map_err(unsure)?;
+        if record.is_some() {
+            // A batch applied in bulk or replayed returns after its commit (or before any
+            // reader exists): only the service's batches need the overlay.
+            let mut overlay = Overlay::clone(&self.view.overlay.load());
+            overlay.add(&plan, paragraphs);
+            self.view.overlay.store(Arc::new(overlay));
+        }
+        self.pending = Some(txn);
         self.next_id = plan.next_id;
         self.commit = commit;
         self.update_indexes(&plan, removed).map_err(unsure)?;
@@ -1104,6 +1287,14 @@ impl DocumentStore {
         self.refuse_if_broken()?;
         let path = self.view.path.clone();
         let now = self.view.clock.now();
+        // The ids to delete are read from the database, which must hold every batch: an
+        // id put again since it expired names its new document only in the open
+        // transaction.
+        if self.pending.is_some() {
+            let committed = guard(&path, || self.commit_pending(false));
+            self.note_failure(&committed);
+            committed?;
+        }
         let ids: Vec<String> = guard(&path, || {
             let txn = db!(&path, self.view.db.begin_read())?;
             let expiry = db!(&path, txn.open_table(EXPIRY))?;
@@ -1189,17 +1380,24 @@ impl DocumentStore {
         let path = self.view.path.clone();
         let through = job.header.commit;
         self.snapshot_commit = Some(through);
-        guard(&path, || {
-            let txn = self.begin_write()?;
-            {
+        let result = guard(&path, || {
+            // In the open transaction (the batches since the snapshot began), made durable
+            // with it.
+            let txn = self.write_txn()?;
+            let pruned: Result<()> = (|| {
                 let mut log = db!(&path, txn.open_table(REMOVED))?;
                 db!(&path, log.retain_in(..(through + 1, 0), |_, _| false))?;
                 let mut meta = db!(&path, txn.open_table(META))?;
                 let pruned = db!(&path, meta.get("snapshot_commit"))?.map_or(0, |v| v.value());
                 db!(&path, meta.insert("snapshot_commit", pruned.max(through)))?;
-            }
-            db!(&path, txn.commit())
-        })
+                Ok(())
+            })();
+            self.pending = Some(txn);
+            pruned?;
+            self.commit_pending(true)
+        });
+        self.note_failure(&result);
+        result
     }
 }
 

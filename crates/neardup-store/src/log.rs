@@ -4,9 +4,10 @@
 //! page the batch touched plus the allocator state, scattered over the file; at 1.9M
 //! documents that was 14 ms a commit on this project's test machine, and it grew with the
 //! file. So a batch of writes is appended here as one record and made durable with one
-//! fsync of a sequential write; redb takes the batch without an fsync of its own (a
-//! non-durable commit), and now and then one durable commit (a checkpoint) makes all of
-//! them durable at once, after which the log starts over. Opening a store replays the
+//! fsync of a sequential write; redb takes the batch without an fsync of its own (in a
+//! transaction that takes the batches of a tenth of a second, then commits without one),
+//! and now and then one durable commit (a checkpoint) makes all of them durable at once,
+//! after which the log starts over. Opening a store replays the
 //! records past the database's last durable commit.
 //!
 //! The file: eight bytes of [`MAGIC`], then records, each its payload's length (u32,

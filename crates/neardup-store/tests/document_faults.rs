@@ -41,6 +41,8 @@ fn filled(dir: &Path, n: usize) -> Vec<(String, StoredDoc)> {
             })
             .collect();
         store.apply(writes).unwrap();
+        // A commit a batch, as a store written now and then has.
+        store.checkpoint().unwrap();
     }
     ids.into_iter()
         .map(|id| {
