@@ -238,28 +238,21 @@ impl View {
             let path = &self.path;
             let now = self.clock.now();
             let overlay = self.overlay();
-            let named = overlay.ids.get(id).copied();
-            if let Some(Some(row)) = named.flatten().and_then(|i| overlay.docs.get(&i)) {
-                return Ok((!expired(row.expires, now)).then(|| StoredDoc {
+            // An id the open transaction changed names a row of the overlay, or nothing.
+            if let Some(named) = overlay.ids.get(id) {
+                let row = named.and_then(|i| overlay.docs.get(&i)?.clone());
+                return Ok(row.filter(|r| !expired(r.expires, now)).map(|r| StoredDoc {
                     id: id.to_string(),
-                    signature: row.signature,
-                    expires: (row.expires != 0).then_some(row.expires),
-                    paragraphs: row.paragraphs.len(),
+                    signature: r.signature,
+                    expires: (r.expires != 0).then_some(r.expires),
+                    paragraphs: r.paragraphs.len(),
                 }));
             }
             let txn = db!(path, self.db.begin_read())?;
             let ids = db!(path, txn.open_table(IDS))?;
-            let internal = match named {
-                Some(Some(internal)) => internal,
-                Some(None) => return Ok(None),
-                None => match db!(path, ids.get(id))? {
-                    Some(v) => v.value(),
-                    None => return Ok(None),
-                },
-            };
-            if matches!(overlay.docs.get(&internal), Some(None)) {
+            let Some(internal) = db!(path, ids.get(id))?.map(|v| v.value()) else {
                 return Ok(None);
-            }
+            };
             let docs = db!(path, txn.open_table(DOCS))?;
             let Some(row) = db!(path, docs.get(internal))? else {
                 return Err(StoreError::Damaged {
@@ -1287,28 +1280,27 @@ impl DocumentStore {
         self.refuse_if_broken()?;
         let path = self.view.path.clone();
         let now = self.view.clock.now();
-        // The ids to delete are read from the database, which must hold every batch: an
-        // id put again since it expired names its new document only in the open
-        // transaction.
-        if self.pending.is_some() {
-            let committed = guard(&path, || self.commit_pending(false));
-            self.note_failure(&committed);
-            committed?;
-        }
-        let ids: Vec<String> = guard(&path, || {
-            let txn = db!(&path, self.view.db.begin_read())?;
-            let expiry = db!(&path, txn.open_table(EXPIRY))?;
-            let docs = db!(&path, txn.open_table(DOCS))?;
-            let mut out = Vec::new();
-            for row in db!(&path, expiry.range(..=(now, u64::MAX)))? {
-                let (key, _) = db!(&path, row)?;
-                let (_, internal) = key.value();
-                if let Some(doc) = db!(&path, docs.get(internal))? {
-                    out.push(doc.value().0.to_string());
+        // Read in the writer's open transaction, which holds every batch: an id put
+        // again since it expired names its new document only there.
+        let ids: Result<Vec<String>> = guard(&path, || {
+            let txn = self.write_txn()?;
+            let read = (|| {
+                let t = Tables::open(&path, &txn)?;
+                let mut out = Vec::new();
+                for row in db!(&path, t.expiry.range(..=(now, u64::MAX)))? {
+                    let (key, _) = db!(&path, row)?;
+                    let (_, internal) = key.value();
+                    if let Some(doc) = db!(&path, t.docs.get(internal))? {
+                        out.push(doc.value().0.to_string());
+                    }
                 }
-            }
-            Ok(out)
-        })?;
+                Ok(out)
+            })();
+            self.pending = Some(txn);
+            read
+        });
+        self.note_failure(&ids);
+        let ids = ids?;
         let n = ids.len();
         if n > 0 {
             self.apply(ids.into_iter().map(|id| Write::Delete { id }).collect())?;
