@@ -197,6 +197,7 @@ pub(crate) struct Fingerprints {
 pub(crate) fn find_candidates(
     prints: &Fingerprints,
     rule: Rule,
+    keep: Keep,
     lanes: (Option<Blocks>, Option<u32>),
     progress: &Progress,
 ) -> Result<(batch::Candidates, Value), Failure> {
@@ -205,9 +206,22 @@ pub(crate) fn find_candidates(
         Rule::Jaccard(_) => {
             progress.phase("matching", None);
             let keys = prints.bands.first().map(Vec::as_slice).unwrap_or_default();
-            let c = batch::candidates(&prints.fps, &prints.text_hashes, Source::Bands(keys))
-                .map_err(Failure::input)?;
-            let settings = json!({"bands": BANDS, "rows": rule.banding().rows()});
+            let leading = batch::Leading {
+                keep,
+                lens: &prints.lens,
+            };
+            let c = batch::candidates(
+                &prints.fps,
+                &prints.text_hashes,
+                Source::Bands(keys),
+                Some(leading),
+            )
+            .map_err(Failure::input)?;
+            let settings = json!({
+                "bands": BANDS,
+                "rows": rule.banding().rows(),
+                "crowded_runs": c.led_runs(),
+            });
             Ok((c, settings))
         }
         Rule::Distance(_) => {
@@ -220,8 +234,13 @@ pub(crate) fn find_candidates(
             progress.phase("matching", Some((layout.tables().len() * LANES) as u64));
             let bar = progress.clone();
             let matcher = WideMatcher::new(layout, 0).on_progress(move |p| bar.set(p.done));
-            let c = batch::candidates(&prints.fps, &prints.text_hashes, Source::Lanes(&matcher))
-                .map_err(Failure::input)?;
+            let c = batch::candidates(
+                &prints.fps,
+                &prints.text_hashes,
+                Source::Lanes(&matcher),
+                None,
+            )
+            .map_err(Failure::input)?;
             Ok((c, settings))
         }
     }
@@ -341,8 +360,13 @@ pub fn run(cmd: &DedupCmd) -> Result<(), Failure> {
 
     let t = Instant::now();
     let n = prints.fps.len();
-    let (candidates, matching) =
-        find_candidates(&prints, rule, (cmd.blocks, cmd.lane_distance), &progress)?;
+    let (candidates, matching) = find_candidates(
+        &prints,
+        rule,
+        options.keep,
+        (cmd.blocks, cmd.lane_distance),
+        &progress,
+    )?;
     // The band keys (80 bytes a document) have given their candidates: freed before
     // verification and assignment allocate theirs, which keeps the peak near pass 1's.
     drop(prints.bands);
@@ -453,7 +477,8 @@ fn run_jaccard(
     steps.peaks[1] = crate::memory::peak_resident();
     crate::memory::give_back_freed(budget);
     let t = Instant::now();
-    let pairs = bounded::candidate_pairs(&signed, &copies, budget, progress)?;
+    let pairs = bounded::candidate_pairs(&signed, &copies, options.keep, budget, progress)?;
+    let crowded = pairs.led;
     signed.drop_band_keys();
     steps.candidates = t.elapsed().as_secs_f64();
     steps.peaks[2] = crate::memory::peak_resident();
@@ -577,6 +602,7 @@ fn run_jaccard(
         "memory": budget,
         "spilled": spilled,
         "sketch_reads": reads.describe(),
+        "crowded_runs": crowded,
     });
     if let (Some(counts), Value::Object(map)) = (decided, &mut settings) {
         map.insert("exact".into(), counts.describe());
@@ -1033,6 +1059,13 @@ fn print_summary(s: &Value, stats: &ReadStats, found: &Dedup) {
             } else {
                 ""
             }
+        ));
+    }
+    if let Some(runs) = s["settings"]["crowded_runs"].as_u64().filter(|&r| r > 0) {
+        lines.push(format!(
+            "  crowded keys      {runs} band keys shared by more than {} documents: each such \
+             document was paired with the {0} of its key that --keep visits first only",
+            batch::RUN_LEADERS
         ));
     }
     if let Some(peaks) = s["peak_rss"].as_object() {

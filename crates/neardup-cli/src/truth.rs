@@ -69,6 +69,8 @@ pub fn run(
                 &prints.fps,
                 &prints.text_hashes,
                 batch::Source::Bands(&prints.bands[i]),
+                // The truth of the banding itself: every pair of every run.
+                None,
             )
             .map_err(Failure::input)
         })

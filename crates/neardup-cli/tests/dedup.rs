@@ -1206,3 +1206,113 @@ fn exact_is_refused_where_no_texts_decide() {
         );
     }
 }
+
+/// Two templates stored many times over, each copy with a word of its own and some with
+/// a few words more, and three unrelated texts: families whose band keys crowd (more than
+/// `RUN_LEADERS` = 64 documents a key).
+fn crowded_corpus() -> Vec<(String, String)> {
+    let mut seed = 0x5eed_u64;
+    let mut word = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        format!("w{}", (seed >> 33) % 5000)
+    };
+    let templates: Vec<Vec<String>> = (0..2).map(|_| (0..200).map(|_| word()).collect()).collect();
+    let mut docs = Vec::new();
+    for (t, copies) in [(0usize, 300usize), (1, 100)] {
+        for i in 0..copies {
+            let mut words = templates[t].clone();
+            words.insert((i * 7) % 200, format!("copy{t}x{i}"));
+            words.extend((0..(i * 13) % 6).map(|k| format!("tail{k}")));
+            docs.push((format!("t{t}-{i}"), words.join(" ")));
+        }
+    }
+    for u in 0..3 {
+        docs.push((
+            format!("u{u}"),
+            (0..200).map(|_| word()).collect::<Vec<_>>().join(" "),
+        ));
+    }
+    docs
+}
+
+#[test]
+fn crowded_families_are_one_cluster_each_under_every_keep_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = crowded_corpus();
+    let input = dir.path().join("crowded.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    let family = |id: &str| id.split('-').next().unwrap().to_string();
+    for keep in ["first", "longest", "shortest"] {
+        let (clusters, pairs, stats) = (
+            dir.path().join("c.jsonl"),
+            dir.path().join("p.jsonl"),
+            dir.path().join("s.json"),
+        );
+        for p in [&clusters, &pairs, &stats] {
+            let _ = std::fs::remove_file(p);
+        }
+        ok(&neardup(
+            &[
+                "dedup",
+                input.to_str().unwrap(),
+                "--keep",
+                keep,
+                "--clusters",
+                clusters.to_str().unwrap(),
+                "--pairs",
+                pairs.to_str().unwrap(),
+                "--stats-json",
+                stats.to_str().unwrap(),
+            ],
+            b"",
+        ));
+        let stats: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        assert!(
+            stats["settings"]["crowded_runs"].as_u64().unwrap() > 0,
+            "{stats}"
+        );
+        // What every pair would give: each family one cluster, led by the document the
+        // rule keeps (the first of equals), the unrelated texts kept alone.
+        let mut want = BTreeSet::new();
+        for t in ["t0", "t1"] {
+            let members: Vec<&(String, String)> =
+                docs.iter().filter(|d| family(&d.0) == t).collect();
+            let best = members
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, d)| match keep {
+                    "longest" => (-(d.1.len() as i64), *i),
+                    "shortest" => (d.1.len() as i64, *i),
+                    _ => (0, *i),
+                })
+                .map(|(_, d)| d.0.clone())
+                .unwrap();
+            want.insert((best, members.len() as u64));
+        }
+        let got: BTreeSet<(String, u64)> = json_lines(&clusters)
+            .iter()
+            .map(|c| (id(&c["representative"]), c["size"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, want, "--keep {keep}");
+        // Pairs: within a family only, each document with the kept one among them, and
+        // not every pair of the family (49,800).
+        let listed = pair_set(&pairs);
+        assert!(listed
+            .iter()
+            .all(|(a, b)| family(a) == family(b) && !a.starts_with('u')));
+        assert!(listed.len() < 49_800, "{} pairs", listed.len());
+        for (best, _) in &want {
+            let fam = family(best);
+            for (d, _) in docs.iter().filter(|d| family(&d.0) == fam && &d.0 != best) {
+                let p = if d < best {
+                    (d.clone(), best.clone())
+                } else {
+                    (best.clone(), d.clone())
+                };
+                assert!(listed.contains(&p), "--keep {keep}: {p:?} not listed");
+            }
+        }
+    }
+}

@@ -324,7 +324,11 @@ pub fn dedup(
                 batch::Rule::Jaccard(_) => batch::Source::Bands(&keys),
                 batch::Rule::Distance(_) => batch::Source::Lanes(&matcher),
             };
-            let c = batch::candidates(&fps, &hashes, source)?;
+            let leading = batch::Leading {
+                keep: options.keep,
+                lens: &lens,
+            };
+            let c = batch::candidates(&fps, &hashes, source, Some(leading))?;
             let outside = |doc: u32| {
                 stored
                     .get(doc as usize)

@@ -362,16 +362,39 @@ pub fn sign_texts<'py>(
 }
 
 /// The candidate pairs of one bucket of band keys: `keys[i]` (band << 32 | key) is a key
-/// of node `nodes[i]` (numbered 0..n); pairs `(a, b)`, `a < b`, of nodes whose keys agree
-/// in some band, each once, as [`batch::band_candidates`] finds them.
+/// of node `nodes[i]` (numbered 0..n in input order); pairs `(a, b)`, `a < b`, of nodes
+/// whose keys agree in some band, each once, as [`batch::band_candidates`] finds them, a
+/// crowded run led by the nodes `keep` keeps first by their texts' lengths `lens` (u32
+/// per node; needed unless `keep` is "first").
 #[pyfunction]
+#[pyo3(signature = (keys, nodes, n, lens = None, keep = "first"))]
 pub fn bucket_pairs(
     py: Python<'_>,
     keys: &Bound<'_, PyAny>,
     nodes: &Bound<'_, PyAny>,
     n: usize,
+    lens: Option<&Bound<'_, PyAny>>,
+    keep: &str,
 ) -> PyResult<(Py<PyBytes>, Py<PyBytes>)> {
     let (keys, nodes) = (u64s(keys, "keys")?, u32s(nodes, "nodes")?);
+    let keep: Keep = keep
+        .parse()
+        .map_err(|e: neardup::Error| PyValueError::new_err(e.to_string()))?;
+    let lens = match lens {
+        Some(l) => u32s(l, "lens")?,
+        None if keep == Keep::First => vec![0; n],
+        None => {
+            return Err(PyValueError::new_err(
+                "lens are needed to lead crowded runs unless keep is 'first'",
+            ))
+        }
+    };
+    if lens.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{} lens for {n} nodes",
+            lens.len()
+        )));
+    }
     if keys.len() != nodes.len() {
         return Err(PyValueError::new_err(format!(
             "{} keys for {} nodes",
@@ -394,15 +417,23 @@ pub fn bucket_pairs(
     let pairs = py
         .detach(|| {
             let mut pairs: Vec<(u32, u32)> = Vec::new();
+            let rank = |i: u32| {
+                batch::Rank {
+                    len: lens[i as usize],
+                    position: u64::from(i),
+                }
+                .key(keep)
+            };
             batch::band_candidates(
                 n,
                 |i| &table[i],
+                batch::Crowded::Led(|docs: &mut [u32]| docs.sort_by_key(|&i| rank(i))),
                 |a, b| -> neardup::Result<()> {
                     pairs.push((a as u32, b as u32));
                     Ok(())
                 },
             )
-            .map(|()| pairs)
+            .map(|_| pairs)
         })
         .map_err(core_error)?;
     let a: Vec<u32> = pairs.iter().map(|p| p.0).collect();

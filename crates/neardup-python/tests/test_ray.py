@@ -58,6 +58,42 @@ def test_kjv_equals_cli(tmp_path, threshold):
     assert threshold == 0.8 or clusters
 
 
+def write_crowded(path):
+    """Two templates stored 300 and 100 times, each copy with a word of its own and some
+    with a few words more, and unrelated texts: band keys shared by more than 64 nodes,
+    whose runs are led (`neardup.batch::RUN_LEADERS`)."""
+    rng = __import__("random").Random(7)
+    templates = [[f"w{rng.randrange(5000)}" for _ in range(200)] for _ in range(2)]
+    with open(path, "w") as f:
+        for t, copies in ((0, 300), (1, 100)):
+            for i in range(copies):
+                words = list(templates[t])
+                words.insert((i * 7) % 200, f"copy{t}x{i}")
+                words += [f"tail{k}" for k in range((i * 13) % 6)]
+                f.write(json.dumps({"id": f"t{t}-{i}", "text": " ".join(words)}) + "\n")
+        for u in range(3):
+            text = " ".join(f"w{rng.randrange(5000)}" for _ in range(200))
+            f.write(json.dumps({"id": f"u{u}", "text": text}) + "\n")
+
+
+@pytest.mark.parametrize("keep", ["first", "longest", "shortest"])
+def test_crowded_keys_equal_cli(tmp_path, keep):
+    corpus = tmp_path / "crowded.jsonl"
+    write_crowded(corpus)
+    want = cli_dedup(corpus, tmp_path, *cli_args(0.8, keep))
+    clusters, kept, _ = ray_dedup(corpus, tmp_path, threshold=0.8, keep=keep, unit_bytes=100_000,
+                                  partitions=3)
+    assert (clusters, kept) == want
+    # One cluster a template.
+    assert len(clusters.splitlines()) == 2
+    # And in process, as the CLI decides.
+    records = [json.loads(line) for line in corpus.read_text().splitlines()]
+    inproc = neardup.dedup([(r["id"], r["text"]) for r in records], keep=keep, threshold=0.8, exact=False)
+    listed = [json.loads(line) for line in clusters.splitlines()]
+    assert inproc == [[c["representative"]] + [m["id"] for m in c["members"] if m["id"] != c["representative"]]
+                      for c in listed]
+
+
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_against_a_store_equals_cli(tmp_path, partitions):
     """`against=` removes what `neardup dedup --against` removes, clusters of stored

@@ -736,14 +736,14 @@ proptest! {
 fn dedup_rejects_mismatched_lengths() {
     let matcher = WideMatcher::new(Layout::new(4, 3).unwrap(), 40);
     assert_eq!(
-        batch::candidates(&[[1; LANES]], &[], Source::Lanes(&matcher)).map(|c| c.len()),
+        batch::candidates(&[[1; LANES]], &[], Source::Lanes(&matcher), None).map(|c| c.len()),
         Err(neardup::Error::LengthMismatch {
             fingerprints: 1,
             hashes: 0
         })
     );
     assert_eq!(
-        batch::candidates(&[[1; LANES]], &[7], Source::Bands(&[])).map(|c| c.len()),
+        batch::candidates(&[[1; LANES]], &[7], Source::Bands(&[]), None).map(|c| c.len()),
         Err(neardup::Error::LengthMismatch {
             fingerprints: 1,
             hashes: 0

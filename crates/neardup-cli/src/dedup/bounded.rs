@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use anyhow::anyhow;
-use neardup::batch::{self, Candidates, Dedup, Edge, Options, Rule};
+use neardup::batch::{self, Candidates, Dedup, Edge, Keep, Options, Rank, Rule};
 use neardup::decide::{Match, Signature};
 use neardup::fingerprint::LANES;
 use neardup::jaccard::{Banding, Sketch, BANDS};
@@ -440,12 +440,16 @@ pub(crate) fn copies(signed: &Signed, budget: u64) -> Result<Copies, Failure> {
 pub(crate) struct Pairs {
     pairs: Vec<u64>,
     wordless: u64,
+    /// Crowded runs of band keys led ([`batch::RUN_LEADERS`]).
+    pub(crate) led: u64,
 }
 
-/// Step 3: the candidate pairs.
+/// Step 3: the candidate pairs; a crowded run of band keys is led by the documents
+/// `keep` keeps first ([`batch::RUN_LEADERS`]).
 pub(crate) fn candidate_pairs(
     signed: &Signed,
     copies: &Copies,
+    keep: Keep,
     budget: u64,
     progress: &Progress,
 ) -> Result<Pairs, Failure> {
@@ -463,6 +467,37 @@ pub(crate) fn candidate_pairs(
     let (mut entries, mut scratch) = (Vec::new(), Vec::new());
     entries.reserve_exact(per_pass(n, passes));
     scratch.reserve_exact(per_pass(n, passes));
+    // A crowded run's documents (increasing) in the order `keep` visits them; the first
+    // error reading their lengths is kept for after the band.
+    let mut failed: Option<Failure> = None;
+    let mut runs = batch::Crowded::Led(|docs: &mut [u32]| {
+        if keep == Keep::First {
+            return;
+        }
+        match signed.texts.gather(docs) {
+            Ok(texts) => {
+                let mut ranked: Vec<((i64, u64), u32)> = texts
+                    .iter()
+                    .zip(docs.iter())
+                    .map(|(t, &d)| {
+                        let rank = Rank {
+                            len: t.len,
+                            position: u64::from(d),
+                        };
+                        (rank.key(keep), d)
+                    })
+                    .collect();
+                ranked.sort_unstable();
+                for (d, (_, r)) in docs.iter_mut().zip(ranked) {
+                    *d = r;
+                }
+            }
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    });
+    let mut led = 0;
     for (band, column) in signed.keys.iter().enumerate() {
         band_pairs.clear();
         for pass in 0..passes {
@@ -490,7 +525,7 @@ pub(crate) fn candidate_pairs(
                 }
                 Ok(())
             })?;
-            batch::band_runs(&mut entries, &mut scratch, |a, b| {
+            led += batch::band_runs(&mut entries, &mut scratch, &mut runs, |a, b| {
                 band_pairs.push(u64::from(a) << 32 | u64::from(b));
             });
             progress.set(band as u64 * passes + pass + 1);
@@ -500,9 +535,13 @@ pub(crate) fn candidate_pairs(
         merge(&all, &band_pairs, &mut merged);
         std::mem::swap(&mut all, &mut merged);
     }
+    if let Some(e) = failed {
+        return Err(e);
+    }
     Ok(Pairs {
         pairs: all,
         wordless,
+        led,
     })
 }
 
@@ -559,7 +598,9 @@ pub(crate) fn resolve(
     budget: u64,
     exact: Option<&exact::Reading<'_>>,
 ) -> Result<Resolved, Failure> {
-    let Pairs { pairs, wordless } = pairs;
+    let Pairs {
+        pairs, wordless, ..
+    } = pairs;
     // The nodes' first documents, in order: in a pair, holding copies, or matching a
     // stored document. Marked in a bitmap of the documents, not listed and sorted: the
     // pairs name their documents over and over (1.1M candidate pairs among the 13,843

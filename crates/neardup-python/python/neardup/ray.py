@@ -444,7 +444,8 @@ def _sign(unit: _Unit, block: Any, u: int, parts: int, cfg: dict):
     return [info] + _split(sig, keys, parts)
 
 
-_BAND_RECORDS = {"key": (np.uint64, ()), "pos": (np.uint64, ()), "part": (np.uint32, ())}
+_BAND_RECORDS = {"key": (np.uint64, ()), "pos": (np.uint64, ()), "part": (np.uint32, ()),
+                 "len": (np.uint32, ())}
 
 
 def _nodes(p: int, parts: int, cfg: dict, *pieces: dict):
@@ -486,7 +487,9 @@ def _nodes(p: int, parts: int, cfg: dict, *pieces: dict):
     live[wordless] = False
     keys = (band_of[live] << np.uint64(32)) | bands[live].astype(np.uint64)
     pos = np.broadcast_to(table["pos"][:, None], bands.shape)[live]
-    records = {"key": keys, "pos": pos, "part": np.full(len(keys), p, dtype=np.uint32)}
+    lens = np.broadcast_to(table["len"][:, None], bands.shape)[live]
+    records = {"key": keys, "pos": pos, "part": np.full(len(keys), p, dtype=np.uint32),
+               "len": lens}
     dest = (_mix(keys) % np.uint64(parts)).astype(np.int64)
     return [stats, table] + _split(records, dest, parts)
 
@@ -506,8 +509,13 @@ def _bucket(q: int, parts: int, cfg: dict, *pieces: dict):
     nodes, local = np.unique(rec["pos"], return_inverse=True)
     part = np.zeros(len(nodes), dtype=np.uint32)
     part[local] = rec["part"]
+    lens = np.zeros(len(nodes), dtype=np.uint32)
+    lens[local] = rec["len"]
+    # Nodes are numbered in input order (np.unique sorts), as a crowded run's leaders are
+    # chosen in the keep rule's order.
     a, b = _k.bucket_pairs(rec["key"].astype("<u8").tobytes(),
-                           local.astype("<u4").tobytes(), len(nodes))
+                           local.astype("<u4").tobytes(), len(nodes),
+                           lens=lens.astype("<u4").tobytes(), keep=cfg["keep"])
     a = np.frombuffer(a, dtype="<u4").astype(np.int64)
     b = np.frombuffer(b, dtype="<u4").astype(np.int64)
     pairs = {"a": nodes[a], "b": nodes[b], "part_b": part[b]}
@@ -1002,7 +1010,7 @@ def dedup(
     parts = int(partitions) if partitions else max(cpus, math.ceil(total_bytes / (1 << 30)), 1)
     cfg = {
         "text": text_column, "id": id_column, "threshold": float(threshold),
-        "fingerprinter": fingerprinter, "threads": int(cpus_per_task),
+        "fingerprinter": fingerprinter, "threads": int(cpus_per_task), "keep": keep,
         "deduplicated": None if out_records is None else
         {k: v for k, v in out_records.items() if k != "shown"},
         "fault": _fault,

@@ -26,7 +26,7 @@
 #[cfg(feature = "rayon")]
 use rayon::prelude::*;
 
-use super::{band_candidates, UnionFind, WideMatcher};
+use super::{band_candidates, Crowded, UnionFind, WideMatcher};
 use crate::decide::{Keep, Match, Rule};
 use crate::error::{Error, Result};
 use crate::fingerprint::Wide;
@@ -199,9 +199,28 @@ pub struct Candidates {
     /// Candidate pairs of nodes, `a < b`.
     pairs: Vec<(u32, u32)>,
     wordless: u64,
+    /// Crowded runs of band keys led ([`super::RUN_LEADERS`]).
+    led: u64,
+}
+
+/// Which documents lead a crowded run of band keys ([`super::RUN_LEADERS`]): those the
+/// keep rule `keep` visits first, by the texts' lengths `lens` (by document).
+#[derive(Clone, Copy, Debug)]
+pub struct Leading<'a> {
+    /// The keep rule of the run.
+    pub keep: Keep,
+    /// Bytes of each document's text.
+    pub lens: &'a [u32],
 }
 
 impl Candidates {
+    /// Crowded runs of band keys whose documents were paired with the runs' leaders only
+    /// ([`super::RUN_LEADERS`]): 0 when every candidate pair of the banding is in
+    /// [`Candidates::pairs`].
+    pub fn led_runs(&self) -> u64 {
+        self.led
+    }
+
     /// The candidate pairs of nodes, `a < b`, sorted: what [`verify`] checks.
     pub fn pairs(&self) -> &[(u32, u32)] {
         &self.pairs
@@ -246,6 +265,7 @@ impl Candidates {
             starts,
             pairs: edges.iter().map(|e| (e.a, e.b)).collect(),
             wordless: self.wordless,
+            led: self.led,
         };
         (c, edges)
     }
@@ -338,6 +358,7 @@ impl Candidates {
             starts,
             pairs,
             wordless,
+            led: 0,
         })
     }
 
@@ -365,10 +386,23 @@ impl Candidates {
 /// Step 1: nodes of equal texts (text hash and fingerprint both equal) and their candidate
 /// pairs from `source`. `fps[i]` and `text_hashes[i]` belong to document `i` (and so do
 /// the band keys of [`Source::Bands`]); any 64-bit hash of the text's bytes serves.
+/// With `leading`, crowded runs of band keys are led by the documents it keeps first
+/// ([`super::RUN_LEADERS`]); without, every pair of the banding is a candidate.
 /// Memory: 8 bytes a document, one band or lane's matching at a time, and 8 bytes a
 /// candidate.
-pub fn candidates(fps: &[Wide], text_hashes: &[u64], source: Source<'_>) -> Result<Candidates> {
+pub fn candidates(
+    fps: &[Wide],
+    text_hashes: &[u64],
+    source: Source<'_>,
+    leading: Option<Leading<'_>>,
+) -> Result<Candidates> {
     let n = fps.len();
+    if let Some(l) = leading.filter(|l| l.lens.len() != n) {
+        return Err(Error::LengthMismatch {
+            fingerprints: n,
+            hashes: l.lens.len(),
+        });
+    }
     if n != text_hashes.len() {
         return Err(Error::LengthMismatch {
             fingerprints: n,
@@ -403,6 +437,7 @@ pub fn candidates(fps: &[Wide], text_hashes: &[u64], source: Source<'_>) -> Resu
         starts,
         pairs: Vec::new(),
         wordless: 0,
+        led: 0,
     };
     // Nodes with words take part in matching; wordless ones match their copies only.
     let wordless = |doc: u32| match source {
@@ -424,10 +459,30 @@ pub fn candidates(fps: &[Wide], text_hashes: &[u64], source: Source<'_>) -> Resu
         pairs.push((x.min(y), x.max(y)));
         Ok(())
     };
-    match source {
-        Source::Bands(keys) => band_candidates(worded.len(), |i| &keys[doc_of(i)], sink)?,
-        Source::Lanes(matcher) => matcher.candidates_by(worded.len(), |i| &fps[doc_of(i)], sink)?,
-    }
+    out.led = match (source, leading) {
+        (Source::Bands(keys), None) => band_candidates(
+            worded.len(),
+            |i| &keys[doc_of(i)],
+            Crowded::All::<fn(&mut [u32])>,
+            sink,
+        )?,
+        (Source::Bands(keys), Some(l)) => {
+            let rank = |i: u32| {
+                let doc = doc_of(i as usize);
+                Rank {
+                    len: l.lens[doc],
+                    position: doc as u64,
+                }
+                .key(l.keep)
+            };
+            let lead = |docs: &mut [u32]| docs.sort_by_key(|&i| rank(i));
+            band_candidates(worded.len(), |i| &keys[doc_of(i)], Crowded::Led(lead), sink)?
+        }
+        (Source::Lanes(matcher), _) => {
+            matcher.candidates_by(worded.len(), |i| &fps[doc_of(i)], sink)?;
+            0
+        }
+    };
     out.pairs = pairs;
     Ok(out)
 }
@@ -624,7 +679,11 @@ pub fn dedup(
             hashes: sketches.len().min(lens.len()),
         });
     }
-    let c = candidates(fps, text_hashes, source)?;
+    let leading = Leading {
+        keep: options.keep,
+        lens,
+    };
+    let c = candidates(fps, text_hashes, source, Some(leading))?;
     Ok(resolve(&c, fps, lens, |d| sketches[d as usize], options))
 }
 
