@@ -21,8 +21,8 @@
 //! `t` is a 16-bit tag from the id's xxh3 hash, so a document's id key and records share
 //! one hash slot and change together in one script. Bucket members are exact bytes —
 //! band key (4, big-endian), tag (2), internal id (8) and for paragraphs the paragraph's
-//! position (2) — all with score 0, read by prefix with `ZRANGEBYLEX`: no bit of a key or
-//! id ever passes through a double. A query reads all its buckets in one round, then the
+//! position (2) — all with score 0, read by prefix with `ZRANGEBYLEX` (the first
+//! [`RUN_LEADERS`] of a key): no bit of a key or id ever passes through a double. A query reads all its buckets in one round, then the
 //! records of its candidates in a second.
 //!
 //! # Checks share connections
@@ -63,6 +63,7 @@ use ::redis::cluster::{cluster_pipe, ClusterClient, ClusterConnection, ClusterPi
 use ::redis::cluster_async::ClusterConnection as AsyncConnection;
 use ::redis::{Cmd, RedisError, Value};
 use futures_util::future::try_join_all;
+use neardup::batch::RUN_LEADERS;
 use neardup::decide::Signature;
 use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
 
@@ -533,7 +534,16 @@ fn bucket_read(keys: &Keys, kind: Kind, band: usize, key: u32) -> Cmd {
     let mut max = min.clone();
     max.extend_from_slice(&[0xff; 12]);
     let mut cmd = ::redis::cmd("ZRANGEBYLEX");
-    cmd.arg(keys.bucket(kind, band, key)).arg(min).arg(max);
+    // A crowded key gives its first members only (they sort by a hash of the id, then
+    // the internal id), as the band index in memory gives its first
+    // (`neardup::batch::RUN_LEADERS`): a template page stored 100,000 times is not read
+    // whole by each query.
+    cmd.arg(keys.bucket(kind, band, key))
+        .arg(min)
+        .arg(max)
+        .arg("LIMIT")
+        .arg(0)
+        .arg(RUN_LEADERS);
     cmd
 }
 

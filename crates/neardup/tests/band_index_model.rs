@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use neardup::batch::RUN_LEADERS;
 use neardup::corpus::BandIndex;
 use neardup::jaccard::{BandKeys, BANDS};
 use proptest::prelude::*;
@@ -112,6 +113,82 @@ proptest! {
         }
         for (&id, _) in model.iter().take(5) {
             prop_assert!(ix.contains(id));
+        }
+    }
+}
+
+/// Crowded keys: of the documents agreeing with `q` in a band, at least
+/// [`RUN_LEADERS`] (all, when there are no more) are candidates, and nothing else is.
+fn check_crowded(ix: &BandIndex, model: &BTreeMap<u64, BandKeys>, q: &BandKeys) {
+    let got = ix.candidates(q);
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "candidates repeated or unsorted"
+    );
+    let all = model_candidates(model, q);
+    assert!(
+        got.iter().all(|id| all.binary_search(id).is_ok()),
+        "a candidate agrees in no band"
+    );
+    for band in (0..BANDS).filter(|&j| q[j] != 0) {
+        let under: Vec<u64> = model
+            .iter()
+            .filter(|(_, k)| k[band] == q[band])
+            .map(|(&id, _)| id)
+            .collect();
+        let taken = under
+            .iter()
+            .filter(|id| got.binary_search(id).is_ok())
+            .count();
+        assert!(
+            taken >= under.len().min(RUN_LEADERS),
+            "band {band}: {taken} of the {} documents under the key",
+            under.len()
+        );
+    }
+    assert_eq!(ix.reader().candidates(q), got);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Hundreds of documents on two keys a band, through levels, rebuilds and removals:
+    /// every key crowded, read as [`check_crowded`] says.
+    #[test]
+    fn crowded_keys_give_their_leaders(
+        docs in prop::collection::vec(
+            prop::collection::vec(1u32..3, BANDS).prop_map(|v| {
+                let mut k = [0; BANDS];
+                k.copy_from_slice(&v);
+                // One key every document shares.
+                k[0] = 1;
+                k
+            }),
+            100..600,
+        ),
+        removals in prop::collection::vec(0u64..600, 0..200),
+        caps in (1usize..50, 1usize..300),
+    ) {
+        let mut ix = BandIndex::new().background_rebuilds(false).with_level_caps(caps.0, caps.1);
+        let mut model = BTreeMap::new();
+        for (id, k) in docs.iter().enumerate() {
+            ix.insert(id as u64, k).unwrap();
+            model.insert(id as u64, *k);
+        }
+        for q in docs.iter().take(10) {
+            check_crowded(&ix, &model, q);
+        }
+        // The key all share, alone: the main part and the four levels give their first
+        // each, not all.
+        let mut shared = [0; BANDS];
+        shared[0] = 1;
+        prop_assert!(ix.candidates(&shared).len() <= 5 * RUN_LEADERS);
+        // Removed documents do not count among a key's first: the next ones do.
+        for id in removals {
+            prop_assert_eq!(ix.remove(id), model.remove(&id).is_some());
+        }
+        for q in docs.iter().take(10) {
+            check_crowded(&ix, &model, q);
         }
     }
 }

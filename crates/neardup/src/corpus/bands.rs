@@ -1,8 +1,14 @@
 //! [`BandIndex`]: the online candidates of the Jaccard rule. Documents come and go with
 //! their band keys ([`BandKeys`]); a query gets every stored document whose keys agree
-//! with its own in some band, which are exactly the candidates batch deduplication would
-//! pair it with ([`crate::batch::band_candidates`]). The decision on each is then
+//! with its own in some band, which are the candidates batch deduplication would pair it
+//! with ([`crate::batch::band_candidates`]). The decision on each is then
 //! [`crate::decide::Rule`]'s, as in batch.
+//!
+//! A crowded key is read as batch reads a crowded run ([`crate::batch::RUN_LEADERS`]):
+//! of the documents under one key, each part of the index (main and levels) gives its
+//! first [`RUN_LEADERS`] (the oldest of that part), not all. A template page stored
+//! 100,000 times would otherwise make each query read and verify 100,000 stored
+//! documents, and each put of one more such page as many: the load quadratic.
 //!
 //! It runs on the levelled engine of [`super::Corpus`] (`engine.rs`): a compact main
 //! part, rebuilt now and then (on another thread by default), under small sorted levels
@@ -25,6 +31,7 @@ use arc_swap::ArcSwap;
 use super::engine::{self, folded, Engine, MainPart, Merge, Scheme};
 use super::main_part::Packed;
 use super::raw::{invalid, In, Out};
+use crate::batch::RUN_LEADERS;
 use crate::error::{Error, Result};
 use crate::jaccard::{BandKeys, BANDS};
 
@@ -83,10 +90,10 @@ type Snap = engine::Snap<Bands>;
 const LEVEL_DIR_MIN: usize = 1024;
 
 impl Level {
-    /// Calls `f(slot)` for every entry of band `band` with `key`: the plain lookup that
+    /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of band `band` with `key`: the plain lookup that
     /// [`Snap::find_levels`] is tested against.
     #[cfg(test)]
-    fn find(&self, band: usize, key: u32, f: impl FnMut(u32)) {
+    fn find(&self, band: usize, key: u32, f: impl FnMut(u32) -> bool) {
         let (from, to) = self.run(band, key);
         scan_run(&self.tables[band][from..to], key, f);
     }
@@ -174,15 +181,17 @@ fn dir_bucket(dir: &[u32], key: u32) -> usize {
     (u64::from(key) >> (32 - bits)) as usize
 }
 
-/// Calls `f(slot)` for every entry of `run` (sorted) with `key`.
+/// Calls `f(slot)` for the entries of `run` (sorted) with `key` until [`RUN_LEADERS`]
+/// calls answered true (took the slot: a live document).
 #[inline]
-fn scan_run(run: &[(u32, u32)], key: u32, mut f: impl FnMut(u32)) {
+fn scan_run(run: &[(u32, u32)], key: u32, mut f: impl FnMut(u32) -> bool) {
     let at = run.partition_point(|e| e.0 < key);
+    let mut taken = 0;
     for &(k, slot) in &run[at..] {
-        if k != key {
+        if k != key || taken == RUN_LEADERS {
             break;
         }
-        f(slot);
+        taken += usize::from(f(slot));
     }
 }
 
@@ -251,22 +260,26 @@ impl Main {
         (lo < self.len() && id_at(lo) == id).then(|| self.ordered(lo) as u32)
     }
 
-    /// Calls `f(slot)` for every entry of band `band` with `key`: the plain lookup,
+    /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of band `band` with `key`: the plain lookup,
     /// which [`Main::find_bands`] does for all the bands at once.
     #[cfg(test)]
-    fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32)) {
+    fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32) -> bool) {
         let b = &self.bands[band];
         let bucket = (u64::from(key) >> (32 - self.dir_bits)) as usize;
         let (from, to) = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
         let low = u64::from(key) & low_mask(self.dir_bits);
+        let mut taken = 0;
         for i in from..to {
+            if taken == RUN_LEADERS {
+                break;
+            }
             if b.lows.get(i) == low {
-                f(b.slots.get(i) as u32);
+                taken += usize::from(f(b.slots.get(i) as u32));
             }
         }
     }
 
-    /// Calls `f(slot)` for every entry of every band `band` with key `keys[band]`, zero
+    /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of every band `band` with key `keys[band]`, zero
     /// keys skipped: [`Main::find`] of each band, its memory read in three passes.
     ///
     /// At millions of documents a band's directory entry, its run of low keys and their
@@ -275,7 +288,7 @@ impl Main {
     /// per check at 1.9M stored, nearly all of it on two loads. So the directory entries
     /// of all the bands are read first, then the first low key and slot of every run,
     /// loads that do not depend on each other and so overlap; the scans then hit the cache.
-    fn find_bands(&self, keys: &BandKeys, mut f: impl FnMut(u32)) {
+    fn find_bands(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) {
         let shift = 32 - self.dir_bits;
         let mut runs = [(0usize, 0usize); BANDS];
         for ((b, &key), run) in self.bands.iter().zip(keys).zip(&mut runs) {
@@ -294,9 +307,13 @@ impl Main {
         let mask = low_mask(self.dir_bits);
         for ((b, &key), &(from, to)) in self.bands.iter().zip(keys).zip(&runs) {
             let low = u64::from(key) & mask;
+            let mut taken = 0;
             for i in from..to {
+                if taken == RUN_LEADERS {
+                    break;
+                }
                 if b.lows.get(i) == low {
-                    f(b.slots.get(i) as u32);
+                    taken += usize::from(f(b.slots.get(i) as u32));
                 }
             }
         }
@@ -428,14 +445,14 @@ impl MainBand {
 }
 
 impl Snap {
-    /// Calls `f(slot)` for every entry of the levels' bands with key `keys[band]`, zero
+    /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of the levels' bands with key `keys[band]`, zero
     /// keys skipped: [`Level::find`] of each level and band, in three passes as
     /// [`Main::find_bands`] reads. Each band of a large level is a directory entry, then a
     /// run of a few entries, two cache misses the one waiting for the other; band by band
     /// and level by level they did not overlap, and at 10M documents stored the levels took
     /// more of a query's time than the main part. So the directories are read first, then
     /// the first entry of every run is asked for, then the runs are scanned.
-    fn find_levels(&self, keys: &BandKeys, mut f: impl FnMut(u32)) {
+    fn find_levels(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) {
         let levels = self.levels();
         let mut runs = [[(0usize, 0usize); BANDS]; 4];
         for (level, runs) in levels.iter().zip(&mut runs) {
@@ -467,15 +484,19 @@ impl Snap {
     /// The live documents whose keys agree with `keys` in some band: ids, increasing.
     fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
         let mut slots = Vec::new();
-        self.main.find_bands(keys, |s| slots.push(s));
-        self.find_levels(keys, |s| slots.push(s));
+        // A removed document does not count among a crowded key's first.
+        let mut take = |s: u32| {
+            let live = !self.removed(s);
+            if live {
+                slots.push(s);
+            }
+            live
+        };
+        self.main.find_bands(keys, &mut take);
+        self.find_levels(keys, &mut take);
         slots.sort_unstable();
         slots.dedup();
-        let mut ids: Vec<u64> = slots
-            .into_iter()
-            .filter(|&s| !self.removed(s))
-            .map(|s| self.id(s))
-            .collect();
+        let mut ids: Vec<u64> = slots.into_iter().map(|s| self.id(s)).collect();
         ids.sort_unstable();
         ids
     }
@@ -1013,8 +1034,14 @@ mod tests {
             for q in queries.chain([[0; BANDS], [u32::MAX; BANDS]]) {
                 for (band, &key) in q.iter().enumerate() {
                     let (mut want, mut got) = (Vec::new(), Vec::new());
-                    plain.find(band, key, |s| want.push(s));
-                    indexed.find(band, key, |s| got.push(s));
+                    plain.find(band, key, |s| {
+                        want.push(s);
+                        true
+                    });
+                    indexed.find(band, key, |s| {
+                        got.push(s);
+                        true
+                    });
                     assert_eq!(got, want, "n {n}, band {band}, key {key}");
                 }
             }
@@ -1066,12 +1093,18 @@ mod tests {
             for level in snap.levels() {
                 for (band, &key) in q.iter().enumerate() {
                     if key != 0 {
-                        level.find(band, key, |s| want.push(s));
+                        level.find(band, key, |s| {
+                            want.push(s);
+                            true
+                        });
                     }
                 }
             }
             let mut got = Vec::new();
-            snap.find_levels(q, |s| got.push(s));
+            snap.find_levels(q, |s| {
+                got.push(s);
+                true
+            });
             assert_eq!(got, want);
             found += got.len();
         }
@@ -1092,11 +1125,17 @@ mod tests {
                 let mut plain = Vec::new();
                 for (band, &key) in q.iter().enumerate() {
                     if key != 0 {
-                        main.find(band, key, |s| plain.push(s));
+                        main.find(band, key, |s| {
+                            plain.push(s);
+                            true
+                        });
                     }
                 }
                 let mut fast = Vec::new();
-                main.find_bands(q, |s| fast.push(s));
+                main.find_bands(q, |s| {
+                    fast.push(s);
+                    true
+                });
                 assert_eq!(fast, plain, "n {n}");
             }
         }
