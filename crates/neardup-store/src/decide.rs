@@ -18,6 +18,7 @@ use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::Duration;
 
+use neardup::batch::RUN_LEADERS;
 use neardup::corpus::{BandIndexReader, IdHasher};
 use neardup::decide::{Match, Rule, Signature};
 use neardup::jaccard::{BandKeys, BANDS};
@@ -842,7 +843,10 @@ struct PendingPuts {
 /// server's CPU in bulk inserts (twenty allocations a put, and moving 300-byte puts about
 /// in the B-tree's nodes).
 struct Listings {
-    /// `band << 32 | key` → its latest listing in `chain`.
+    /// `band << 32 | key` → its latest listing in `chain`, and how many it has: no more
+    /// than [`RUN_LEADERS`], the first puts under the key, as a crowded key of the band
+    /// index gives its first (a batch of 20,000 copies of a template listed each under
+    /// every one before it: 4·10⁹ listings, and the load ran out of memory).
     heads: Heads,
     /// Per listing: the put and the listing before it under the same band key
     /// ([`NO_LISTING`] for none).
@@ -855,7 +859,7 @@ const NO_LISTING: u32 = u32::MAX;
 /// Listings of this many band keys and more are kept for the thread's next batch.
 const SPARE_MIN: usize = AHEAD_MIN * BANDS;
 
-type Heads = HashMap<u64, u32, BuildHasherDefault<IdHasher>>;
+type Heads = HashMap<u64, (u32, u32), BuildHasherDefault<IdHasher>>;
 type Chain = Vec<(u32, u32)>;
 
 thread_local! {
@@ -885,16 +889,20 @@ impl Listings {
         }
     }
 
-    /// Lists put `at` under its nonzero `keys`.
+    /// Lists put `at` under its nonzero `keys` that have fewer than [`RUN_LEADERS`].
     fn list(&mut self, at: u32, keys: &BandKeys) {
         for (band, &key) in keys.iter().enumerate() {
             if key != 0 {
                 let listing = self.chain.len() as u32;
-                let before = self
+                let head = self
                     .heads
-                    .insert((band as u64) << 32 | u64::from(key), listing)
-                    .unwrap_or(NO_LISTING);
-                self.chain.push((at, before));
+                    .entry((band as u64) << 32 | u64::from(key))
+                    .or_insert((NO_LISTING, 0));
+                if head.1 as usize >= RUN_LEADERS {
+                    continue;
+                }
+                self.chain.push((at, head.0));
+                *head = (listing, head.1 + 1);
             }
         }
     }
@@ -909,8 +917,7 @@ impl Listings {
             let mut listing = self
                 .heads
                 .get(&((band as u64) << 32 | u64::from(key)))
-                .copied()
-                .unwrap_or(NO_LISTING);
+                .map_or(NO_LISTING, |h| h.0);
             while let Some(&(put, before)) = self.chain.get(listing as usize) {
                 out.push(put);
                 listing = before;
@@ -1041,6 +1048,34 @@ mod tests {
     use super::*;
     use crate::prepare::{DocConfig, Preparer};
     use proptest::prelude::*;
+
+    /// A key more than [`RUN_LEADERS`] puts share lists its first ones only; a key of
+    /// fewer, all of them.
+    #[test]
+    fn a_crowded_key_lists_its_first_puts() {
+        let mut listings = Listings::new(200);
+        let mut crowded = [0u32; BANDS];
+        crowded[3] = 9;
+        for at in 0..200 {
+            listings.list(at, &crowded);
+        }
+        let mut few = [0u32; BANDS];
+        few[5] = 4;
+        for at in [200, 201, 202] {
+            listings.list(at, &few);
+        }
+        let found = |keys: &BandKeys| {
+            let mut out = Vec::new();
+            listings.find(keys, &mut out);
+            out.sort_unstable();
+            out
+        };
+        assert_eq!(found(&crowded), (0..RUN_LEADERS as u32).collect::<Vec<_>>());
+        assert_eq!(found(&few), [200, 201, 202]);
+        let mut both = crowded;
+        both[5] = 4;
+        assert_eq!(found(&both).len(), RUN_LEADERS + 3);
+    }
 
     const WORDS: [&str; 24] = [
         "river", "stone", "mill", "farmer", "quiet", "hill", "sun", "slowly", "behind", "old",
