@@ -82,6 +82,18 @@ pub enum Error {
         /// The limit, `u32::MAX`.
         max: usize,
     },
+    /// The fingerprint-distance rule's lanes gave more candidate pairs than it may hold.
+    #[error(
+        "the fingerprint-distance rule found more than {limit} candidate pairs among {documents} \
+         documents (many near-copies of one text?); the Jaccard rule (no --distance) pairs \
+         such families with their first documents only"
+    )]
+    TooManyCandidates {
+        /// The pairs it may hold.
+        limit: usize,
+        /// Documents given.
+        documents: usize,
+    },
     /// A keep rule that is not one of `first`, `longest`, `shortest`.
     #[error("keep must be first, longest or shortest, got '{0}'")]
     UnknownKeep(String),

@@ -383,6 +383,10 @@ impl Candidates {
     }
 }
 
+/// Candidate pairs the fingerprint-distance rule may hold a document, and at least.
+const LANE_PAIRS_PER_DOCUMENT: usize = 64;
+const LANE_PAIRS_LEAST: usize = 1 << 26;
+
 /// Step 1: nodes of equal texts (text hash and fingerprint both equal) and their candidate
 /// pairs from `source`. `fps[i]` and `text_hashes[i]` belong to document `i` (and so do
 /// the band keys of [`Source::Bands`]); any 64-bit hash of the text's bytes serves.
@@ -395,6 +399,23 @@ pub fn candidates(
     text_hashes: &[u64],
     source: Source<'_>,
     leading: Option<Leading<'_>>,
+) -> Result<Candidates> {
+    let limit = match source {
+        Source::Bands(_) => usize::MAX,
+        Source::Lanes(_) => LANE_PAIRS_PER_DOCUMENT
+            .saturating_mul(fps.len())
+            .max(LANE_PAIRS_LEAST),
+    };
+    candidates_within(fps, text_hashes, source, leading, limit)
+}
+
+/// [`candidates`], an error past `limit` pairs.
+fn candidates_within(
+    fps: &[Wide],
+    text_hashes: &[u64],
+    source: Source<'_>,
+    leading: Option<Leading<'_>>,
+    limit: usize,
 ) -> Result<Candidates> {
     let n = fps.len();
     if let Some(l) = leading.filter(|l| l.lens.len() != n) {
@@ -454,7 +475,16 @@ pub fn candidates(
     }
     let doc_of = |i: usize| out.node(worded[i])[0] as usize;
     let mut pairs = Vec::new();
+    // The lanes have no keep order to lead a crowded run by ([`Crowded`]): a family of
+    // near-copies gives all its pairs there, so they are bounded, at 8 bytes a pair
+    // (200,000 copies of a template aborted allocating 8 GB): `limit`.
     let sink = |a: usize, b: usize| -> Result<()> {
+        if pairs.len() >= limit {
+            return Err(Error::TooManyCandidates {
+                limit,
+                documents: n,
+            });
+        }
         let (x, y) = (worded[a], worded[b]);
         pairs.push((x.min(y), x.max(y)));
         Ok(())
@@ -1109,6 +1139,33 @@ fn sort<T: Copy + Send + Sync, K: Ord>(v: &mut [T], key: impl Fn(T) -> K + Sync)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lanes' candidates past their limit are an error that says so, not an
+    /// allocation that fails; within it, the same candidates.
+    #[test]
+    fn lane_candidates_past_the_limit_are_an_error() {
+        let fps: Vec<Wide> = (0..40u64).map(|i| [i << 60, 7, 7, 7]).collect();
+        let hashes: Vec<u64> = (0..40).collect();
+        let matcher = WideMatcher::new(
+            super::super::layout(crate::tables::Blocks::Auto, 40, 3).unwrap(),
+            0,
+        );
+        let all = candidates(&fps, &hashes, Source::Lanes(&matcher), None).unwrap();
+        assert_eq!(all.pairs().len(), 40 * 39 / 2);
+        let within = candidates_within(&fps, &hashes, Source::Lanes(&matcher), None, 780).unwrap();
+        assert_eq!(within.pairs(), all.pairs());
+        let past = candidates_within(&fps, &hashes, Source::Lanes(&matcher), None, 779);
+        assert!(
+            matches!(
+                past,
+                Err(Error::TooManyCandidates {
+                    limit: 779,
+                    documents: 40
+                })
+            ),
+            "{past:?}"
+        );
+    }
     use proptest::prelude::*;
 
     fn edge(a: u32, b: u32, similarity: f32) -> Edge {
