@@ -36,9 +36,6 @@ pub enum Crowded<F> {
     Led(F),
 }
 
-/// The order of [`crate::decide::Keep::First`]: the input's.
-pub fn in_input_order(_: &mut [u32]) {}
-
 impl<F: FnMut(&mut [u32])> Crowded<F> {
     /// Orders a run's documents `docs` (increasing) for pairing and returns how many of
     /// them head it, each paired with every document after it: all of them unless the
@@ -336,7 +333,7 @@ mod tests {
         let led = band_candidates(
             keys.len(),
             |i| &keys[i],
-            Crowded::Led(in_input_order),
+            Crowded::Led(|_: &mut [u32]| {}),
             |a, b| -> Result<()> {
                 assert!(a < RUN_LEADERS && a < b);
                 pairs += 1;

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 /// Moved to [`crate::hamming::wide_distance`]; kept here for callers of the old path.
 pub use crate::hamming::wide_distance;
 use crate::tables::{Layout, Levels, PermuteJob, Table};
-pub use bands::{band_candidates, band_runs, in_input_order, Crowded, RUN_LEADERS};
+pub use bands::{band_candidates, band_runs, Crowded, RUN_LEADERS};
 pub use dedup::{
     assign, assign_against, candidates, decide_exactly, decide_on_sets, dedup, measure, near_edges,
     near_nodes, near_threshold, resolve, resolve_against, resolve_verified, resolve_with,
