@@ -19,7 +19,7 @@
 //! such a pair is not listed, and when neither has a kept near-duplicate among the
 //! leaders, both are kept. Every removal still rests on a verified pair.
 
-use super::radix;
+use super::{infallible, radix};
 use crate::error::Error;
 use crate::jaccard::{BandKeys, BANDS};
 
@@ -36,19 +36,40 @@ pub enum Crowded<F> {
     Led(F),
 }
 
-impl<F: FnMut(&mut [u32])> Crowded<F> {
-    /// Orders a run's documents `docs` (increasing) for pairing and returns how many of
-    /// them head it, each paired with every document after it: all of them unless the
-    /// run is led, then `leaders`.
-    fn heads(&mut self, docs: &mut [u32], leaders: usize) -> usize {
-        match self {
-            Crowded::Led(lead) if docs.len() > leaders => {
-                lead(docs);
-                leaders
+/// Calls `pair(a, b)`, `a < b`, for the pairs of one run of equal keys (`run`: sorted
+/// entries, a document in the low 32 bits of each) as `runs` says, and returns the
+/// followers of a led run (none for a run paired whole). `docs` is scratch for a led
+/// run's documents. Stops at the first error of `pair`.
+fn run_pairs<'d, F: FnMut(&mut [u32]), E>(
+    run: &[u64],
+    docs: &'d mut Vec<u32>,
+    runs: &mut Crowded<F>,
+    leaders: usize,
+    mut pair: impl FnMut(u32, u32) -> Result<(), E>,
+) -> Result<&'d [u32], E> {
+    let lead = match runs {
+        Crowded::Led(lead) if run.len() > leaders => lead,
+        _ => {
+            // The common case, without a copy.
+            for (i, &x) in run.iter().enumerate() {
+                for &y in &run[i + 1..] {
+                    let (a, b) = (x as u32, y as u32);
+                    pair(a.min(b), a.max(b))?;
+                }
             }
-            _ => docs.len(),
+            return Ok(&[]);
+        }
+    };
+    docs.clear();
+    docs.extend(run.iter().map(|&e| e as u32));
+    docs.sort_unstable();
+    lead(docs);
+    for (i, &a) in docs[..leaders].iter().enumerate() {
+        for &b in &docs[i + 1..] {
+            pair(a.min(b), a.max(b))?;
         }
     }
+    Ok(&docs[leaders..])
 }
 
 /// The end of the run of equal keys (top 32 bits) that starts at `start` in `sorted`.
@@ -114,31 +135,30 @@ fn band_candidates_led<'a, E: From<Error>, F: FnMut(&mut [u32])>(
         let mut start = 0;
         while start < entries.len() {
             let end = run_end(&entries, start);
-            docs.clear();
-            docs.extend(entries[start..end].iter().map(|&e| e as u32));
-            let heads = runs.heads(&mut docs, leaders);
-            if heads < docs.len() {
-                led += 1;
-                mine.resize(n.div_ceil(64), 0);
-                for &d in &docs[heads..] {
-                    mine[d as usize / 64] |= 1 << (d % 64);
-                }
-            }
-            for (i, &x) in docs[..heads].iter().enumerate() {
-                let a = x as usize;
-                let ka = keys(a);
-                for &y in &docs[i + 1..] {
-                    let b = y as usize;
-                    let kb = keys(b);
+            let follow = run_pairs(
+                &entries[start..end],
+                &mut docs,
+                &mut runs,
+                leaders,
+                |a, b| {
+                    let (a, b) = (a as usize, b as usize);
+                    let (ka, kb) = (keys(a), keys(b));
                     // An earlier band paired these two already.
                     if (0..band).any(|j| {
                         ka[j] == kb[j]
                             && ka[j] != 0
                             && !(follows(&followers[j], a) && follows(&followers[j], b))
                     }) {
-                        continue;
+                        return Ok(());
                     }
-                    sink(a.min(b), a.max(b))?;
+                    sink(a, b)
+                },
+            )?;
+            if !follow.is_empty() {
+                led += 1;
+                mine.resize(n.div_ceil(64), 0);
+                for &d in follow {
+                    mine[d as usize / 64] |= 1 << (d % 64);
                 }
             }
             start = end;
@@ -180,27 +200,17 @@ fn band_runs_led<F: FnMut(&mut [u32])>(
     let mut start = 0;
     while start < sorted.len() {
         let end = run_end(sorted, start);
-        let run = &sorted[start..end];
-        if run.len() <= leaders {
-            // The common case, without a copy.
-            for (i, &x) in run.iter().enumerate() {
-                for &y in &run[i + 1..] {
-                    let (a, b) = (x as u32, y as u32);
-                    pair(a.min(b), a.max(b));
-                }
-            }
-        } else {
-            docs.clear();
-            docs.extend(run.iter().map(|&e| e as u32));
-            docs.sort_unstable();
-            let heads = runs.heads(&mut docs, leaders);
-            led += u64::from(heads < docs.len());
-            for (i, &a) in docs[..heads].iter().enumerate() {
-                for &b in &docs[i + 1..] {
-                    pair(a.min(b), a.max(b));
-                }
-            }
-        }
+        let follow = infallible(run_pairs(
+            &sorted[start..end],
+            &mut docs,
+            runs,
+            leaders,
+            |a, b| {
+                pair(a, b);
+                Ok(())
+            },
+        ));
+        led += u64::from(!follow.is_empty());
         start = end;
     }
     led
