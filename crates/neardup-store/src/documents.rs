@@ -41,9 +41,10 @@ use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, open_error, Db};
 use crate::log::{Log, Writeback};
+use crate::packed::{self, DOCS};
 use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
 use crate::rows::{new_instance, paragraphs_bytes, paragraphs_of, signature_of, PARA_BYTES};
-use crate::rows::{DOCS, EXPIRY, IDS, META, PARAS, REMOVED};
+use crate::rows::{EXPIRY, IDS, META, PARAS, REMOVED};
 use crate::snapshot::{self, SnapshotJob};
 
 /// Checkpoints at least this often while writes come ([`DocumentStore::with_checkpoint_every`]).
@@ -154,15 +155,19 @@ impl View {
                     None => {}
                 }
                 // Gone since the index was read: removed after this query began.
-                let Some(row) = db!(path, docs.get(internal))? else {
-                    continue;
-                };
-                let (id, expires, sig) = row.value();
-                // Before the signature is read: an expired document is not looked at.
-                if expired(expires, now) {
-                    continue;
+                let live = packed::find(path, &docs, internal, |row| {
+                    // Before the signature is read: an expired document is not looked at.
+                    if expired(row.expires, now) {
+                        return Ok(None);
+                    }
+                    Ok(Some((
+                        row.id.to_string(),
+                        signature_of(path, row.signature)?,
+                    )))
+                })?;
+                if let Some((id, sig)) = live.flatten() {
+                    candidates.add(internal, id, sig);
                 }
-                candidates.add(internal, id.to_string(), signature_of(path, sig)?);
             }
             Ok(candidates.decide(self.config.rule(), query))
         })
@@ -205,9 +210,11 @@ impl View {
                         );
                         continue;
                     }
-                    let entry = match db!(path, docs.get(internal))? {
-                        Some(row) if !expired(row.value().1, now) => {
-                            let id = row.value().0.to_string();
+                    let id = packed::find(path, &docs, internal, |row| {
+                        Ok((!expired(row.expires, now)).then(|| row.id.to_string()))
+                    })?;
+                    let entry = match id.flatten() {
+                        Some(id) => {
                             let list = match db!(path, para_table.get(internal))? {
                                 Some(p) => paragraphs_of(path, p.value())?,
                                 None => Vec::new(),
@@ -254,13 +261,15 @@ impl View {
                 return Ok(None);
             };
             let docs = db!(path, txn.open_table(DOCS))?;
-            let Some(row) = db!(path, docs.get(internal))? else {
+            let row = packed::find(path, &docs, internal, |row| {
+                Ok((row.expires, signature_of(path, row.signature)?))
+            })?;
+            let Some((expires, signature)) = row else {
                 return Err(StoreError::Damaged {
                     path: path.clone(),
                     detail: format!("id {id:?} names document {internal}, which is missing"),
                 });
             };
-            let (_, expires, sig) = row.value();
             if expired(expires, now) {
                 return Ok(None);
             }
@@ -271,7 +280,7 @@ impl View {
             };
             Ok(Some(StoredDoc {
                 id: id.to_string(),
-                signature: signature_of(path, sig)?,
+                signature,
                 expires: (expires != 0).then_some(expires),
                 paragraphs,
             }))
@@ -451,11 +460,11 @@ fn doc_keys(
 ) -> Result<Vec<(u64, BandKeys)>> {
     let table = db!(path, txn.open_table(DOCS))?;
     let mut keys = Vec::new();
-    for row in db!(path, table.range(from..))? {
-        let (internal, v) = db!(path, row)?;
-        let internal = numbered(path, internal.value(), next_id, "document")?;
-        keys.push((internal, signature_of(path, v.value().2)?.index_keys()));
-    }
+    packed::each_from(path, &table, from, |row| {
+        let internal = numbered(path, row.internal, next_id, "document")?;
+        keys.push((internal, signature_of(path, row.signature)?.index_keys()));
+        Ok(())
+    })?;
     Ok(keys)
 }
 
@@ -711,6 +720,7 @@ impl DocumentStore {
             .set_repair_callback(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed));
         let db = file::open_db(&builder, &path).map_err(|e| open_error(dir, &path, e))?;
         let repaired = repaired.load(std::sync::atomic::Ordering::Relaxed);
+        packed::migrate(&path, &db)?;
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
             path: path.clone(),
@@ -769,8 +779,9 @@ impl DocumentStore {
         }
         let next_id = get("next_id")?;
         if let Some(budget) = options.memory_budget {
-            let docs = db!(&path, txn.open_table(DOCS))?;
-            let n = db!(&path, redb::ReadableTableMetadata::len(&docs))? as usize;
+            // One id a stored document.
+            let ids = db!(&path, txn.open_table(IDS))?;
+            let n = db!(&path, redb::ReadableTableMetadata::len(&ids))? as usize;
             over_budget(
                 dir,
                 n,
@@ -1290,8 +1301,10 @@ impl DocumentStore {
                 for row in db!(&path, t.expiry.range(..=(now, u64::MAX)))? {
                     let (key, _) = db!(&path, row)?;
                     let (_, internal) = key.value();
-                    if let Some(doc) = db!(&path, t.docs.get(internal))? {
-                        out.push(doc.value().0.to_string());
+                    if let Some(id) =
+                        packed::find(&path, &t.docs, internal, |row| Ok(row.id.to_string()))?
+                    {
+                        out.push(id);
                     }
                 }
                 Ok(out)
@@ -1404,7 +1417,7 @@ fn puts(writes: &[Write]) -> usize {
 /// The tables a write changes.
 struct Tables<'t> {
     ids: redb::Table<'t, &'static str, u64>,
-    docs: redb::Table<'t, u64, (&'static str, u64, &'static [u8])>,
+    docs: redb::Table<'t, u64, &'static [u8]>,
     paras: redb::Table<'t, u64, &'static [u8]>,
     expiry: redb::Table<'t, (u64, u64), ()>,
 }
@@ -1444,15 +1457,13 @@ impl StoreView for TablesView<'_, '_> {
     }
 
     fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
-        let Some(row) = db!(self.path, self.tables.docs.get(internal))? else {
-            return Ok(None);
-        };
-        let (id, expires, bytes) = row.value();
-        Ok(Some(DocRecord {
-            id: id.to_string(),
-            expires,
-            signature: signature_of(self.path, bytes)?,
-        }))
+        packed::find(self.path, &self.tables.docs, internal, |row| {
+            Ok(DocRecord {
+                id: row.id.to_string(),
+                expires: row.expires,
+                signature: signature_of(self.path, row.signature)?,
+            })
+        })
     }
 }
 
@@ -1502,14 +1513,14 @@ fn carry_out(
             Step::Remove { internal, .. } => removed.push(delete(path, t, *internal)?),
             Step::Insert(put) => {
                 let internal = put.internal;
-                let sig = put.doc.signature;
-                db!(
-                    path,
-                    t.docs.insert(
-                        internal,
-                        (put.id.as_str(), put.expires, &sig.to_bytes()[..])
-                    )
-                )?;
+                let sig = put.doc.signature.to_bytes();
+                let row = packed::Row {
+                    internal,
+                    id: &put.id,
+                    expires: put.expires,
+                    signature: &sig,
+                };
+                packed::insert(path, &mut t.docs, row)?;
                 let paras = &put.doc.paragraphs;
                 let paras = if paragraphs {
                     &paras[..paras.len().min(MAX_PARAGRAPHS as usize)]
@@ -1531,7 +1542,7 @@ fn carry_out(
 /// Deletes document `internal`'s rows but its id's (which [`carry_out`] removes): its
 /// internal id and the index ids of its paragraphs.
 fn delete(path: &Path, t: &mut Tables<'_>, internal: u64) -> Result<(u64, Vec<u64>)> {
-    let expires = db!(path, t.docs.remove(internal))?.map(|v| v.value().1);
+    let expires = packed::remove(path, &mut t.docs, internal)?;
     let paras = db!(path, t.paras.remove(internal))?.map_or(0, |v| v.value().len() / PARA_BYTES);
     if let Some(e) = expires.filter(|&e| e != 0) {
         db!(path, t.expiry.remove((e, internal)))?;

@@ -48,6 +48,7 @@ mod error;
 mod file;
 mod fingerprints;
 mod log;
+mod packed;
 mod prepare;
 #[cfg(feature = "redis")]
 mod redis;

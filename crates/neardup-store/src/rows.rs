@@ -7,7 +7,9 @@ use std::path::Path;
 
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition, TableHandle};
+
+use crate::packed;
 
 use crate::error::{db, Result, StoreError};
 use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
@@ -19,8 +21,6 @@ use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// External id → internal id.
 pub(crate) const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
-/// Internal id → (external id, expiry in Unix seconds or 0, signature bytes).
-pub(crate) const DOCS: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("docs");
 /// Internal id → its paragraphs: per paragraph its start and end (u32, little-endian)
 /// and its signature bytes.
 pub(crate) const PARAS: TableDefinition<u64, &[u8]> = TableDefinition::new("paragraphs");
@@ -180,19 +180,15 @@ pub(crate) fn read_rows(
         note(format!("its settings (table \"meta\"): {why}"));
     }
     let next_id = rows.setting("next_id");
-    let docs = db!(copy, txn.open_table(DOCS))?;
     let mut by_id: HashMap<String, u64> = HashMap::new();
-    for row in db!(copy, docs.iter())? {
-        let (internal, v) = db!(copy, row)?;
-        let internal = internal.value();
-        let (id, expires, signature) = v.value();
+    let mut add = |internal: u64, id: &str, expires: u64, signature: &[u8]| {
         if signature.len() != Signature::BYTES {
             note(format!(
                 "document \"{id}\" ({internal}) has a signature of {} bytes, not {}: not kept",
                 signature.len(),
                 Signature::BYTES
             ));
-            continue;
+            return;
         }
         if let Some(n) = next_id.filter(|&n| internal >= n) {
             note(format!(
@@ -214,7 +210,38 @@ pub(crate) fn read_rows(
                 paragraphs: None,
             },
         );
+    };
+    let mut bad = Vec::new();
+    let tables: Vec<String> = db!(copy, txn.list_tables())?
+        .map(|t| t.name().to_string())
+        .collect();
+    if tables.iter().any(|t| t == packed::DOCS.name()) {
+        let docs = db!(copy, txn.open_table(packed::DOCS))?;
+        for entry in db!(copy, docs.iter())? {
+            let (key, bytes) = db!(copy, entry)?;
+            let key = key.value();
+            match packed::rows(key, bytes.value()) {
+                Ok(found) => {
+                    for r in found {
+                        add(r.internal, r.id, r.expires, r.signature);
+                    }
+                }
+                Err(why) => bad.push(format!(
+                    "the pack of documents from {key}: {why}: its documents are not kept"
+                )),
+            }
+        }
     }
+    // A store made before packing, not opened since.
+    if tables.iter().any(|t| t == packed::UNPACKED.name()) {
+        let docs = db!(copy, txn.open_table(packed::UNPACKED))?;
+        for entry in db!(copy, docs.iter())? {
+            let (internal, v) = db!(copy, entry)?;
+            let (id, expires, signature) = v.value();
+            add(internal.value(), id, expires, signature);
+        }
+    }
+    bad.into_iter().for_each(&mut *note);
     rows.complete = true;
 
     let ids = db!(copy, txn.open_table(IDS))?;
@@ -310,16 +337,19 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
         db!(path, meta.insert("commit", 0))?;
         db!(path, meta.insert("snapshot_commit", 0))?;
         let mut ids = db!(path, txn.open_table(IDS))?;
-        let mut docs = db!(path, txn.open_table(DOCS))?;
+        let mut docs = db!(path, txn.open_table(packed::DOCS))?;
         let mut paras = db!(path, txn.open_table(PARAS))?;
         let mut expiry = db!(path, txn.open_table(EXPIRY))?;
         db!(path, txn.open_table(REMOVED))?;
         for (internal, doc) in (0u64..).zip(rows.docs.values()) {
             db!(path, ids.insert(doc.id.as_str(), internal))?;
-            db!(
-                path,
-                docs.insert(internal, (doc.id.as_str(), doc.expires, &doc.signature[..]))
-            )?;
+            let row = packed::Row {
+                internal,
+                id: &doc.id,
+                expires: doc.expires,
+                signature: &doc.signature,
+            };
+            packed::insert(path, &mut docs, row)?;
             if let Some(p) = &doc.paragraphs {
                 db!(path, paras.insert(internal, &p[..]))?;
             }

@@ -1,0 +1,545 @@
+//! The documents table: each stored document's row (its id, expiry and signature) by
+//! internal id, several rows packed into one value of the B-tree.
+//!
+//! Internal ids only grow, and redb splits a full leaf in two halves, so a table taking
+//! one row a key in increasing order leaves every leaf half empty: a store of 938,158
+//! documents took 860 bytes a document in its file for about 290 of rows. A value of up
+//! to [`PACK_BYTES`] is alone in its 4 KiB leaf (the next one does not fit beside it), so
+//! rows packed that tight fill their leaves: a pack takes the rows of consecutive
+//! documents until the next would not fit, and is keyed by an internal id at or below its
+//! first row's, below the next pack's key. A put appends to the last pack or starts one; a
+//! removal cuts its row out (a pack left empty goes).
+//!
+//! A row: its internal id less the pack's key (u32), its expiry (u64, Unix seconds or
+//! 0), its id's length in bytes (u32), its signature ([`Signature::BYTES`]), its id; all
+//! little-endian.
+
+use std::path::Path;
+
+use neardup::decide::Signature;
+use redb::{ReadableTable, Table, TableDefinition, TableHandle};
+
+use crate::error::{db, Result, StoreError};
+
+/// Internal id of a pack's first row, at most → the pack's rows.
+pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("documents");
+/// The table of one row a document that stores before packing kept (internal id → (id,
+/// expiry, signature)); [`migrate`] packs it.
+pub(crate) const UNPACKED: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("docs");
+
+/// The most bytes of rows a pack holds: a 4 KiB page less redb's leaf header (4 bytes),
+/// the value's length (4) and the key (8). A row longer than this (an id of more than
+/// about 3.8 KB) is a pack of its own, in a larger page.
+pub(crate) const PACK_BYTES: usize = 4096 - 16;
+
+/// A row's bytes before its signature and id.
+const HEAD: usize = 4 + 8 + 4;
+
+/// A stored document's row, as read from its pack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Row<'a> {
+    pub(crate) internal: u64,
+    pub(crate) id: &'a str,
+    /// Unix seconds, or 0: never.
+    pub(crate) expires: u64,
+    /// [`Signature::BYTES`] bytes.
+    pub(crate) signature: &'a [u8],
+}
+
+impl Row<'_> {
+    fn len(&self) -> usize {
+        HEAD + Signature::BYTES + self.id.len()
+    }
+
+    /// Appends this row's bytes in a pack keyed `key` (at most `self.internal`, within
+    /// u32 of it).
+    fn write(&self, key: u64, out: &mut Vec<u8>) {
+        debug_assert!(fits_after(key, self.internal));
+        out.extend_from_slice(&((self.internal - key) as u32).to_le_bytes());
+        out.extend_from_slice(&self.expires.to_le_bytes());
+        out.extend_from_slice(&(self.id.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.signature);
+        out.extend_from_slice(self.id.as_bytes());
+    }
+}
+
+/// Whether a row of document `internal` can be in a pack keyed `key`.
+fn fits_after(key: u64, internal: u64) -> bool {
+    internal
+        .checked_sub(key)
+        .is_some_and(|d| u32::try_from(d).is_ok())
+}
+
+/// The rows of the pack keyed `key`, in order; or what is wrong with its bytes.
+pub(crate) fn rows(key: u64, mut bytes: &[u8]) -> std::result::Result<Vec<Row<'_>>, String> {
+    let mut out = Vec::new();
+    let mut last = None;
+    while !bytes.is_empty() {
+        let at = out.len();
+        let Some(head) = bytes.get(..HEAD) else {
+            return Err(format!("row {at} is cut short"));
+        };
+        let delta = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        let mut expires = [0u8; 8];
+        expires.copy_from_slice(&head[4..12]);
+        let id_len = u32::from_le_bytes([head[12], head[13], head[14], head[15]]) as usize;
+        let end = (HEAD + Signature::BYTES)
+            .checked_add(id_len)
+            .filter(|&e| e <= bytes.len())
+            .ok_or_else(|| format!("row {at} is cut short"))?;
+        let internal = key
+            .checked_add(u64::from(delta))
+            .ok_or_else(|| format!("row {at} is numbered past 2^64"))?;
+        if last.is_some_and(|l| l >= internal) {
+            return Err(format!("row {at} (document {internal}) is out of order"));
+        }
+        last = Some(internal);
+        let id = std::str::from_utf8(&bytes[HEAD + Signature::BYTES..end])
+            .map_err(|_| format!("row {at}'s id is not UTF-8"))?;
+        out.push(Row {
+            internal,
+            id,
+            expires: u64::from_le_bytes(expires),
+            signature: &bytes[HEAD..HEAD + Signature::BYTES],
+        });
+        bytes = &bytes[end..];
+    }
+    Ok(out)
+}
+
+fn damaged(path: &Path, key: u64, why: String) -> StoreError {
+    StoreError::Damaged {
+        path: path.to_path_buf(),
+        detail: format!("the pack of documents from {key}: {why}"),
+    }
+}
+
+/// `f` of document `internal`'s row, if it is stored.
+pub(crate) fn find<T>(
+    path: &Path,
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    internal: u64,
+    f: impl FnOnce(Row<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let Some(entry) = db!(path, table.range(..=internal))?.next_back() else {
+        return Ok(None);
+    };
+    let (key, value) = db!(path, entry)?;
+    let key = key.value();
+    let rows = rows(key, value.value()).map_err(|why| damaged(path, key, why))?;
+    match rows.binary_search_by_key(&internal, |r| r.internal) {
+        Ok(i) => f(rows[i]).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
+/// `f` of every stored row from document `from` on, in order.
+pub(crate) fn each_from(
+    path: &Path,
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    from: u64,
+    mut f: impl FnMut(Row<'_>) -> Result<()>,
+) -> Result<()> {
+    // The pack holding `from` may start before it.
+    let start = match db!(path, table.range(..=from))?.next_back() {
+        Some(entry) => db!(path, entry)?.0.value(),
+        None => from,
+    };
+    for entry in db!(path, table.range(start..))? {
+        let (key, value) = db!(path, entry)?;
+        let key = key.value();
+        for row in rows(key, value.value()).map_err(|why| damaged(path, key, why))? {
+            if row.internal >= from {
+                f(row)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stores `row` (in place of a row of the same document): appended to the pack before it
+/// when it is that pack's last and fits, else the pack cut anew.
+pub(crate) fn insert(
+    path: &Path,
+    table: &mut Table<'_, u64, &'static [u8]>,
+    row: Row<'_>,
+) -> Result<()> {
+    let found = match db!(path, table.range(..=row.internal))?.next_back() {
+        Some(entry) => {
+            let (key, value) = db!(path, entry)?;
+            Some((key.value(), value.value().to_vec()))
+        }
+        None => None,
+    };
+    let Some((key, bytes)) = found else {
+        let mut out = Vec::with_capacity(row.len());
+        row.write(row.internal, &mut out);
+        db!(path, table.insert(row.internal, &out[..]))?;
+        return Ok(());
+    };
+    let stored = rows(key, &bytes).map_err(|why| damaged(path, key, why))?;
+    let appends = stored.last().is_none_or(|l| l.internal < row.internal);
+    if appends {
+        if bytes.len() + row.len() <= PACK_BYTES && fits_after(key, row.internal) {
+            let mut out = bytes.clone();
+            row.write(key, &mut out);
+            db!(path, table.insert(key, &out[..]))?;
+        } else {
+            let mut out = Vec::with_capacity(row.len());
+            row.write(row.internal, &mut out);
+            db!(path, table.insert(row.internal, &out[..]))?;
+        }
+        return Ok(());
+    }
+    // A row among the pack's: every row again, cut into packs.
+    let mut all: Vec<Row<'_>> = stored
+        .into_iter()
+        .filter(|r| r.internal != row.internal)
+        .collect();
+    let at = all.partition_point(|r| r.internal < row.internal);
+    all.insert(at, row);
+    for (k, bytes) in pack(key, &all) {
+        db!(path, table.insert(k, &bytes[..]))?;
+    }
+    Ok(())
+}
+
+/// `rows` (in order, the first at or after `key`) cut into packs, the first keyed `key`,
+/// each next by its first row.
+fn pack(key: u64, rows: &[Row<'_>]) -> Vec<(u64, Vec<u8>)> {
+    let mut out: Vec<(u64, Vec<u8>)> = Vec::new();
+    for row in rows {
+        let fits = out.last().is_some_and(|(k, bytes)| {
+            bytes.len() + row.len() <= PACK_BYTES && fits_after(*k, row.internal)
+        });
+        if !fits {
+            let k = if out.is_empty() && fits_after(key, row.internal) {
+                key
+            } else {
+                row.internal
+            };
+            out.push((k, Vec::with_capacity(PACK_BYTES)));
+        }
+        if let Some((k, bytes)) = out.last_mut() {
+            row.write(*k, bytes);
+        }
+    }
+    out
+}
+
+/// Removes document `internal`'s row; its expiry (0 for none) if it was stored.
+pub(crate) fn remove(
+    path: &Path,
+    table: &mut Table<'_, u64, &'static [u8]>,
+    internal: u64,
+) -> Result<Option<u64>> {
+    let found = match db!(path, table.range(..=internal))?.next_back() {
+        Some(entry) => {
+            let (key, value) = db!(path, entry)?;
+            Some((key.value(), value.value().to_vec()))
+        }
+        None => None,
+    };
+    let Some((key, bytes)) = found else {
+        return Ok(None);
+    };
+    let stored = rows(key, &bytes).map_err(|why| damaged(path, key, why))?;
+    let Ok(i) = stored.binary_search_by_key(&internal, |r| r.internal) else {
+        return Ok(None);
+    };
+    let expires = stored[i].expires;
+    if stored.len() == 1 {
+        db!(path, table.remove(key))?;
+    } else {
+        let mut out = Vec::with_capacity(bytes.len());
+        for r in stored.iter().filter(|r| r.internal != internal) {
+            r.write(key, &mut out);
+        }
+        db!(path, table.insert(key, &out[..]))?;
+    }
+    Ok(Some(expires))
+}
+
+/// Packs the rows of a store made before packing ([`UNPACKED`]) into [`DOCS`], in one
+/// write transaction, and drops the old table; whether there was one.
+pub(crate) fn migrate(path: &Path, db: &redb::Database) -> Result<bool> {
+    let txn = db!(path, db.begin_write())?;
+    let old = db!(path, txn.list_tables())?.any(|t| t.name() == UNPACKED.name());
+    // A fingerprint store has a "docs" table of its own: left to the open to refuse.
+    let documents = old && {
+        let meta = db!(path, txn.open_table(crate::rows::META))?;
+        let format = db!(path, meta.get("format"))?.map(|v| v.value());
+        format == Some(crate::dir::DOC_FORMAT)
+    };
+    if !documents {
+        db!(path, txn.abort())?;
+        return Ok(false);
+    }
+    {
+        let unpacked = db!(path, txn.open_table(UNPACKED))?;
+        let mut table = db!(path, txn.open_table(DOCS))?;
+        for entry in db!(path, unpacked.iter())? {
+            let (internal, value) = db!(path, entry)?;
+            let (id, expires, signature) = value.value();
+            if signature.len() != Signature::BYTES {
+                return Err(StoreError::Damaged {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "document \"{id}\" has a signature of {} bytes, not {}",
+                        signature.len(),
+                        Signature::BYTES
+                    ),
+                });
+            }
+            let row = Row {
+                internal: internal.value(),
+                id,
+                expires,
+                signature,
+            };
+            insert(path, &mut table, row)?;
+        }
+    }
+    db!(path, txn.delete_table(UNPACKED))?;
+    db!(path, txn.commit())?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use redb::{Database, ReadableTableMetadata};
+
+    use super::*;
+
+    fn signature(n: u64) -> Vec<u8> {
+        (0..Signature::BYTES)
+            .map(|i| (n as usize * 7 + i) as u8)
+            .collect()
+    }
+
+    /// Steps: put (internal id, id length, expiry) or remove an internal id.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Put(u64, usize, u64),
+        Remove(u64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        // Mostly ids that grow (as a store numbers them), some anywhere, ids of every
+        // length class (short, past a pack, none).
+        prop_oneof![
+            4 => (0u64..400, prop_oneof![0usize..40, 3_900usize..4_200], 0u64..3)
+                .prop_map(|(i, l, e)| Step::Put(i, l, e)),
+            1 => (0u64..400).prop_map(Step::Remove),
+        ]
+    }
+
+    fn id_of(internal: u64, len: usize) -> String {
+        let mut id = format!("d{internal}-");
+        while id.len() < len {
+            id.push('x');
+        }
+        id
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Against a map of rows: every row found as put, removals answered with the
+        /// expiry, the table's rows in order from any point, and each pack within its
+        /// bytes unless it holds one row.
+        #[test]
+        fn packs_hold_what_a_map_holds(steps in proptest::collection::vec(step(), 1..300), from in 0u64..400) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.redb");
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            let mut model: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+            {
+                let mut table = txn.open_table(DOCS).unwrap();
+                for s in &steps {
+                    match *s {
+                        Step::Put(i, len, e) => {
+                            let id = id_of(i, len);
+                            let sig = signature(i);
+                            insert(&path, &mut table, Row { internal: i, id: &id, expires: e, signature: &sig }).unwrap();
+                            model.insert(i, (id, e));
+                        }
+                        Step::Remove(i) => {
+                            let got = remove(&path, &mut table, i).unwrap();
+                            prop_assert_eq!(got, model.remove(&i).map(|(_, e)| e));
+                        }
+                    }
+                }
+                for i in 0..400 {
+                    let got = find(&path, &table, i, |r| Ok((r.id.to_string(), r.expires, r.signature.to_vec()))).unwrap();
+                    prop_assert_eq!(got, model.get(&i).map(|(id, e)| (id.clone(), *e, signature(i))));
+                }
+                let mut seen = Vec::new();
+                each_from(&path, &table, from, |r| { seen.push(r.internal); Ok(()) }).unwrap();
+                let want: Vec<u64> = model.range(from..).map(|(&i, _)| i).collect();
+                prop_assert_eq!(seen, want);
+                for entry in table.iter().unwrap() {
+                    let (k, v) = entry.unwrap();
+                    let rows = rows(k.value(), v.value()).unwrap();
+                    prop_assert!(!rows.is_empty());
+                    prop_assert!(rows[0].internal >= k.value());
+                    prop_assert!(v.value().len() <= PACK_BYTES || rows.len() == 1);
+                }
+            }
+            txn.commit().unwrap();
+        }
+    }
+
+    #[test]
+    fn growing_ids_fill_their_packs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.redb");
+        let db = Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(DOCS).unwrap();
+            let sig = signature(0);
+            for i in 0..1_000u64 {
+                let id = format!("doc{i:08}");
+                insert(
+                    &path,
+                    &mut table,
+                    Row {
+                        internal: i,
+                        id: &id,
+                        expires: 0,
+                        signature: &sig,
+                    },
+                )
+                .unwrap();
+            }
+            let per_pack = PACK_BYTES / (HEAD + Signature::BYTES + 11);
+            assert_eq!(table.len().unwrap(), 1_000u64.div_ceil(per_pack as u64));
+        }
+        txn.commit().unwrap();
+    }
+
+    /// A store of one row a document (as stores were made before packing) opens with
+    /// the same documents, each found as before, and its old table gone.
+    #[test]
+    fn a_store_of_one_row_a_document_is_packed_on_open() {
+        use crate::{DocConfig, DocumentStore, Write};
+
+        let dir = tempfile::tempdir().unwrap();
+        let texts: Vec<String> = (0..300)
+            .map(|i| {
+                format!(
+                    "document {i} tells of {} and more words {i} {}",
+                    i * 7,
+                    i % 13
+                )
+            })
+            .collect();
+        let before = {
+            let mut store = DocumentStore::create(dir.path(), DocConfig::default()).unwrap();
+            let preparer = store.preparer();
+            let puts = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Write::Put {
+                    id: format!("id{i}"),
+                    doc: Box::new(preparer.prepare(t, false)),
+                    ttl: (i % 3 == 0).then_some(std::time::Duration::from_secs(1_000_000)),
+                    only_if_unique: false,
+                })
+                .collect();
+            store.apply(puts).unwrap();
+            store
+                .apply(vec![Write::Delete { id: "id7".into() }])
+                .unwrap();
+            (0..300)
+                .map(|i| store.get(&format!("id{i}")).unwrap())
+                .collect::<Vec<_>>()
+        };
+        // Unpack the rows, as an older neardup wrote them.
+        let path = dir.path().join(crate::dir::FILE);
+        {
+            let db = Database::open(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let docs = txn.open_table(DOCS).unwrap();
+                let mut old = txn.open_table(UNPACKED).unwrap();
+                each_from(&path, &docs, 0, |r| {
+                    old.insert(r.internal, (r.id, r.expires, r.signature))
+                        .unwrap();
+                    Ok(())
+                })
+                .unwrap();
+            }
+            txn.delete_table(DOCS).unwrap();
+            txn.commit().unwrap();
+        }
+        std::fs::remove_file(dir.path().join(crate::dir::SNAPSHOT)).ok();
+        let store = DocumentStore::open(dir.path(), None).unwrap();
+        for (i, want) in before.iter().enumerate() {
+            let got = store.get(&format!("id{i}")).unwrap();
+            assert_eq!(got.is_some(), want.is_some(), "id{i}");
+            if let (Some(got), Some(want)) = (got, want) {
+                assert_eq!(
+                    (&got.id, got.signature, got.expires),
+                    (&want.id, want.signature, want.expires)
+                );
+            }
+        }
+        assert!(before[7].is_none() && before[8].is_some());
+        let preparer = store.preparer();
+        let hits = store.check(&preparer.prepare(&texts[8], false)).unwrap();
+        assert_eq!(hits[0].id, "id8");
+        drop(store);
+        let db = Database::open(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        assert!(!txn
+            .list_tables()
+            .unwrap()
+            .any(|t| t.name() == UNPACKED.name()));
+    }
+
+    #[test]
+    fn a_damaged_pack_is_named() {
+        let sig = signature(1);
+        let mut bytes = Vec::new();
+        Row {
+            internal: 5,
+            id: "a",
+            expires: 0,
+            signature: &sig,
+        }
+        .write(5, &mut bytes);
+        Row {
+            internal: 9,
+            id: "b",
+            expires: 3,
+            signature: &sig,
+        }
+        .write(5, &mut bytes);
+        assert_eq!(rows(5, &bytes).unwrap().len(), 2);
+        assert!(rows(5, &bytes[..bytes.len() - 1])
+            .unwrap_err()
+            .contains("row 1 is cut short"));
+        let mut swapped = Vec::new();
+        Row {
+            internal: 9,
+            id: "b",
+            expires: 3,
+            signature: &sig,
+        }
+        .write(5, &mut swapped);
+        Row {
+            internal: 5,
+            id: "a",
+            expires: 0,
+            signature: &sig,
+        }
+        .write(5, &mut swapped);
+        assert!(rows(5, &swapped).unwrap_err().contains("out of order"));
+    }
+}
