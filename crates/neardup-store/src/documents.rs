@@ -35,7 +35,7 @@ use redb::{Database, ReadableTable};
 use crate::backend::{Backend, BackendReader};
 use crate::batch::{decode_batch, encode_batch};
 use crate::clock::{expired, Clock, SystemClock};
-use crate::decide::{self, Candidates, DocRecord, Hit, Outcome, ParagraphHit, Plan, Step};
+use crate::decide::{self, Candidates, DocRecord, Hit, Insert, Outcome, ParagraphHit, Plan, Step};
 use crate::decide::{StoreView, StoredDoc, StoredParagraphs, Write};
 use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
@@ -1508,19 +1508,32 @@ fn carry_out(
         }
     }
     let mut removed = Vec::new();
+    // The documents' rows of a run of puts go in together, each pack written once; a
+    // removal (which may be of a document put just before) waits for them.
+    let mut puts: Vec<(&Insert, [u8; Signature::BYTES])> = Vec::new();
+    let put_rows = |t: &mut Tables<'_>, puts: &mut Vec<(&Insert, [u8; Signature::BYTES])>| {
+        let rows: Vec<packed::Row<'_>> = puts
+            .iter()
+            .map(|(put, sig)| packed::Row {
+                internal: put.internal,
+                id: &put.id,
+                expires: put.expires,
+                signature: sig,
+            })
+            .collect();
+        packed::insert_all(path, &mut t.docs, &rows)?;
+        puts.clear();
+        Ok::<(), StoreError>(())
+    };
     for step in &plan.steps {
         match step {
-            Step::Remove { internal, .. } => removed.push(delete(path, t, *internal)?),
+            Step::Remove { internal, .. } => {
+                put_rows(t, &mut puts)?;
+                removed.push(delete(path, t, *internal)?);
+            }
             Step::Insert(put) => {
                 let internal = put.internal;
-                let sig = put.doc.signature.to_bytes();
-                let row = packed::Row {
-                    internal,
-                    id: &put.id,
-                    expires: put.expires,
-                    signature: &sig,
-                };
-                packed::insert(path, &mut t.docs, row)?;
+                puts.push((put, put.doc.signature.to_bytes()));
                 let paras = &put.doc.paragraphs;
                 let paras = if paragraphs {
                     &paras[..paras.len().min(MAX_PARAGRAPHS as usize)]
@@ -1536,6 +1549,7 @@ fn carry_out(
             }
         }
     }
+    put_rows(t, &mut puts)?;
     Ok(removed)
 }
 

@@ -204,6 +204,76 @@ pub(crate) fn insert(
     Ok(())
 }
 
+/// Stores `new`, as [`insert`] one row at a time would, but writes each pack once: a batch's
+/// new documents (numbered past every stored one, upwards) fill the last pack and then new
+/// ones in memory, where one insert a row would copy its pack in and out each time.
+pub(crate) fn insert_all(
+    path: &Path,
+    table: &mut Table<'_, u64, &'static [u8]>,
+    new: &[Row<'_>],
+) -> Result<()> {
+    /// The last pack: its key, bytes, last row, and whether it changed.
+    struct Last {
+        key: u64,
+        bytes: Vec<u8>,
+        row: u64,
+        changed: bool,
+    }
+    let read_last = |table: &Table<'_, u64, &'static [u8]>| -> Result<Option<Last>> {
+        let Some((key, value)) = db!(path, table.last())? else {
+            return Ok(None);
+        };
+        let key = key.value();
+        let bytes = value.value().to_vec();
+        let row = rows(key, &bytes)
+            .map_err(|why| damaged(path, key, why))?
+            .last()
+            .map_or(key, |r| r.internal);
+        Ok(Some(Last {
+            key,
+            bytes,
+            row,
+            changed: false,
+        }))
+    };
+    let flush = |table: &mut Table<'_, u64, &'static [u8]>, last: &Option<Last>| -> Result<()> {
+        if let Some(l) = last.as_ref().filter(|l| l.changed) {
+            db!(path, table.insert(l.key, &l.bytes[..]))?;
+        }
+        Ok(())
+    };
+    let mut last = read_last(table)?;
+    for row in new {
+        match &mut last {
+            // Among the stored rows (or an empty pack's key): the general way.
+            Some(l) if row.internal <= l.row => {
+                flush(table, &last)?;
+                insert(path, table, *row)?;
+                last = read_last(table)?;
+            }
+            Some(l)
+                if l.bytes.len() + row.len() <= PACK_BYTES && fits_after(l.key, row.internal) =>
+            {
+                row.write(l.key, &mut l.bytes);
+                l.row = row.internal;
+                l.changed = true;
+            }
+            _ => {
+                flush(table, &last)?;
+                let mut bytes = Vec::with_capacity(PACK_BYTES);
+                row.write(row.internal, &mut bytes);
+                last = Some(Last {
+                    key: row.internal,
+                    bytes,
+                    row: row.internal,
+                    changed: true,
+                });
+            }
+        }
+    }
+    flush(table, &last)
+}
+
 /// `rows` (in order, the first at or after `key`) cut into packs, the first keyed `key`,
 /// each next by its first row.
 fn pack(key: u64, rows: &[Row<'_>]) -> Vec<(u64, Vec<u8>)> {
@@ -388,6 +458,66 @@ mod tests {
                     prop_assert!(!rows.is_empty());
                     prop_assert!(rows[0].internal >= k.value());
                     prop_assert!(v.value().len() <= PACK_BYTES || rows.len() == 1);
+                }
+            }
+            txn.commit().unwrap();
+        }
+    }
+
+    fn packs_of(table: &impl ReadableTable<u64, &'static [u8]>) -> Vec<(u64, Vec<u8>)> {
+        table
+            .iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value(), v.value().to_vec())
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Batches of puts stored with `insert_all` leave every pack as `insert`, one row
+        /// at a time, does: appends (the common case) and rows among stored ones alike.
+        #[test]
+        fn insert_all_is_insert_one_by_one(
+            batches in proptest::collection::vec(
+                proptest::collection::vec((0u64..300, prop_oneof![0usize..40, 3_900usize..4_200], 0u64..3), 0..40),
+                1..8,
+            ),
+            grow in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.redb");
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut one = txn.open_table(TableDefinition::<u64, &[u8]>::new("one")).unwrap();
+                let mut all = txn.open_table(TableDefinition::<u64, &[u8]>::new("all")).unwrap();
+                let mut next = 0u64;
+                for batch in &batches {
+                    let mut batch = batch.clone();
+                    if grow {
+                        // As a store numbers its puts: upwards, past every stored one.
+                        for (i, _, _) in &mut batch {
+                            *i = next;
+                            next += 1;
+                        }
+                    }
+                    let ids: Vec<String> = batch.iter().map(|&(i, l, _)| id_of(i, l)).collect();
+                    let sigs: Vec<Vec<u8>> = batch.iter().map(|&(i, _, _)| signature(i)).collect();
+                    let rows: Vec<Row<'_>> = batch
+                        .iter()
+                        .zip(&ids)
+                        .zip(&sigs)
+                        .map(|((&(i, _, e), id), sig)| Row { internal: i, id, expires: e, signature: sig })
+                        .collect();
+                    for r in &rows {
+                        insert(&path, &mut one, *r).unwrap();
+                    }
+                    insert_all(&path, &mut all, &rows).unwrap();
+                    prop_assert_eq!(packs_of(&one), packs_of(&all));
                 }
             }
             txn.commit().unwrap();
