@@ -198,7 +198,11 @@ pub(crate) fn insert(
         .collect();
     let at = all.partition_point(|r| r.internal < row.internal);
     all.insert(at, row);
-    for (k, bytes) in pack(key, &all) {
+    let packs = pack(key, &all);
+    if packs.first().is_none_or(|(k, _)| *k != key) {
+        db!(path, table.remove(key))?;
+    }
+    for (k, bytes) in packs {
         db!(path, table.insert(k, &bytes[..]))?;
     }
     Ok(())
