@@ -71,11 +71,31 @@ fn fits_after(key: u64, internal: u64) -> bool {
 }
 
 /// The rows of the pack keyed `key`, in order; or what is wrong with its bytes.
-pub(crate) fn rows(key: u64, mut bytes: &[u8]) -> std::result::Result<Vec<Row<'_>>, String> {
-    let mut out = Vec::new();
-    let mut last = None;
-    while !bytes.is_empty() {
-        let at = out.len();
+pub(crate) fn rows(key: u64, bytes: &[u8]) -> std::result::Result<Vec<Row<'_>>, String> {
+    Rows::new(key, bytes).collect()
+}
+
+/// The rows of a pack read one at a time, for a lookup that stops at its row (no list of
+/// them: a check reads a row from a pack for each of its candidates).
+struct Rows<'a> {
+    key: u64,
+    bytes: &'a [u8],
+    at: usize,
+    last: Option<u64>,
+}
+
+impl<'a> Rows<'a> {
+    fn new(key: u64, bytes: &'a [u8]) -> Rows<'a> {
+        Rows {
+            key,
+            bytes,
+            at: 0,
+            last: None,
+        }
+    }
+
+    fn next_row(&mut self) -> std::result::Result<Row<'a>, String> {
+        let (at, bytes) = (self.at, self.bytes);
         let Some(head) = bytes.get(..HEAD) else {
             return Err(format!("row {at} is cut short"));
         };
@@ -87,24 +107,41 @@ pub(crate) fn rows(key: u64, mut bytes: &[u8]) -> std::result::Result<Vec<Row<'_
             .checked_add(id_len)
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| format!("row {at} is cut short"))?;
-        let internal = key
+        let internal = self
+            .key
             .checked_add(u64::from(delta))
             .ok_or_else(|| format!("row {at} is numbered past 2^64"))?;
-        if last.is_some_and(|l| l >= internal) {
+        if self.last.is_some_and(|l| l >= internal) {
             return Err(format!("row {at} (document {internal}) is out of order"));
         }
-        last = Some(internal);
         let id = std::str::from_utf8(&bytes[HEAD + Signature::BYTES..end])
             .map_err(|_| format!("row {at}'s id is not UTF-8"))?;
-        out.push(Row {
+        self.last = Some(internal);
+        self.at += 1;
+        self.bytes = &bytes[end..];
+        Ok(Row {
             internal,
             id,
             expires: u64::from_le_bytes(expires),
             signature: &bytes[HEAD..HEAD + Signature::BYTES],
-        });
-        bytes = &bytes[end..];
+        })
     }
-    Ok(out)
+}
+
+impl<'a> Iterator for Rows<'a> {
+    type Item = std::result::Result<Row<'a>, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let row = self.next_row();
+        if row.is_err() {
+            // Nothing after a damaged row is read.
+            self.bytes = &[];
+        }
+        Some(row)
+    }
 }
 
 fn damaged(path: &Path, key: u64, why: String) -> StoreError {
@@ -126,11 +163,16 @@ pub(crate) fn find<T>(
     };
     let (key, value) = db!(path, entry)?;
     let key = key.value();
-    let rows = rows(key, value.value()).map_err(|why| damaged(path, key, why))?;
-    match rows.binary_search_by_key(&internal, |r| r.internal) {
-        Ok(i) => f(rows[i]).map(Some),
-        Err(_) => Ok(None),
+    for row in Rows::new(key, value.value()) {
+        let row = row.map_err(|why| damaged(path, key, why))?;
+        if row.internal >= internal {
+            return match row.internal == internal {
+                true => f(row).map(Some),
+                false => Ok(None),
+            };
+        }
     }
+    Ok(None)
 }
 
 /// `f` of every stored row from document `from` on, in order.
@@ -148,7 +190,8 @@ pub(crate) fn each_from(
     for entry in db!(path, table.range(start..))? {
         let (key, value) = db!(path, entry)?;
         let key = key.value();
-        for row in rows(key, value.value()).map_err(|why| damaged(path, key, why))? {
+        for row in Rows::new(key, value.value()) {
+            let row = row.map_err(|why| damaged(path, key, why))?;
             if row.internal >= from {
                 f(row)?;
             }
