@@ -37,12 +37,26 @@ HAND = [
     "  ,.;!? — “” …  ",
     "ー",
     "ｰ a ﾞ b ﾟ",
+    # Scripts with combining marks, which Python's \\w (str.isalnum) leaves out of words.
+    "हिन्दी भाषा में लिखा गया पाठ, संस्कृत",
+    "বাংলা ভাষা ও সাহিত্য",
+    "தமிழ் மொழி இலக்கியம்",
+    "ਪੰਜਾਬੀ ગુજરાતી ଓଡ଼ିଆ తెలుగు ಕನ್ನಡ മലയാളം සිංහල",
+    "اللُّغَةُ العَرَبِيَّةُ والفارسی، اردو",
+    "עִבְרִית וְיִידִיש",
+    "Ελληνικά, Русский язык, Қазақ тілі, Հայերեն, ქართული, አማርኛ",
+    "Tiếng Việt có dấu: ệ ộ ữ, và e\u0323\u0302",
 ]
 
 
 def pool():
     chars = set("aZq09_ .,'-\n\t")
     chars |= set("éÉİΣσςΑΣ\u0301\u0307’½²①ＡＺａ０９ㄱ가힣ㄅ、。「」・〆，！？")
+    # Letters and their combining marks (Mn, Mc) of scripts written with spaces.
+    for lo, hi in ((0x0915, 0x0918), (0x093C, 0x094D), (0x0995, 0x0997), (0x09BC, 0x09CD),
+                   (0x0B95, 0x0B99), (0x0BBE, 0x0BCD), (0x0628, 0x062A), (0x064B, 0x0652),
+                   (0x05D0, 0x05D2), (0x05B0, 0x05BC), (0x0300, 0x0304), (0x0483, 0x0489)):
+        chars |= {chr(cp) for cp in range(lo, hi + 1)}
     for lo, hi in cjkwords.SPACELESS:
         for cp in (lo - 1, lo, lo + 1, (lo + hi) // 2, hi - 1, hi, hi + 1):
             if 0 < cp < 0x110000 and not 0xD800 <= cp < 0xE000:
