@@ -720,7 +720,7 @@ impl DocumentStore {
             .set_repair_callback(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed));
         let db = file::open_db(&builder, &path).map_err(|e| open_error(dir, &path, e))?;
         let repaired = repaired.load(std::sync::atomic::Ordering::Relaxed);
-        packed::migrate(&path, &db)?;
+        crate::rows::pack_old_rows(&path, &db)?;
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
             path: path.clone(),

@@ -18,15 +18,12 @@
 use std::path::Path;
 
 use neardup::decide::Signature;
-use redb::{ReadableTable, Table, TableDefinition, TableHandle};
+use redb::{ReadableTable, Table, TableDefinition};
 
 use crate::error::{db, Result, StoreError};
 
 /// Internal id of a pack's first row, at most → the pack's rows.
 pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("documents");
-/// The table of one row a document that stores before packing kept (internal id → (id,
-/// expiry, signature)); [`migrate`] packs it.
-pub(crate) const UNPACKED: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("docs");
 
 /// The most bytes of rows a pack holds: a 4 KiB page less redb's leaf header (4 bytes),
 /// the value's length (4) and the key (8). A row longer than this (an id of more than
@@ -409,51 +406,6 @@ pub(crate) fn remove(
     Ok(Some(expires))
 }
 
-/// Packs the rows of a store made before packing ([`UNPACKED`]) into [`DOCS`], in one
-/// write transaction, and drops the old table; whether there was one.
-pub(crate) fn migrate(path: &Path, db: &redb::Database) -> Result<bool> {
-    let txn = db!(path, db.begin_write())?;
-    let old = db!(path, txn.list_tables())?.any(|t| t.name() == UNPACKED.name());
-    // A fingerprint store has a "docs" table of its own: left to the open to refuse.
-    let documents = old && {
-        let meta = db!(path, txn.open_table(crate::rows::META))?;
-        let format = db!(path, meta.get("format"))?.map(|v| v.value());
-        format == Some(crate::dir::DOC_FORMAT)
-    };
-    if !documents {
-        db!(path, txn.abort())?;
-        return Ok(false);
-    }
-    {
-        let unpacked = db!(path, txn.open_table(UNPACKED))?;
-        let mut table = db!(path, txn.open_table(DOCS))?;
-        for entry in db!(path, unpacked.iter())? {
-            let (internal, value) = db!(path, entry)?;
-            let (id, expires, signature) = value.value();
-            if signature.len() != Signature::BYTES {
-                return Err(StoreError::Damaged {
-                    path: path.to_path_buf(),
-                    detail: format!(
-                        "document \"{id}\" has a signature of {} bytes, not {}",
-                        signature.len(),
-                        Signature::BYTES
-                    ),
-                });
-            }
-            let row = Row {
-                internal: internal.value(),
-                id,
-                expires,
-                signature,
-            };
-            insert(path, &mut table, row)?;
-        }
-    }
-    db!(path, txn.delete_table(UNPACKED))?;
-    db!(path, txn.commit())?;
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -658,86 +610,6 @@ mod tests {
             assert_eq!(table.len().unwrap(), 1_000u64.div_ceil(per_pack as u64));
         }
         txn.commit().unwrap();
-    }
-
-    /// A store of one row a document (as stores were made before packing) opens with
-    /// the same documents, each found as before, and its old table gone.
-    #[test]
-    fn a_store_of_one_row_a_document_is_packed_on_open() {
-        use crate::{DocConfig, DocumentStore, Write};
-
-        let dir = tempfile::tempdir().unwrap();
-        let texts: Vec<String> = (0..300)
-            .map(|i| {
-                format!(
-                    "document {i} tells of {} and more words {i} {}",
-                    i * 7,
-                    i % 13
-                )
-            })
-            .collect();
-        let before = {
-            let mut store = DocumentStore::create(dir.path(), DocConfig::default()).unwrap();
-            let preparer = store.preparer();
-            let puts = texts
-                .iter()
-                .enumerate()
-                .map(|(i, t)| Write::Put {
-                    id: format!("id{i}"),
-                    doc: Box::new(preparer.prepare(t, false)),
-                    ttl: (i % 3 == 0).then_some(std::time::Duration::from_secs(1_000_000)),
-                    only_if_unique: false,
-                })
-                .collect();
-            store.apply(puts).unwrap();
-            store
-                .apply(vec![Write::Delete { id: "id7".into() }])
-                .unwrap();
-            (0..300)
-                .map(|i| store.get(&format!("id{i}")).unwrap())
-                .collect::<Vec<_>>()
-        };
-        // Unpack the rows, as an older neardup wrote them.
-        let path = dir.path().join(crate::dir::FILE);
-        {
-            let db = Database::open(&path).unwrap();
-            let txn = db.begin_write().unwrap();
-            {
-                let docs = txn.open_table(DOCS).unwrap();
-                let mut old = txn.open_table(UNPACKED).unwrap();
-                each_from(&path, &docs, 0, |r| {
-                    old.insert(r.internal, (r.id, r.expires, r.signature))
-                        .unwrap();
-                    Ok(())
-                })
-                .unwrap();
-            }
-            txn.delete_table(DOCS).unwrap();
-            txn.commit().unwrap();
-        }
-        std::fs::remove_file(dir.path().join(crate::dir::SNAPSHOT)).ok();
-        let store = DocumentStore::open(dir.path(), None).unwrap();
-        for (i, want) in before.iter().enumerate() {
-            let got = store.get(&format!("id{i}")).unwrap();
-            assert_eq!(got.is_some(), want.is_some(), "id{i}");
-            if let (Some(got), Some(want)) = (got, want) {
-                assert_eq!(
-                    (&got.id, got.signature, got.expires),
-                    (&want.id, want.signature, want.expires)
-                );
-            }
-        }
-        assert!(before[7].is_none() && before[8].is_some());
-        let preparer = store.preparer();
-        let hits = store.check(&preparer.prepare(&texts[8], false)).unwrap();
-        assert_eq!(hits[0].id, "id8");
-        drop(store);
-        let db = Database::open(&path).unwrap();
-        let txn = db.begin_read().unwrap();
-        assert!(!txn
-            .list_tables()
-            .unwrap()
-            .any(|t| t.name() == UNPACKED.name()));
     }
 
     #[test]

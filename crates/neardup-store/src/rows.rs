@@ -9,9 +9,8 @@ use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
 use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
-use crate::packed;
-
 use crate::error::{db, Result, StoreError};
+use crate::packed;
 use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
 
 /// Settings by name: "format", "threshold" (the f64's bits), "paragraphs" (0 or 1),
@@ -30,6 +29,9 @@ pub(crate) const EXPIRY: TableDefinition<(u64, u64), ()> = TableDefinition::new(
 /// transaction: what an index snapshot taken before it must still remove
 /// ([`crate::snapshot`]). Pruned up to a snapshot once it is durable.
 pub(crate) const REMOVED: TableDefinition<(u64, u64), u64> = TableDefinition::new("removed");
+/// Internal id → (external id, expiry, signature): the documents of a store made before
+/// their rows were packed ([`packed::DOCS`]); [`pack_old_rows`] packs them.
+pub(crate) const UNPACKED: TableDefinition<u64, (&str, u64, &[u8])> = TableDefinition::new("docs");
 
 /// Bytes of a paragraph in a [`PARAS`] row: its start and end, then its signature.
 pub(crate) const PARA_BYTES: usize = 8 + Signature::BYTES;
@@ -233,8 +235,8 @@ pub(crate) fn read_rows(
         }
     }
     // A store made before packing, not opened since.
-    if tables.iter().any(|t| t == packed::UNPACKED.name()) {
-        let docs = db!(copy, txn.open_table(packed::UNPACKED))?;
+    if tables.iter().any(|t| t == UNPACKED.name()) {
+        let docs = db!(copy, txn.open_table(UNPACKED))?;
         for entry in db!(copy, docs.iter())? {
             let (internal, v) = db!(copy, entry)?;
             let (id, expires, signature) = v.value();
@@ -359,4 +361,136 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
         }
     }
     db!(path, txn.commit())
+}
+
+/// Packs the rows of a store made before packing ([`UNPACKED`]) into [`packed::DOCS`], in one
+/// write transaction, and drops the old table; whether there was one.
+pub(crate) fn pack_old_rows(path: &Path, db: &redb::Database) -> Result<bool> {
+    let txn = db!(path, db.begin_write())?;
+    let old = db!(path, txn.list_tables())?.any(|t| t.name() == UNPACKED.name());
+    // A fingerprint store has a "docs" table of its own: left to the open to refuse.
+    let documents = old && {
+        let meta = db!(path, txn.open_table(META))?;
+        let format = db!(path, meta.get("format"))?.map(|v| v.value());
+        format == Some(crate::dir::DOC_FORMAT)
+    };
+    if !documents {
+        db!(path, txn.abort())?;
+        return Ok(false);
+    }
+    {
+        let unpacked = db!(path, txn.open_table(UNPACKED))?;
+        let mut table = db!(path, txn.open_table(packed::DOCS))?;
+        for entry in db!(path, unpacked.iter())? {
+            let (internal, value) = db!(path, entry)?;
+            let (id, expires, signature) = value.value();
+            if signature.len() != Signature::BYTES {
+                return Err(StoreError::Damaged {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "document \"{id}\" has a signature of {} bytes, not {}",
+                        signature.len(),
+                        Signature::BYTES
+                    ),
+                });
+            }
+            let row = packed::Row {
+                internal: internal.value(),
+                id,
+                expires,
+                signature,
+            };
+            packed::insert(path, &mut table, row)?;
+        }
+    }
+    db!(path, txn.delete_table(UNPACKED))?;
+    db!(path, txn.commit())?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::Database;
+
+    use super::*;
+
+    /// A store of one row a document (as stores were made before packing) opens with
+    /// the same documents, each found as before, and its old table gone.
+    #[test]
+    fn a_store_of_one_row_a_document_is_packed_on_open() {
+        use crate::{DocConfig, DocumentStore, Write};
+
+        let dir = tempfile::tempdir().unwrap();
+        let texts: Vec<String> = (0..300)
+            .map(|i| {
+                format!(
+                    "document {i} tells of {} and more words {i} {}",
+                    i * 7,
+                    i % 13
+                )
+            })
+            .collect();
+        let before = {
+            let mut store = DocumentStore::create(dir.path(), DocConfig::default()).unwrap();
+            let preparer = store.preparer();
+            let puts = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Write::Put {
+                    id: format!("id{i}"),
+                    doc: Box::new(preparer.prepare(t, false)),
+                    ttl: (i % 3 == 0).then_some(std::time::Duration::from_secs(1_000_000)),
+                    only_if_unique: false,
+                })
+                .collect();
+            store.apply(puts).unwrap();
+            store
+                .apply(vec![Write::Delete { id: "id7".into() }])
+                .unwrap();
+            (0..300)
+                .map(|i| store.get(&format!("id{i}")).unwrap())
+                .collect::<Vec<_>>()
+        };
+        // Unpack the rows, as an older neardup wrote them.
+        let path = dir.path().join(crate::dir::FILE);
+        {
+            let db = Database::open(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let docs = txn.open_table(packed::DOCS).unwrap();
+                let mut old = txn.open_table(UNPACKED).unwrap();
+                packed::each_from(&path, &docs, 0, |r| {
+                    old.insert(r.internal, (r.id, r.expires, r.signature))
+                        .unwrap();
+                    Ok(())
+                })
+                .unwrap();
+            }
+            txn.delete_table(packed::DOCS).unwrap();
+            txn.commit().unwrap();
+        }
+        std::fs::remove_file(dir.path().join(crate::dir::SNAPSHOT)).ok();
+        let store = DocumentStore::open(dir.path(), None).unwrap();
+        for (i, want) in before.iter().enumerate() {
+            let got = store.get(&format!("id{i}")).unwrap();
+            assert_eq!(got.is_some(), want.is_some(), "id{i}");
+            if let (Some(got), Some(want)) = (got, want) {
+                assert_eq!(
+                    (&got.id, got.signature, got.expires),
+                    (&want.id, want.signature, want.expires)
+                );
+            }
+        }
+        assert!(before[7].is_none() && before[8].is_some());
+        let preparer = store.preparer();
+        let hits = store.check(&preparer.prepare(&texts[8], false)).unwrap();
+        assert_eq!(hits[0].id, "id8");
+        drop(store);
+        let db = Database::open(&path).unwrap();
+        let txn = db.begin_read().unwrap();
+        assert!(!txn
+            .list_tables()
+            .unwrap()
+            .any(|t| t.name() == UNPACKED.name()));
+    }
 }
