@@ -228,6 +228,22 @@ pub(crate) fn each_from(
     Ok(())
 }
 
+/// The key and a copy of the bytes of the pack that holds (or would hold) document
+/// `internal`: the last pack keyed at or below it. A copy, as the caller writes the table.
+fn owned_pack_at(
+    path: &Path,
+    table: &Table<'_, u64, &'static [u8]>,
+    internal: u64,
+) -> Result<Option<(u64, Vec<u8>)>> {
+    match db!(path, table.range(..=internal))?.next_back() {
+        Some(entry) => {
+            let (key, value) = db!(path, entry)?;
+            Ok(Some((key.value(), value.value().to_vec())))
+        }
+        None => Ok(None),
+    }
+}
+
 /// Stores `row` (in place of a row of the same document): appended to the pack before it
 /// when it is that pack's last and fits, else the pack cut anew.
 pub(crate) fn insert(
@@ -235,13 +251,7 @@ pub(crate) fn insert(
     table: &mut Table<'_, u64, &'static [u8]>,
     row: Row<'_>,
 ) -> Result<()> {
-    let found = match db!(path, table.range(..=row.internal))?.next_back() {
-        Some(entry) => {
-            let (key, value) = db!(path, entry)?;
-            Some((key.value(), value.value().to_vec()))
-        }
-        None => None,
-    };
+    let found = owned_pack_at(path, table, row.internal)?;
     let Some((key, bytes)) = found else {
         let mut out = Vec::with_capacity(row.len(row.internal));
         row.write(row.internal, &mut out);
@@ -379,13 +389,7 @@ pub(crate) fn remove(
     table: &mut Table<'_, u64, &'static [u8]>,
     internal: u64,
 ) -> Result<Option<u64>> {
-    let found = match db!(path, table.range(..=internal))?.next_back() {
-        Some(entry) => {
-            let (key, value) = db!(path, entry)?;
-            Some((key.value(), value.value().to_vec()))
-        }
-        None => None,
-    };
+    let found = owned_pack_at(path, table, internal)?;
     let Some((key, bytes)) = found else {
         return Ok(None);
     };
