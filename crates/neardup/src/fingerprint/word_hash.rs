@@ -71,23 +71,33 @@ fn read32(b: &[u8], at: usize) -> u64 {
 #[inline(always)]
 pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     debug_assert!(start < end, "an empty word");
+    short_word_hash::<false>(text, start, end).unwrap_or_else(|| long_word_hash(text, start, end))
+}
+
+/// [`word_hash`] of a word of 1 to 8 bytes (with `LOWER`, of ASCII bytes, its capitals
+/// lowered as they are read), or `None` for any other word, which the caller hashes.
+#[inline(always)]
+fn short_word_hash<const LOWER: bool>(text: &[u8], start: usize, end: usize) -> Option<u64> {
     let len = end.wrapping_sub(start);
     if len > 8 || start >= end || end > text.len() || text.len() < 4 {
-        return long_word_hash(text, start, end);
+        return None;
     }
     // From here `start < end <= text.len()` and `text.len() >= 4`: the reads below are
     // in bounds, and the compiler sees it (no check per read).
     let n = len as u64;
+    // Lowering is per byte and leaves the length's byte (1 to 3) alone. Bytes read from
+    // outside a word are lowered too, but only ever land in a formula that is discarded.
+    let lower = |x: u64| if LOWER { lower8(x) } else { x };
     // 1–3 bytes: the first, middle and last byte with the length.
     let small = (u64::from(text[start]) << 16)
         | (u64::from(text[start + (len >> 1)]) << 24)
         | u64::from(text[end - 1])
         | (n << 8);
-    let small = small ^ FLIP_1_3;
+    let small = lower(small) ^ FLIP_1_3;
     // 4–8 bytes: the first and last 4. For shorter words the reads move inside the text;
     // what they read is then discarded.
-    let first = read32(text, start.min(text.len() - 4));
-    let last = read32(text, end.max(4) - 4);
+    let first = lower(read32(text, start.min(text.len() - 4)));
+    let last = lower(read32(text, end.max(4) - 4));
     let mid = last.wrapping_add(first << 32) ^ FLIP_4_8;
     let mid4 = len >= 4;
     // The first mixes differ in shape, so both are computed, and one is kept by a mask
@@ -99,7 +109,7 @@ pub(crate) fn word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     let h = h.wrapping_mul(f.mul1);
     let h = h ^ (h >> f.shift1).wrapping_add(n & m);
     let h = h.wrapping_mul(f.mul2);
-    h ^ (h >> f.shift2)
+    Some(h ^ (h >> f.shift2))
 }
 
 /// Appends to `out` the [`word_hash`] of each word `bounds` gives in `text` (non-empty
@@ -144,6 +154,9 @@ fn one_word_hash<const LOWER: bool>(text: &[u8], start: usize, end: usize) -> u6
 
 /// `xxh3_64_with_seed` of `text[start..end]` lowercased (ASCII letters only).
 fn lowered_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
+    if let Some(h) = short_word_hash::<true>(text, start, end) {
+        return h;
+    }
     let len = end.wrapping_sub(start);
     if (9..=16).contains(&len) && end <= text.len() {
         // Most long words: both reads lie inside the word, whose bytes are ASCII, so they
