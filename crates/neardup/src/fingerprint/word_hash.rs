@@ -153,10 +153,19 @@ fn one_word_hash<const LOWER: bool>(text: &[u8], start: usize, end: usize) -> u6
 }
 
 /// `xxh3_64_with_seed` of `text[start..end]` lowercased (ASCII letters only).
+#[inline(always)]
 fn lowered_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
-    if let Some(h) = short_word_hash::<true>(text, start, end) {
-        return h;
+    // Inlined in the loop over a text's words, so that the hashes of consecutive words
+    // overlap; the longer words' hash is a call.
+    match short_word_hash::<true>(text, start, end) {
+        Some(h) => h,
+        None => lowered_long_word_hash(text, start, end),
     }
+}
+
+/// [`lowered_word_hash`] of a word of more than 8 bytes (or near the text's start).
+#[inline(never)]
+fn lowered_long_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     let len = end.wrapping_sub(start);
     if (9..=16).contains(&len) && end <= text.len() {
         // Most long words: both reads lie inside the word, whose bytes are ASCII, so they
