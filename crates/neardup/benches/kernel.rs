@@ -3,6 +3,8 @@
 //!
 //! `cargo bench -p neardup --bench kernel`
 
+mod common;
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -28,16 +30,7 @@ fn per_bit(hashes: &[u64]) -> u64 {
 }
 
 fn hashes(n: usize) -> Vec<u64> {
-    let mut x = 0x853c_49e6_748f_ea9b_u64;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        })
-        .collect()
+    common::splitmix(n, 0x853c_49e6_748f_ea9b)
 }
 
 fn kernel(c: &mut Criterion) {

@@ -4,29 +4,17 @@
 //!
 //! `cargo bench -p neardup --bench sketch`
 
+mod common;
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use neardup::jaccard::{Banding, Sketch, Threshold};
 
-/// splitmix64 from `seed`: uniform hashes, as shingle hashes are.
-fn hashes(n: usize, seed: u64) -> Vec<u64> {
-    let mut x = seed;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        })
-        .collect()
-}
-
 /// About `bytes` of English-like text: words of 1 to 12 letters, some capitalised, with
 /// punctuation, drawn from a vocabulary of 5,000.
 fn text(bytes: usize) -> String {
-    let vocabulary: Vec<String> = hashes(5000, 7)
+    let vocabulary: Vec<String> = common::splitmix(5000, 7)
         .into_iter()
         .map(|h| {
             let len = 1 + (h % 12) as usize;
@@ -36,7 +24,7 @@ fn text(bytes: usize) -> String {
         })
         .collect();
     let mut out = String::new();
-    for h in hashes(bytes, 11) {
+    for h in common::splitmix(bytes, 11) {
         if out.len() >= bytes {
             break;
         }
@@ -55,7 +43,7 @@ fn sketch(c: &mut Criterion) {
     let mut group = c.benchmark_group("sketch");
     // 40 shingles fill few bins (solved for), 330 (a 2 KB document) about half, 5,000 all.
     for n in [40usize, 330, 1000, 5000] {
-        let sets: Vec<Vec<u64>> = (0..64).map(|s| hashes(n, s)).collect();
+        let sets: Vec<Vec<u64>> = (0..64).map(|s| common::splitmix(n, s)).collect();
         group.throughput(Throughput::Elements(sets.len() as u64));
         group.bench_with_input(BenchmarkId::new("from_hashes", n), &sets, |b, sets| {
             b.iter(|| {
