@@ -711,7 +711,7 @@ mod tests {
         /// Solving for the walk's step gives what walking gives.
         #[test]
         fn borrowing_by_solving_equals_walking(
-            filled_bins in proptest::collection::btree_set(0u16..BINS as u16, 1..64),
+            filled_bins in proptest::collection::btree_set(0u16..BINS as u16, 1..SOLVE_MAX + 16),
             bin in 0usize..BINS,
         ) {
             let mut mins = [EMPTY; BINS];
