@@ -115,130 +115,142 @@ fn count(hashes: &[u64]) -> Counters {
 #[cfg(target_arch = "x86_64")]
 const VECTOR_FROM: usize = 128;
 
-/// [`count`] eight columns at a time: the hashes are read as eight interleaved lists, one
-/// per 64-bit lane of a vector, each counted by the carry-save adders of [`fold_sixteen`]
-/// (a full adder of three vectors is two `vpternlogq`), and the eight lanes' counts are
-/// added up at the end.
+/// What a vector of `W` 64-bit lanes does for [`count_vectors`]: each operation is a
+/// closure written inside the function compiled for the vector's instructions, so that it
+/// inlines there (as [`fold_sixteen`]'s adder does).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn count_avx512(hashes: &[u64]) -> Counters {
-    use std::arch::x86_64::*;
+struct Lanes<T, Load, Csa, Ripple, Any, Swap, First> {
+    zero: T,
+    /// The vector of `W` hashes from a slice of `W`.
+    load: Load,
+    /// Sum and carry of three vectors.
+    csa: Csa,
+    /// `(plane ^ x, plane & x)`: one step of a ripple-carry add.
+    ripple: Ripple,
+    /// Whether any lane is non-zero.
+    any: Any,
+    /// Round `r` of the lanes' sum: the lanes swapped so that each meets the one `W >> (r + 1)`
+    /// away (halves, then quarters…); `log2 W` rounds.
+    swap: Swap,
+    /// Lane 0.
+    first: First,
+}
 
-    // Sum and carry of three vectors: odd parity (0x96) and majority (0xE8).
-    let csa = |a: __m512i, b: __m512i, c: __m512i| {
-        (
-            _mm512_ternarylogic_epi64::<0x96>(a, b, c),
-            _mm512_ternarylogic_epi64::<0xE8>(a, b, c),
-        )
-    };
-    let zero = _mm512_setzero_si512();
+/// [`count`] `W` columns at a time: the hashes are read as `W` interleaved lists, one per
+/// lane of a vector, each counted by the carry-save adders of [`fold_sixteen`], and the
+/// lanes' counts are added up at the end (a full adder per plane, the lanes swapped, so
+/// lane 0 ends with the sum). The body of [`count_avx512`] and [`count_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn count_vectors<const W: usize, T: Copy>(
+    hashes: &[u64],
+    v: Lanes<
+        T,
+        impl Fn(&[u64]) -> T,
+        impl Fn(T, T, T) -> (T, T),
+        impl Fn(T, T) -> (T, T),
+        impl Fn(T) -> bool,
+        impl Fn(usize, T) -> T,
+        impl Fn(T) -> u64,
+    >,
+) -> Counters {
     // Per lane, bit-sliced counters: planes 0–3 are the carry-save accumulators, plane
     // `4 + j` counts the sixteens in units of 16·2^j.
-    let mut planes = [zero; 64];
-    let mut acc = [zero; 4];
-    let mut blocks = hashes.chunks_exact(128);
+    let mut planes = [v.zero; 64];
+    let mut acc = [v.zero; 4];
+    let mut blocks = hashes.chunks_exact(16 * W);
     for block in &mut blocks {
-        let h = |i: usize| {
-            let eight = &block[8 * i..8 * i + 8];
-            // SAFETY: the load reads the eight words of `eight`, unaligned.
-            unsafe { _mm512_loadu_si512(eight.as_ptr().cast()) }
-        };
+        let h = |i: usize| (v.load)(&block[W * i..W * i + W]);
         // Ripple the sixteens up the planes.
-        let mut x = fold_sixteen(&mut acc, h, csa);
+        let mut x = fold_sixteen(&mut acc, h, &v.csa);
         let mut j = 4;
-        while _mm512_test_epi64_mask(x, x) != 0 {
-            let plane = &mut planes[j];
-            let next = _mm512_and_si512(*plane, x);
-            *plane = _mm512_xor_si512(*plane, x);
-            x = next;
+        while (v.any)(x) {
+            (planes[j], x) = (v.ripple)(planes[j], x);
             j += 1;
         }
     }
-    // The lanes' counts, added up a half, a quarter and an eighth of the vector at a time
-    // (a full adder per plane, the lanes swapped by a permutation), so lane 0 ends with
-    // the sum.
     planes[..4].copy_from_slice(&acc);
-    let mut used = 4 + (64 - (hashes.len() as u64 >> 7).leading_zeros() as usize);
-    for swap in [
-        _mm512_set_epi64(3, 2, 1, 0, 7, 6, 5, 4),
-        _mm512_set_epi64(5, 4, 7, 6, 1, 0, 3, 2),
-        _mm512_set_epi64(6, 7, 4, 5, 2, 3, 0, 1),
-    ] {
-        let mut carry = zero;
+    let sixteens_per_lane = hashes.len() as u64 / (16 * W) as u64;
+    let mut used = 4 + (64 - sixteens_per_lane.leading_zeros() as usize);
+    for round in 0..W.trailing_zeros() as usize {
+        let mut carry = v.zero;
         for plane in &mut planes[..used] {
-            (*plane, carry) = csa(*plane, _mm512_permutexvar_epi64(swap, *plane), carry);
+            (*plane, carry) = (v.csa)(*plane, (v.swap)(round, *plane), carry);
         }
         planes[used] = carry;
         used += 1;
     }
     let mut total = Counters::new();
     for (out, &plane) in total.planes.iter_mut().zip(&planes[..used]) {
-        *out = _mm_cvtsi128_si64(_mm512_castsi512_si128(plane)) as u64;
+        *out = (v.first)(plane);
     }
     let mut c = count_scalar(blocks.remainder());
     c.add_shifted(&total, used, 0);
     c
 }
 
-/// [`count`] four columns at a time, as [`count_avx512`] counts eight: a full adder of
-/// three vectors is five logic instructions here (AVX2 has no `vpternlogq`), and the four
-/// lanes' counts are added up by two swaps of halves.
+/// [`count_vectors`] with eight lanes: a full adder of three vectors is two `vpternlogq`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn count_avx512(hashes: &[u64]) -> Counters {
+    use std::arch::x86_64::*;
+
+    let swaps = [
+        _mm512_set_epi64(3, 2, 1, 0, 7, 6, 5, 4),
+        _mm512_set_epi64(5, 4, 7, 6, 1, 0, 3, 2),
+        _mm512_set_epi64(6, 7, 4, 5, 2, 3, 0, 1),
+    ];
+    count_vectors::<8, _>(
+        hashes,
+        Lanes {
+            zero: _mm512_setzero_si512(),
+            // SAFETY: the load reads the eight words of the slice, unaligned.
+            load: |eight: &[u64]| unsafe { _mm512_loadu_si512(eight.as_ptr().cast()) },
+            // Sum and carry of three vectors: odd parity (0x96) and majority (0xE8).
+            csa: |a, b, c| {
+                (
+                    _mm512_ternarylogic_epi64::<0x96>(a, b, c),
+                    _mm512_ternarylogic_epi64::<0xE8>(a, b, c),
+                )
+            },
+            ripple: |p, x| (_mm512_xor_si512(p, x), _mm512_and_si512(p, x)),
+            any: |x| _mm512_test_epi64_mask(x, x) != 0,
+            swap: |round, x| _mm512_permutexvar_epi64(swaps[round], x),
+            first: |x| _mm_cvtsi128_si64(_mm512_castsi512_si128(x)) as u64,
+        },
+    )
+}
+
+/// [`count_vectors`] with four lanes: a full adder of three vectors is five logic
+/// instructions here (AVX2 has no `vpternlogq`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn count_avx2(hashes: &[u64]) -> Counters {
     use std::arch::x86_64::*;
 
-    let csa = |a: __m256i, b: __m256i, c: __m256i| {
-        let u = _mm256_xor_si256(a, b);
-        (
-            _mm256_xor_si256(u, c),
-            _mm256_or_si256(_mm256_and_si256(a, b), _mm256_and_si256(u, c)),
-        )
-    };
-    let zero = _mm256_setzero_si256();
-    // Per lane, bit-sliced counters: planes 0–3 are the carry-save accumulators, plane
-    // `4 + j` counts the sixteens in units of 16·2^j.
-    let mut planes = [zero; 64];
-    let mut acc = [zero; 4];
-    let mut blocks = hashes.chunks_exact(64);
-    for block in &mut blocks {
-        let h = |i: usize| {
-            let four = &block[4 * i..4 * i + 4];
-            // SAFETY: the load reads the four words of `four`, unaligned.
-            unsafe { _mm256_loadu_si256(four.as_ptr().cast()) }
-        };
-        let mut x = fold_sixteen(&mut acc, h, csa);
-        let mut j = 4;
-        while _mm256_testz_si256(x, x) == 0 {
-            let plane = &mut planes[j];
-            let next = _mm256_and_si256(*plane, x);
-            *plane = _mm256_xor_si256(*plane, x);
-            x = next;
-            j += 1;
-        }
-    }
-    planes[..4].copy_from_slice(&acc);
-    let mut used = 4 + (64 - (hashes.len() as u64 >> 6).leading_zeros() as usize);
-    // Lanes 2 and 3 added to 0 and 1, then lane 1 to lane 0.
-    for halves in [true, false] {
-        let mut carry = zero;
-        for plane in &mut planes[..used] {
-            let swapped = match halves {
-                true => _mm256_permute4x64_epi64::<0b01_00_11_10>(*plane),
-                false => _mm256_permute4x64_epi64::<0b10_11_00_01>(*plane),
-            };
-            (*plane, carry) = csa(*plane, swapped, carry);
-        }
-        planes[used] = carry;
-        used += 1;
-    }
-    let mut total = Counters::new();
-    for (out, &plane) in total.planes.iter_mut().zip(&planes[..used]) {
-        *out = _mm256_extract_epi64::<0>(plane) as u64;
-    }
-    let mut c = count_scalar(blocks.remainder());
-    c.add_shifted(&total, used, 0);
-    c
+    count_vectors::<4, _>(
+        hashes,
+        Lanes {
+            zero: _mm256_setzero_si256(),
+            // SAFETY: the load reads the four words of the slice, unaligned.
+            load: |four: &[u64]| unsafe { _mm256_loadu_si256(four.as_ptr().cast()) },
+            csa: |a, b, c| {
+                let u = _mm256_xor_si256(a, b);
+                (
+                    _mm256_xor_si256(u, c),
+                    _mm256_or_si256(_mm256_and_si256(a, b), _mm256_and_si256(u, c)),
+                )
+            },
+            ripple: |p, x| (_mm256_xor_si256(p, x), _mm256_and_si256(p, x)),
+            any: |x| _mm256_testz_si256(x, x) == 0,
+            // Halves, then neighbours.
+            swap: |round, x| match round {
+                0 => _mm256_permute4x64_epi64::<0b01_00_11_10>(x),
+                _ => _mm256_permute4x64_epi64::<0b10_11_00_01>(x),
+            },
+            first: |x| _mm256_extract_epi64::<0>(x) as u64,
+        },
+    )
 }
 
 /// [`count`] one word at a time.
