@@ -164,7 +164,8 @@ fn lowered_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     }
 }
 
-/// [`lowered_word_hash`] of a word of more than 8 bytes (or near the text's start).
+/// [`lowered_word_hash`] of a word of more than 8 bytes, or of any word of a text shorter
+/// than 4 bytes.
 #[inline(never)]
 fn lowered_long_word_hash(text: &[u8], start: usize, end: usize) -> u64 {
     let len = end.wrapping_sub(start);
