@@ -94,6 +94,8 @@ pub fn run(cmd: &LoadCmd) -> Result<(), Failure> {
     let options = OpenOptions {
         cache_bytes: cmd.cache_mb.and_then(|mb| usize::try_from(mb << 20).ok()),
         memory_budget: cmd.memory,
+        // The load is the store's only user: its rebuilds need no second main part.
+        rebuild_in_place: true,
     };
     let store = if cmd.create {
         let config = DocConfig {

@@ -251,6 +251,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             let options = OpenOptions {
                 cache_bytes: cmd.cache_mb.and_then(|mb| usize::try_from(mb << 20).ok()),
                 memory_budget: cmd.memory,
+                rebuild_in_place: false,
             };
             let mut store = match create {
                 Some(c) => DocumentStore::create_with(dir, c, options),

@@ -331,6 +331,8 @@ pub struct DocumentStore {
     /// Memory the store may use ([`OpenOptions::memory_budget`]), and its page cache's.
     budget: Option<u64>,
     cache: usize,
+    /// [`OpenOptions::rebuild_in_place`].
+    in_place: bool,
 }
 
 impl Drop for DocumentStore {
@@ -546,6 +548,12 @@ pub struct OpenOptions {
     /// opening a store whose index would not fit fails at once (before reading it), and
     /// a write whose new documents would not fit is refused ([`StoreError::Memory`]).
     pub memory_budget: Option<u64>,
+    /// Rebuilds of the index's main part run on the writer's thread and let go of the old
+    /// main part band by band as they build the new one, while no reader of the store
+    /// exists ([`DocumentStore::reader`]): a rebuild then needs about a fifth of the index
+    /// beside it, not as much again. For a writer alone with the store (`neardup load`);
+    /// with readers, rebuilds run beside the old main part as without it.
+    pub rebuild_in_place: bool,
 }
 
 /// redb's page cache when none is set.
@@ -561,11 +569,28 @@ const LEVEL_BYTES: u64 = 300;
 
 /// Memory a store of `docs` documents (without paragraphs) needs at most while it serves,
 /// with `cache` bytes of page cache: its index, as much again while the index's main part
-/// is rebuilt beside the old one (each time the documents grow by a 32nd), the levels of
-/// recent writes, and the rest of the process (128 MB).
-pub fn memory_needed(docs: usize, cache: usize) -> u64 {
+/// is rebuilt beside the old one (each time the documents grow by a 32nd), or a fifth of
+/// it when rebuilt in place ([`OpenOptions::rebuild_in_place`]: two bands being built
+/// and the ids in slot order), the levels of recent writes, and the rest of the process
+/// (128 MB).
+pub fn memory_needed(docs: usize, cache: usize, in_place: bool) -> u64 {
+    main_needed(docs, in_place) + docs as u64 / 32 * LEVEL_BYTES + cache as u64 + BASE_MEMORY
+}
+
+/// The index's main part of `docs` documents and its rebuild's ([`memory_needed`]).
+fn main_needed(docs: usize, in_place: bool) -> u64 {
     let main = BandIndex::main_bytes(docs) as u64;
-    2 * main + docs as u64 / 32 * LEVEL_BYTES + cache as u64 + BASE_MEMORY
+    main + if in_place { main / 5 } else { main }
+}
+
+/// [`memory_needed`] with the paragraphs' index of `paras` paragraphs.
+fn needed(docs: usize, paras: usize, cache: usize, in_place: bool) -> u64 {
+    memory_needed(docs, cache, in_place)
+        + if paras > 0 {
+            main_needed(paras, in_place) + paras as u64 / 32 * LEVEL_BYTES
+        } else {
+            0
+        }
 }
 
 impl OpenOptions {
@@ -580,11 +605,14 @@ impl OpenOptions {
 
 /// [`StoreError::Memory`] when `docs` documents (and `paras` paragraphs) need more than
 /// `budget` bytes with `cache` bytes of page cache.
-fn over_budget(dir: &Path, docs: usize, paras: usize, cache: usize, budget: u64) -> Result<()> {
-    let mut need = memory_needed(docs, cache);
-    if paras > 0 {
-        need += 2 * BandIndex::main_bytes(paras) as u64 + paras as u64 / 32 * LEVEL_BYTES;
-    }
+fn over_budget(
+    dir: &Path,
+    (docs, paras): (usize, usize),
+    cache: usize,
+    in_place: bool,
+    budget: u64,
+) -> Result<()> {
+    let need = needed(docs, paras, cache, in_place);
     if need <= budget {
         return Ok(());
     }
@@ -593,9 +621,9 @@ fn over_budget(dir: &Path, docs: usize, paras: usize, cache: usize, budget: u64)
     Err(StoreError::Memory {
         path: dir.to_path_buf(),
         detail: format!(
-            "{docs} documents{} need about {} MB of memory: their index {} MB, as much again \
-             while its main part is rebuilt, {} MB of page cache and {} MB for the rest; the \
-             memory budget is {} MB",
+            "{docs} documents{} need about {} MB of memory: their index {} MB, {} while its \
+             main part is rebuilt, {} MB of page cache and {} MB for the rest; the memory \
+             budget is {} MB",
             if paras > 0 {
                 format!(" and {paras} paragraphs")
             } else {
@@ -603,6 +631,11 @@ fn over_budget(dir: &Path, docs: usize, paras: usize, cache: usize, budget: u64)
             },
             mb(need),
             mb(index),
+            if in_place {
+                "a fifth more"
+            } else {
+                "as much again"
+            },
             mb(cache as u64),
             mb(BASE_MEMORY),
             mb(budget)
@@ -661,8 +694,8 @@ impl DocumentStore {
                     clock: Arc::new(SystemClock),
                     overlay: Arc::default(),
                 },
-                docs: BandIndex::new(),
-                paras: BandIndex::new(),
+                docs: BandIndex::new().rebuilds_in_place(options.rebuild_in_place),
+                paras: BandIndex::new().rebuilds_in_place(options.rebuild_in_place),
                 next_id: 0,
                 commit: 0,
                 snapshot_commit: None,
@@ -682,6 +715,7 @@ impl DocumentStore {
                 settle: false,
                 budget: options.memory_budget,
                 cache: options.cache_bytes.unwrap_or(DEFAULT_CACHE),
+                in_place: options.rebuild_in_place,
             })
         };
         file::create_store(dir.as_ref(), &options.builder(), init, open)
@@ -784,9 +818,9 @@ impl DocumentStore {
             let n = db!(&path, redb::ReadableTableMetadata::len(&ids))? as usize;
             over_budget(
                 dir,
-                n,
-                0,
+                (n, 0),
                 options.cache_bytes.unwrap_or(DEFAULT_CACHE),
+                options.rebuild_in_place,
                 budget,
             )?;
         }
@@ -836,8 +870,8 @@ impl DocumentStore {
                 clock: Arc::new(SystemClock),
                 overlay: Arc::default(),
             },
-            docs,
-            paras,
+            docs: docs.rebuilds_in_place(options.rebuild_in_place),
+            paras: paras.rebuilds_in_place(options.rebuild_in_place),
             next_id,
             commit,
             snapshot_commit,
@@ -857,6 +891,7 @@ impl DocumentStore {
             settle: false,
             budget: options.memory_budget,
             cache: options.cache_bytes.unwrap_or(DEFAULT_CACHE),
+            in_place: options.rebuild_in_place,
         };
         store.fits(0)?;
         store.replay(records)?;
@@ -1059,9 +1094,9 @@ impl DocumentStore {
         let more_paras = if paras > 0 { more * 8 } else { 0 };
         over_budget(
             dir,
-            self.len() + more,
-            paras + more_paras,
+            (self.len() + more, paras + more_paras),
             self.cache,
+            self.in_place,
             budget,
         )
     }
@@ -1074,13 +1109,7 @@ impl DocumentStore {
     /// What the store needs of its memory budget now ([`memory_needed`], paragraphs
     /// included).
     pub fn memory_needed(&self) -> u64 {
-        let paras = self.paras.len();
-        memory_needed(self.len(), self.cache)
-            + if paras > 0 {
-                2 * BandIndex::main_bytes(paras) as u64 + paras as u64 / 32 * LEVEL_BYTES
-            } else {
-                0
-            }
+        needed(self.len(), self.paras.len(), self.cache, self.in_place)
     }
 
     fn refuse_if_broken(&self) -> Result<()> {

@@ -665,3 +665,50 @@ fn a_store_of_the_old_words_is_refused_by_name() {
         assert!(msg.contains(part), "{msg}");
     }
 }
+
+/// The memory budget counts a rebuild of the index as the store runs it: beside the old
+/// main part (as much again), or in place (a fifth more, `neardup load`). A budget that
+/// fits `n` documents rebuilt in place takes their bulk write in place and refuses one
+/// more, whole; the same budget refuses the `n` when rebuilds run beside the old part,
+/// storing nothing.
+#[test]
+fn the_memory_budget_counts_the_rebuild_the_store_runs() {
+    let n = 600;
+    let cache = 1 << 20;
+    let budget = neardup_store::memory_needed(n, cache, true);
+    assert!(neardup_store::memory_needed(n, cache, false) > budget);
+    for in_place in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = neardup_store::OpenOptions {
+            cache_bytes: Some(cache),
+            memory_budget: Some(budget),
+            rebuild_in_place: in_place,
+        };
+        let mut store = DocumentStore::create_with(dir.path(), at_08(false), options).unwrap();
+        let prep = store.preparer();
+        let put = |i: usize| Write::Put {
+            id: format!("d{i}"),
+            doc: Box::new(prep.prepare(&format!("{} {i}", text(i % 3, &[(i, i)])), false)),
+            ttl: None,
+            only_if_unique: false,
+        };
+        let all = store.apply_bulk((0..n).map(put).collect());
+        if in_place {
+            assert_eq!(all.unwrap().len(), n);
+            assert_eq!(store.memory_needed(), budget);
+            let more = store.apply_bulk(vec![put(n)]);
+            assert!(matches!(more, Err(StoreError::Memory { .. })), "{more:?}");
+            assert_eq!(store.len(), n);
+        } else {
+            let refused = all.map(|o| o.len());
+            assert!(
+                matches!(refused, Err(StoreError::Memory { .. })),
+                "{refused:?}"
+            );
+            assert_eq!(store.len(), 0);
+        }
+        // Opened again with the budget: what was stored fits it.
+        drop(store);
+        assert!(DocumentStore::open_with(dir.path(), None, options).is_ok());
+    }
+}

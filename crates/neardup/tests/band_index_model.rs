@@ -74,11 +74,13 @@ proptest! {
         ops in prop::collection::vec(op(), 1..120),
         caps in prop::option::of((1usize..6, 1usize..40)),
         background in any::<bool>(),
+        in_place in any::<bool>(),
     ) {
         // Small level caps (in some runs) take these few documents through folds of the
-        // top level and rebuilds of the main part, waited for or in the background.
+        // top level and rebuilds of the main part, waited for, in the background, or in
+        // place (the old main part let go as the new is built).
         let setup = |ix: BandIndex| {
-            let ix = ix.background_rebuilds(background);
+            let ix = ix.background_rebuilds(background).rebuilds_in_place(in_place);
             match caps {
                 Some((top, mid)) => ix.with_level_caps(top, mid),
                 None => ix,
@@ -219,9 +221,13 @@ impl Rng {
 /// writes go on) and the renumbering after them, checked against the model throughout.
 #[test]
 fn long_runs_through_rebuilds() {
-    for background in [false, true] {
-        let mut rng = Rng(u64::from(background) + 7);
-        let mut ix = BandIndex::new().background_rebuilds(background);
+    for (background, in_place) in [(false, false), (true, false), (false, true)] {
+        let mut rng = Rng(u64::from(background) + 2 * u64::from(in_place) + 7);
+        let setup = |ix: BandIndex| {
+            ix.background_rebuilds(background)
+                .rebuilds_in_place(in_place)
+        };
+        let mut ix = setup(BandIndex::new());
         let mut model: BTreeMap<u64, BandKeys> = BTreeMap::new();
         for round in 0..60u64 {
             let bulk: Vec<(u64, BandKeys)> = (0..1500)
@@ -242,7 +248,7 @@ fn long_runs_through_rebuilds() {
             // Now and then, go on from a snapshot: taken while a rebuild may be running
             // in the background (it runs again after the read).
             if round % 7 == 3 {
-                ix = reloaded(&ix).background_rebuilds(background);
+                ix = setup(reloaded(&ix));
             }
             let removed: Vec<u64> = (0..100).map(|_| rng.next() % 60_000).collect();
             let want = removed

@@ -23,6 +23,7 @@
 //! document from a million to 100 million. (It was 245 at 10 million: a directory bucket
 //! a document, 16 bits of every key, ids of 64 bits.)
 
+use std::borrow::Borrow;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
@@ -72,6 +73,39 @@ impl Scheme for Bands {
 
     fn build(&self, snap: &Snap) -> Main {
         build_main(snap)
+    }
+
+    fn build_owned(&self, snap: Snap) -> Main {
+        let Snap {
+            scheme,
+            main,
+            frozen,
+            mid,
+            sealed,
+            top,
+        } = snap;
+        let rest = |main| Snap {
+            scheme,
+            main,
+            frozen,
+            mid,
+            sealed,
+            top,
+        };
+        match Arc::try_unwrap(main) {
+            Ok(mut main) => {
+                #[cfg(test)]
+                tests::IN_PLACE.with(|n| n.set(n.get() + 1));
+                // The ids stay for the renumbering; each old band goes as its new one is
+                // built.
+                let bands = std::mem::take(&mut main.bands);
+                rebuilt(
+                    &rest(Arc::new(main)),
+                    bands.into_iter().enumerate().collect(),
+                )
+            }
+            Err(main) => build_main(&rest(main)),
+        }
     }
 
     fn index(&self, level: &mut Level) {
@@ -223,7 +257,7 @@ struct Main {
 
 impl Main {
     fn empty() -> Main {
-        build(Vec::new(), |_| std::iter::empty())
+        build(Vec::new(), (0..BANDS).collect(), |_| std::iter::empty())
     }
 
     fn len(&self) -> usize {
@@ -318,33 +352,35 @@ impl Main {
             }
         }
     }
+}
 
-    /// Band `band`'s entries in key order, as `(key, slot)`.
-    fn entries(&self, band: usize) -> Entries<'_> {
+/// The entries of one band of a main part (held or borrowed), in key order: the directory
+/// walked beside the low keys (a rebuild reads every entry of every band this way).
+struct Entries<B> {
+    band: B,
+    shift: u32,
+    bucket: usize,
+    at: usize,
+}
+
+impl<B: Borrow<MainBand>> Entries<B> {
+    /// The entries of `band`, a band of a main part with `dir_bits` of directory.
+    fn of(band: B, dir_bits: u32) -> Entries<B> {
         Entries {
-            band: &self.bands[band],
-            shift: 32 - self.dir_bits,
+            band,
+            shift: 32 - dir_bits,
             bucket: 0,
             at: 0,
         }
     }
 }
 
-/// The entries of one band of a main part, in key order: the directory walked beside the
-/// low keys (a rebuild reads every entry of every band this way).
-struct Entries<'a> {
-    band: &'a MainBand,
-    shift: u32,
-    bucket: usize,
-    at: usize,
-}
-
-impl Iterator for Entries<'_> {
+impl<B: Borrow<MainBand>> Iterator for Entries<B> {
     type Item = (u32, u32);
 
     #[inline]
     fn next(&mut self) -> Option<(u32, u32)> {
-        let b = self.band;
+        let b: &MainBand = self.band.borrow();
         let i = self.at;
         if i >= b.lows.len {
             return None;
@@ -392,17 +428,19 @@ fn low_mask(dir_bits: u32) -> u64 {
     (1u64 << (32 - dir_bits)) - 1
 }
 
-/// A main part of `ids` (by slot) whose band `b` holds the entries `entries(b)` (sorted
-/// by key, then slot). Each band is built as its entries come, on the pool, so no more
-/// than a band or two of entries exist at once, whatever the caller merges or sorts.
-fn build<I>(ids: Vec<u64>, entries: impl Fn(usize) -> I + Sync + Send) -> Main
+/// A main part of `ids` (by slot) whose band `b` holds the entries `entries(sources[b])`
+/// (sorted by key, then slot). Each band is built as its entries come, on the pool, so no
+/// more than a band or two of entries exist at once, whatever the caller merges or sorts;
+/// a source the entries own (an old band) is freed as soon as its band is built.
+fn build<T, I>(ids: Vec<u64>, sources: Vec<T>, entries: impl Fn(T) -> I + Sync + Send) -> Main
 where
+    T: Send,
     I: Iterator<Item = (u32, u32)>,
 {
     let n = ids.len();
     let dir_bits = dir_bits(n);
-    let built = crate::par::map((0..BANDS).collect(), |band| {
-        MainBand::from_sorted(entries(band), dir_bits, n)
+    let built = crate::par::map(sources, |source| {
+        MainBand::from_sorted(entries(source), dir_bits, n)
     });
     let by_id = if ids.windows(2).all(|w| w[0] < w[1]) {
         None
@@ -578,7 +616,7 @@ impl BandIndex {
         }
         let docs = &docs;
         let ids = docs.iter().map(|&(id, _)| id).collect();
-        let main = build(ids, |band| {
+        let main = build(ids, (0..BANDS).collect(), |band| {
             let mut entries: Vec<(u32, u32)> = docs
                 .iter()
                 .enumerate()
@@ -604,6 +642,16 @@ impl BandIndex {
     /// (the default), as [`super::Corpus::background_rebuilds`].
     pub fn background_rebuilds(mut self, on: bool) -> BandIndex {
         self.engine.set_background(on);
+        self
+    }
+
+    /// Whether rebuilds of the main part run on the writer's thread and, while no reader
+    /// of the index exists ([`BandIndex::reader`]), let go of the old main part band by
+    /// band as the new one is built: a rebuild then holds one main part and a band or two,
+    /// where one beside the old holds two (at 100 million documents, 10 GB more). For a
+    /// writer alone with its index, as an offline load; turns background rebuilds off.
+    pub fn rebuilds_in_place(mut self, on: bool) -> BandIndex {
+        self.engine.set_in_place(on);
         self
     }
 
@@ -739,7 +787,14 @@ impl BandIndex {
     }
 }
 
-/// A main part of every live document of `snap`, renumbered in slot order. Each band
+/// A main part of every live document of `snap`, renumbered in slot order, beside the
+/// old one.
+fn build_main(snap: &Snap) -> Main {
+    rebuilt(snap, snap.main.bands.iter().enumerate().collect())
+}
+
+/// A main part of every live document of `snap`, renumbered in slot order, where `old`
+/// holds the bands of `snap`'s main part (by number; its own bands are not read). Each band
 /// merges the old main part's sorted entries with the levels' (no sort of the whole), and
 /// is built as the merge runs.
 ///
@@ -747,8 +802,9 @@ impl BandIndex {
 /// found in the sorted list of those removals, which is short and stays in the cache,
 /// rather than in a table of every slot: read in key order, the slots are random, and at a
 /// million documents looking each up in such a table was most of a rebuild's time.
-fn build_main(snap: &Snap) -> Main {
+fn rebuilt<B: Borrow<MainBand> + Send>(snap: &Snap, old: Vec<(usize, B)>) -> Main {
     let main_len = snap.main.len();
+    let old_bits = snap.main.dir_bits;
     let levels = snap.levels();
     let mut gone: Vec<u32> = levels
         .iter()
@@ -774,7 +830,7 @@ fn build_main(snap: &Snap) -> Main {
         }
     }
     let (gone, recent_slot) = (&gone, &recent_slot);
-    build(ids, |band| {
+    build(ids, old, |(band, old)| {
         let mut recent: Vec<(u32, u32)> = Vec::new();
         let mut base = 0;
         for level in levels {
@@ -785,7 +841,7 @@ fn build_main(snap: &Snap) -> Main {
             base += level.docs.len();
         }
         recent.sort_unstable();
-        let old = snap.main.entries(band).filter_map(move |(key, slot)| {
+        let old = Entries::of(old, old_bits).filter_map(move |(key, slot)| {
             if gone.is_empty() {
                 return Some((key, slot));
             }
@@ -977,6 +1033,67 @@ fn read_level<R: Read>(input: &mut In<R>, base: usize) -> io::Result<Level> {
 mod tests {
     use super::*;
 
+    thread_local! {
+        /// Rebuilds on this thread that let go of the old main part as they went.
+        pub(super) static IN_PLACE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Rebuilds in place while no reader exists, and beside the old main part while one
+    /// does; the same candidates as brute force either way, removals and replacements
+    /// included.
+    #[test]
+    fn rebuilds_in_place_only_without_readers() {
+        let mut seed = 11;
+        // About two documents a key: fewer than a crowded key's leaders.
+        let (_, docs) = main_of(6000, 3000, &mut seed);
+        for with_reader in [false, true] {
+            IN_PLACE.with(|n| n.set(0));
+            let mut ix = BandIndex::new()
+                .rebuilds_in_place(true)
+                .with_level_caps(16, 300);
+            let reader = with_reader.then(|| ix.reader());
+            let mut model = std::collections::BTreeMap::new();
+            for (i, chunk) in docs.chunks(97).enumerate() {
+                let base = (i * 97) as u64;
+                let bulk: Vec<(u64, BandKeys)> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(j, k)| (base + j as u64, *k))
+                    .collect();
+                ix.insert_bulk(&bulk).unwrap();
+                model.extend(bulk.iter().copied());
+                // A replacement and a removal among the older documents.
+                let (old, gone) = (base / 2, base / 3);
+                ix.insert(old, &docs[(old as usize + 1) % docs.len()])
+                    .unwrap();
+                model.insert(old, docs[(old as usize + 1) % docs.len()]);
+                assert_eq!(ix.remove(gone), model.remove(&gone).is_some());
+            }
+            let rebuilt = IN_PLACE.with(|n| n.get());
+            if with_reader {
+                assert_eq!(rebuilt, 0);
+            } else {
+                assert!(rebuilt >= 5, "{rebuilt} rebuilds in place");
+            }
+            assert_eq!(ix.len(), model.len());
+            for q in docs.iter().step_by(53) {
+                let want: Vec<u64> = model
+                    .iter()
+                    .filter(|(_, k)| (0..BANDS).any(|b| q[b] != 0 && k[b] == q[b]))
+                    .map(|(&id, _)| id)
+                    .collect();
+                let mut got = ix.candidates(q);
+                got.sort_unstable();
+                assert_eq!(got, want);
+                if let Some(r) = &reader {
+                    let mut got = r.candidates(q);
+                    got.sort_unstable();
+                    assert_eq!(got, want);
+                }
+            }
+        }
+    }
+
     /// A main part of `n` documents with random keys from `alphabet` values (0 included).
     fn main_of(n: usize, alphabet: u64, seed: &mut u64) -> (Main, Vec<BandKeys>) {
         let mut next = || {
@@ -1005,7 +1122,12 @@ mod tests {
             })
             .collect();
         let ids = (0..n as u64).map(|i| i * 7 + 1).collect();
-        (build(ids, |band| bands[band].iter().copied()), docs)
+        (
+            build(ids, (0..BANDS).collect(), |band: usize| {
+                bands[band].iter().copied()
+            }),
+            docs,
+        )
     }
 
     /// A level's lookup through its directories finds what the binary search over the

@@ -52,6 +52,11 @@ pub(super) trait Scheme: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn empty_main(&self) -> Self::Main;
     /// A main part of every live document of `snap`, in slot order.
     fn build(&self, snap: &Snap<Self>) -> Self::Main;
+    /// [`Scheme::build`] from a state nothing else reads: a scheme may let go of the old
+    /// main part's tables as it builds the new ones, when no other state holds it.
+    fn build_owned(&self, snap: Snap<Self>) -> Self::Main {
+        self.build(&snap)
+    }
     /// Gives a level that was just folded (and will not change) the directories its
     /// lookups read, if any.
     fn index(&self, level: &mut Level<Self>);
@@ -257,6 +262,9 @@ pub(super) struct Engine<S: Scheme> {
     /// The middle level with the sealed one folded in, being built on another thread.
     folding: Option<JoinHandle<Level<S>>>,
     background: bool,
+    /// Whether a rebuild may let go of the old main part as it goes, when no reader exists
+    /// ([`Engine::set_in_place`]).
+    in_place: bool,
     /// The top and middle levels' caps, when set for a test; else by the main part's size.
     caps: Option<(usize, usize)>,
 }
@@ -272,6 +280,7 @@ impl<S: Scheme> Clone for Engine<S> {
             pending: None,
             folding: None,
             background: self.background,
+            in_place: self.in_place,
             caps: self.caps,
         };
         if copy.snap.sealed.weight() > 0 {
@@ -313,6 +322,7 @@ impl<S: Scheme> Engine<S> {
             pending,
             folding: None,
             background: true,
+            in_place: false,
             caps: None,
         }
     }
@@ -324,6 +334,17 @@ impl<S: Scheme> Engine<S> {
 
     pub(super) fn set_background(&mut self, on: bool) {
         self.background = on;
+    }
+
+    /// Rebuilds of the main part run on the writer's thread, and, while no reader of the
+    /// index exists, let go of the old main part table by table as the new one is built:
+    /// a rebuild then needs one main part and a table or two, not two main parts. For a
+    /// writer alone with its index (an offline load).
+    pub(super) fn set_in_place(&mut self, on: bool) {
+        self.in_place = on;
+        if on {
+            self.background = false;
+        }
     }
 
     pub(super) fn set_caps(&mut self, top: usize, mid: usize) {
@@ -537,10 +558,12 @@ impl<S: Scheme> Engine<S> {
         let due = snap.mid.weight() + top.weight() > self.mid_cap() && self.pending.is_none();
         if due && !self.rebuild_apart() {
             // The rebuild reads the documents, not the tables: no need to fold first.
-            self.rebuild_now(Snap {
+            let all = Snap {
                 mid: Arc::clone(&snap.mid),
                 ..snap.with_top(Arc::new(top))
-            });
+            };
+            drop(snap);
+            self.rebuild_now(all);
             return;
         }
         // A rebuild keeps the thread pool busy with long tasks: fold on this thread then.
@@ -564,8 +587,20 @@ impl<S: Scheme> Engine<S> {
     /// Rebuilds the main part from every live document of `all` here, and publishes it
     /// alone.
     fn rebuild_now(&mut self, all: Snap<S>) {
-        let main = all.scheme.build(&all);
-        self.publish(Snap::of_main(all.scheme.clone(), main));
+        let scheme = all.scheme.clone();
+        let alone = self.in_place
+            && self.pending.is_none()
+            && self.folding.is_none()
+            && Arc::strong_count(&self.published) == 1;
+        let main = if alone {
+            // No reader can load a state meanwhile: this engine's own hold on the old
+            // state goes, so that `all` may be the old main part's only holder.
+            self.publish(Snap::of_main(scheme.clone(), scheme.empty_main()));
+            scheme.build_owned(all)
+        } else {
+            scheme.build(&all)
+        };
+        self.publish(Snap::of_main(scheme, main));
         // Every document is in the main part now, each in a new slot.
         self.recent = IdMap::default();
     }
@@ -608,11 +643,13 @@ impl<S: Scheme> Engine<S> {
             return;
         }
         if !self.rebuild_apart() {
-            self.rebuild_now(Snap {
+            let all = Snap {
                 mid: level,
                 sealed: snap.empty_level(),
                 ..snap.with_top(top)
-            });
+            };
+            drop(snap);
+            self.rebuild_now(all);
             return;
         }
         self.publish(Snap {
