@@ -75,23 +75,8 @@ impl Scheme for Bands {
         build_main(snap)
     }
 
-    fn build_owned(&self, snap: Snap) -> Main {
-        let Snap {
-            scheme,
-            main,
-            frozen,
-            mid,
-            sealed,
-            top,
-        } = snap;
-        let rest = |main| Snap {
-            scheme,
-            main,
-            frozen,
-            mid,
-            sealed,
-            top,
-        };
+    fn build_owned(&self, mut snap: Snap) -> Main {
+        let main = std::mem::replace(&mut snap.main, Arc::new(Main::empty()));
         match Arc::try_unwrap(main) {
             Ok(mut main) => {
                 #[cfg(test)]
@@ -99,12 +84,13 @@ impl Scheme for Bands {
                 // The ids stay for the renumbering; each old band goes as its new one is
                 // built.
                 let bands = std::mem::take(&mut main.bands);
-                rebuilt(
-                    &rest(Arc::new(main)),
-                    bands.into_iter().enumerate().collect(),
-                )
+                snap.main = Arc::new(main);
+                rebuilt(&snap, bands.into_iter().enumerate().collect())
             }
-            Err(main) => build_main(&rest(main)),
+            Err(main) => {
+                snap.main = main;
+                build_main(&snap)
+            }
         }
     }
 
