@@ -51,7 +51,7 @@ t0=$(date +%s.%N)
 until curl -sf http://127.0.0.1:$port/healthz >/dev/null; do sleep 0.05; done
 t1=$(date +%s.%N)
 spid=$(pgrep -P $tpid)
-say "start_s $(echo "$t1 - $t0" | bc) rss_kb $(grep VmRSS /proc/$spid/status | tr -s ' ' | cut -d' ' -f2) $(grep -o 'index.*' "$work/start.err" | head -1)"
+say "start_s $(echo "$t1 - $t0" | bc) rss_kb $(awk '/^VmRSS/{print $2}' /proc/$spid/status) $(grep -o 'index.*' "$work/start.err" | head -1)"
 curl -s http://127.0.0.1:$port/metrics | grep -E '^neardup_(memory|documents|resident)' | tee -a "$out"
 kill -TERM "$spid"; wait $tpid || true
 
