@@ -552,7 +552,8 @@ pub struct OpenOptions {
     /// main part band by band as they build the new one, while no reader of the store
     /// exists ([`DocumentStore::reader`]): a rebuild then needs about a fifth of the index
     /// beside it, not as much again. For a writer alone with the store (`neardup load`);
-    /// with readers, rebuilds run beside the old main part as without it.
+    /// with readers, rebuilds still run on the writer's thread (writes wait for them), but
+    /// beside the old main part.
     pub rebuild_in_place: bool,
 }
 
