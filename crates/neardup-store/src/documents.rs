@@ -1356,6 +1356,16 @@ impl DocumentStore {
         &self.opened
     }
 
+    /// Rebuilds the indexes' main parts now where their levels of recent writes hold at
+    /// least half of what starts a rebuild ([`BandIndex::compact`]); says whether any was.
+    /// What a load does before its snapshot: a service started on the store then goes
+    /// longest before a rebuild of its own, which holds the old main part beside the new.
+    pub fn compact_index(&mut self) -> bool {
+        let docs = self.docs.compact();
+        let paras = self.paras.compact();
+        docs || paras
+    }
+
     /// Writes a snapshot of the indexes beside the database, so that the next open reads
     /// it instead of rebuilding them: [`DocumentStore::begin_snapshot`], written here, then
     /// [`DocumentStore::snapshot_written`].

@@ -712,3 +712,64 @@ fn the_memory_budget_counts_the_rebuild_the_store_runs() {
         assert!(DocumentStore::open_with(dir.path(), None, options).is_ok());
     }
 }
+
+/// A load's last step ([`DocumentStore::compact_index`]): an index (of documents or of
+/// paragraphs, two a document here) whose levels hold half of what starts a rebuild (the
+/// middle level's least cap, 8,192) has them taken into its main part, and the store
+/// answers as before, then and reopened from the snapshot saved after; levels holding
+/// less, or nothing, are left.
+#[test]
+fn compacting_the_index_keeps_its_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DocConfig {
+        threshold: Threshold::new(0.7).unwrap(),
+        paragraphs: true,
+    };
+    let options = neardup_store::OpenOptions {
+        rebuild_in_place: true,
+        ..Default::default()
+    };
+    let mut store = DocumentStore::create_with(dir.path(), config, options).unwrap();
+    let prep = store.preparer();
+    let doc_text = |i: usize| {
+        format!(
+            "{} {i}\n\n{}",
+            text(i % 5, &[(i % 60, i % 24)]),
+            text((i + 2) % 5, &[(i % 50, 5)])
+        )
+    };
+    let put = |i: usize| Write::Put {
+        id: format!("d{i}"),
+        doc: Box::new(prep.prepare(&doc_text(i), false)),
+        ttl: None,
+        only_if_unique: false,
+    };
+    let queries: Vec<String> = (0..4200).step_by(211).map(doc_text).collect();
+    let mut before = Vec::new();
+    // Documents and paragraphs in the levels at each step, and whether it compacts.
+    for (upto, compacts) in [(1500, false), (2500, true), (4200, true)] {
+        let from = store.len();
+        store.apply_bulk((from..upto).map(put).collect()).unwrap();
+        before = answers(&store, &prep, &queries);
+        assert_eq!(store.compact_index(), compacts, "at {upto}");
+        assert!(!store.compact_index(), "nothing left to take in at {upto}");
+        assert_eq!(answers(&store, &prep, &queries), before);
+    }
+    store
+        .apply(
+            (0..4200)
+                .step_by(13)
+                .map(|i| Write::Delete {
+                    id: format!("d{i}"),
+                })
+                .collect(),
+        )
+        .unwrap();
+    let removed = answers(&store, &prep, &queries);
+    assert_ne!(removed, before);
+    store.save_snapshot().unwrap();
+    drop(store);
+    let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
+    assert_eq!(store.opened(), &Opened::Snapshot { caught_up: 0 });
+    assert_eq!(answers(&store, &prep, &queries), removed);
+}

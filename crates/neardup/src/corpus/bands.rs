@@ -697,6 +697,15 @@ impl BandIndex {
         self.engine.finish_rebuild();
     }
 
+    /// Rebuilds the main part now when the levels of recent writes hold at least half of
+    /// what starts a rebuild, and says whether it did: so that an index saved at the end
+    /// of a load has room for the most writes before a rebuild while readers go on (which
+    /// holds the old main part beside the new). With [`BandIndex::rebuilds_in_place`] and
+    /// no reader, in place.
+    pub fn compact(&mut self) -> bool {
+        self.engine.compact()
+    }
+
     /// A query handle for other threads.
     pub fn reader(&self) -> BandIndexReader {
         BandIndexReader {
@@ -1078,6 +1087,59 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn compacts_when_the_levels_hold_half_a_rebuild() {
+        let mut seed = 5;
+        let (_, docs) = main_of(3000, 1500, &mut seed);
+        let mid = 300;
+        let mut ix = BandIndex::new()
+            .rebuilds_in_place(true)
+            .with_level_caps(16, mid);
+        let held =
+            |ix: &BandIndex| -> usize { ix.engine.snap.levels().iter().map(|l| l.weight()).sum() };
+        let mut model = std::collections::BTreeMap::new();
+        let (mut compacted, mut left) = (0, 0);
+        for (i, k) in docs.iter().enumerate() {
+            let id = i as u64;
+            ix.insert(id, k).unwrap();
+            model.insert(id, *k);
+            if i % 7 == 0 {
+                assert_eq!(ix.remove(id / 2), model.remove(&(id / 2)).is_some());
+            }
+            if i % 41 != 40 {
+                continue;
+            }
+            let before = held(&ix);
+            IN_PLACE.with(|n| n.set(0));
+            let did = ix.compact();
+            assert_eq!(did, before > 0 && 2 * before >= mid, "{before} held");
+            if did {
+                compacted += 1;
+                assert_eq!(held(&ix), 0);
+                assert_eq!(IN_PLACE.with(|n| n.get()), 1);
+                assert!(!ix.compact(), "nothing left to take in");
+            } else {
+                left += 1;
+                assert_eq!(held(&ix), before);
+            }
+            assert_eq!(ix.len(), model.len());
+            for q in docs.iter().step_by(97) {
+                let want: Vec<u64> = model
+                    .iter()
+                    .filter(|(_, k)| (0..BANDS).any(|b| q[b] != 0 && k[b] == q[b]))
+                    .map(|(&id, _)| id)
+                    .collect();
+                let mut got = ix.candidates(q);
+                got.sort_unstable();
+                assert_eq!(got, want);
+            }
+        }
+        assert!(
+            compacted >= 3 && left >= 3,
+            "{compacted} compacted, {left} left"
+        );
     }
 
     /// A main part of `n` documents with random keys from `alphabet` values (0 included).

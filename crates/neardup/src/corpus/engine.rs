@@ -375,6 +375,23 @@ impl<S: Scheme> Engine<S> {
         }
     }
 
+    /// Rebuilds the main part now, taking the levels in, when they hold at least half of
+    /// what starts a rebuild (the middle level's cap); returns whether it did. For the end
+    /// of a load: the state it saves then leaves a service started on it the most writes
+    /// before a rebuild of its own, which holds the old main part beside the new.
+    pub(super) fn compact(&mut self) -> bool {
+        self.finish_rebuild();
+        let snap = Arc::clone(&self.snap);
+        let held: usize = snap.levels().iter().map(|l| l.weight()).sum();
+        if held == 0 || 2 * held < self.mid_cap() {
+            return false;
+        }
+        let all = snap.with_top(Arc::clone(&snap.top));
+        drop(snap);
+        self.rebuild_now(all);
+        true
+    }
+
     /// Runs `f` on a copy of the top level, then publishes it; a full top level is sealed
     /// and folded into the middle one. Readers keep the old state until then; an error
     /// publishes nothing.
