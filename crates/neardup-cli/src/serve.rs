@@ -51,6 +51,12 @@ pub struct ServeCmd {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     body_limit: usize,
+    /// Bytes of request bodies over 64 KB held at once, over all connections (e.g. 256M):
+    /// such a request waits for room before its body is read, and is answered 503 if none
+    /// comes within --body-timeout. Bounds what clients sending large bodies can make the
+    /// service hold; smaller bodies (most checks) are read at once.
+    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = crate::find::parse_size)]
+    body_memory: u64,
     /// Seconds between sweeps of expired documents.
     #[arg(long, default_value_t = 60)]
     sweep_every: u64,
@@ -231,6 +237,7 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
     let config = ServerConfig {
         token,
         body_limit: cmd.body_limit,
+        body_memory: usize::try_from(cmd.body_memory).unwrap_or(usize::MAX),
         sweep_every: Duration::from_secs(cmd.sweep_every),
         snapshot_every: (cmd.snapshot_every > 0).then(|| Duration::from_secs(cmd.snapshot_every)),
         header_timeout: cmd.header_timeout,

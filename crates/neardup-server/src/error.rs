@@ -28,7 +28,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// A stable code: `bad_json`, `invalid_request`, `not_found`, `unauthorized`,
-    /// `too_large`, `too_many_items`, `headers_too_large`, `uri_too_long`, `timeout`,
+    /// `too_large`, `too_many_items`, `unsupported_encoding`, `headers_too_large`,
+    /// `uri_too_long`, `timeout`,
     /// `paragraphs_disabled`, `method_not_allowed`, `unavailable`, `store_unavailable`,
     /// `not_stored`, `outcome_unknown`, `memory_full`, `internal`.
     pub code: String,
@@ -87,6 +88,16 @@ impl ApiError {
         )
     }
 
+    /// A body in a `Content-Encoding` the service does not decode.
+    pub fn unsupported_encoding(encoding: &str) -> ApiError {
+        let shown: String = encoding.chars().take(100).collect();
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            format!("Content-Encoding \"{shown}\": send the body uncompressed (identity)"),
+        )
+    }
+
     /// Header fields larger than the limit.
     pub fn headers_too_large(limit: usize) -> ApiError {
         ApiError::new(
@@ -138,6 +149,17 @@ impl ApiError {
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             "the service is shutting down",
+        )
+    }
+
+    /// No room to read the request's body within the body bound: the service held as
+    /// many bodies as its memory for them allows all that time.
+    pub fn no_room_for_bodies() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the service is holding as many request bodies as its memory for them allows \
+             (--body-memory): retry later",
         )
     }
 

@@ -55,6 +55,11 @@ pub struct ServerConfig {
     pub token: Option<String>,
     /// Largest request body, in bytes.
     pub body_limit: usize,
+    /// Bytes of request bodies over 64 KB held at once, over every connection (at least
+    /// `body_limit`): such a request waits for room before its body is read, within the
+    /// body bound. Without it, a thousand connections each sending most of a 4 MB body held
+    /// 4.2 GB, whatever `--memory` said.
+    pub body_memory: usize,
     /// How often expired documents are swept.
     pub sweep_every: Duration,
     /// How often the store's indexes are snapshotted, when they changed (`None`: only
@@ -82,6 +87,7 @@ impl Default for ServerConfig {
         ServerConfig {
             token: None,
             body_limit: 4 << 20,
+            body_memory: 256 << 20,
             sweep_every: Duration::from_secs(60),
             snapshot_every: Some(Duration::from_secs(600)),
             header_timeout: Duration::from_secs(10),
@@ -103,6 +109,8 @@ struct Inner<R> {
     preparer: Preparer,
     /// Permits for the work [`blocking`] runs, one a core.
     heavy: Arc<Semaphore>,
+    /// A permit a byte of the request bodies held ([`ServerConfig::body_memory`]).
+    bodies: Arc<Semaphore>,
     jobs: mpsc::Sender<Job>,
     metrics: Arc<Metrics>,
     config: ServerConfig,
@@ -219,6 +227,7 @@ pub async fn serve<B: Backend>(
         reader: store.reader(),
         preparer: store.preparer(),
         heavy: Arc::new(Semaphore::new(heavy_permits())),
+        bodies: Arc::new(Semaphore::new(body_permits(&config))),
         jobs: jobs.clone(),
         metrics: Arc::clone(&metrics),
         config: config.clone(),
@@ -359,31 +368,93 @@ async fn bound_head<R: BackendReader>(
 
 /// Reads the whole body within the body bound and the size limit, so that a client
 /// sending a byte a second is answered 408 instead of holding a connection and a task;
-/// the routes then read it from memory.
+/// the routes then read it from memory. A body declared larger than the limit is refused
+/// before any of it is read (and before `Expect: 100-continue` is answered); a body
+/// longer than [`SMALL_BODY`] waits for its room in [`ServerConfig::body_memory`] (its
+/// declared length, or the limit when it has none) before it is read, and keeps it until
+/// its request is answered.
 async fn read_body<R: BackendReader>(
     State(state): State<AppState<R>>,
     request: Request,
     next: Next,
 ) -> Response {
     let config = &state.0.config;
-    let (parts, body) = request.into_parts();
-    let read = axum::body::to_bytes(body, config.body_limit);
-    let bytes = match tokio::time::timeout(config.body_timeout, read).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            return if too_large {
-                ApiError::too_large(config.body_limit)
-            } else {
-                ApiError::bad_json(format!("cannot read the body: {e}"))
-            }
-            .into_response();
+    if let Some(encoding) = request.headers().get(header::CONTENT_ENCODING) {
+        if !encoding.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return ApiError::unsupported_encoding(&String::from_utf8_lossy(encoding.as_bytes()))
+                .into_response();
         }
+    }
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > config.body_limit as u64) {
+        return ApiError::too_large(config.body_limit).into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let started = Instant::now();
+    let room = declared.map_or(config.body_limit, |n| n as usize);
+    let room = u32::try_from(room.min(body_permits(config))).unwrap_or(u32::MAX);
+    let held = if room as usize <= SMALL_BODY {
+        // Checks of a page or two are read at once: waiting in line behind large bodies,
+        // they went unanswered for 30 s while 1,000 connections sent 4 MB each.
+        None
+    } else {
+        let wait = Arc::clone(&state.0.bodies).acquire_many_owned(room);
+        match tokio::time::timeout(config.body_timeout, wait).await {
+            Ok(Ok(permit)) => Some(permit),
+            Ok(Err(_)) => return ApiError::unavailable().into_response(),
+            Err(_) => return ApiError::no_room_for_bodies().into_response(),
+        }
+    };
+    let left = config.body_timeout.saturating_sub(started.elapsed());
+    let read = collect_body(body, declared, config.body_limit);
+    let bytes = match tokio::time::timeout(left, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return e.into_response(),
         Err(_) => return ApiError::body_timeout(config.body_timeout).into_response(),
     };
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
+    let response = next
+        .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await;
+    drop(held);
+    response
+}
+
+/// Bodies declared this long or shorter are read without waiting for room in
+/// [`ServerConfig::body_memory`]: at most `max_connections` of them at once (64 MB with
+/// the defaults).
+const SMALL_BODY: usize = 64 << 10;
+
+/// The permits of [`Inner::bodies`]: the configured bytes, at least one body's.
+fn body_permits(config: &ServerConfig) -> usize {
+    config
+        .body_memory
+        .max(config.body_limit)
+        .min(Semaphore::MAX_PERMITS)
+}
+
+/// `body` read whole into one buffer of its declared length (so that a large body is one
+/// allocation, given back whole), at most `limit` bytes.
+async fn collect_body(
+    body: axum::body::Body,
+    declared: Option<u64>,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_json(format!("cannot read the body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > limit {
+                return Err(ApiError::too_large(limit));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Refuses a query string under `/v1`: no route reads one, and a put's options there
@@ -636,6 +707,8 @@ fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> 
         (status = 400, description = "Not JSON", body = ErrorBody),
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "Missing or wrong fields", body = ErrorBody),
     ),
     security((), ("bearer" = []))
@@ -722,6 +795,8 @@ async fn delete_document<R: BackendReader>(
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 409, description = "Paragraphs asked of a store without them", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "Missing or wrong fields", body = ErrorBody),
     ),
     security((), ("bearer" = []))
@@ -846,6 +921,8 @@ fn items<T: DeserializeOwned>(
         (status = 400, description = "Not JSON", body = ErrorBody),
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "An item with missing or wrong fields (named)", body = ErrorBody),
     ),
     security((), ("bearer" = []))
@@ -903,6 +980,8 @@ async fn bulk_put<R: BackendReader>(
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 409, description = "Paragraphs asked of a store without them", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
+        (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "An item with missing or wrong fields (named)", body = ErrorBody),
     ),
     security((), ("bearer" = []))

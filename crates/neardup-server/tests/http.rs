@@ -1065,3 +1065,70 @@ async fn connections_beyond_the_cap_wait_for_one_to_close() {
     drop(idle);
     svc.stop().await;
 }
+
+/// Request bodies over 64 KB share `body_memory`: one waits for the room another holds
+/// (here until that one's body bound ends it), while small checks are read at once; a
+/// body declared over the limit is refused before it is sent, and a compressed one is
+/// refused by name.
+#[tokio::test]
+async fn large_bodies_wait_for_room_and_small_ones_do_not() {
+    let words: String = (0..15_000).map(|i| format!("w{} ", i % 997)).collect();
+    let body = json!({ "text": words }).to_string();
+    // Room for one such body, not two.
+    let limit = body.len() + 100;
+    assert!(body.len() > 64 << 10);
+    let server = ServerConfig {
+        body_limit: limit,
+        body_memory: limit,
+        body_timeout: Duration::from_millis(600),
+        ..ServerConfig::default()
+    };
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    let wait = Duration::from_secs(10);
+    let head = |len: usize| {
+        format!("POST /v1/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n")
+    };
+    // A body that stops short holds its room until its bound ends it.
+    let mut short = head(body.len()).into_bytes();
+    short.extend_from_slice(&body.as_bytes()[..1000]);
+    let base = svc.base.clone();
+    let holder =
+        tokio::spawn(async move { raw_exchange(&base, &short, Duration::from_secs(10)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A whole one waits for that room, then is answered.
+    let mut whole = head(body.len()).into_bytes();
+    whole.extend_from_slice(body.as_bytes());
+    let base = svc.base.clone();
+    let started = std::time::Instant::now();
+    let waiter = tokio::spawn(async move {
+        let got = raw_exchange(&base, &whole, Duration::from_secs(10)).await;
+        (got, started.elapsed())
+    });
+    // A small check meanwhile: at once.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let asked = std::time::Instant::now();
+    let (s, v) = svc
+        .json("POST", "/v1/check", json!({"text": text(1, None)}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let small = asked.elapsed();
+    let held = holder.await.unwrap();
+    assert!(held.starts_with("HTTP/1.1 408"), "{held:?}");
+    let (got, waited) = waiter.await.unwrap();
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    assert!(
+        waited >= Duration::from_millis(300),
+        "read while the room was held ({waited:?})"
+    );
+    assert!(small < waited, "the small check waited too ({small:?})");
+    // Declared over the limit: 413 before the body comes.
+    let got = raw_exchange(&svc.base, head(limit + 1).as_bytes(), wait).await;
+    assert!(got.starts_with("HTTP/1.1 413"), "{got:?}");
+    assert!(got.contains(r#""code":"too_large""#), "{got:?}");
+    // Compressed: refused, not read as plain text.
+    let raw = b"POST /v1/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}";
+    let got = raw_exchange(&svc.base, raw, wait).await;
+    assert!(got.starts_with("HTTP/1.1 415"), "{got:?}");
+    assert!(got.contains(r#""code":"unsupported_encoding""#), "{got:?}");
+    svc.stop().await;
+}
