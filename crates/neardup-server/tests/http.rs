@@ -599,6 +599,27 @@ async fn paragraphs_and_expiry() {
         )
         .await;
     assert_eq!(v["inserted"], true);
+    for (id, ttl) in [("cd", 5), ("ef", 5)] {
+        let (s, v) = svc
+            .json(
+                "PUT",
+                &format!("/v1/documents/{id}"),
+                json!({"text": text(4, None), "ttl": ttl}),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    // The longest time to live: an expiry the schema's int64 holds.
+    let (s, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/long",
+            json!({"text": "a b c", "ttl": i64::MAX}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (_, v) = svc.send("GET", "/v1/documents/long", None).await;
+    assert_eq!(v["expires"], json!(i64::MAX), "{v}");
     let query = format!("{}\n\n{}", text(1, Some("edited")), text(7, None));
     let (s, v) = svc
         .json(
@@ -636,8 +657,19 @@ async fn paragraphs_and_expiry() {
     assert_eq!(v["paragraphs"], json!([]));
     let (s, _) = svc.send("GET", "/v1/documents/ab", None).await;
     assert_eq!(s, 404);
+    // Deleting or replacing an expired document answers as the read did: there was none.
+    let (s, v) = svc.send("DELETE", "/v1/documents/cd", None).await;
+    assert_eq!((s, error_code(&v)), (404, "not_found"), "{v}");
+    let (s, v) = svc
+        .json("PUT", "/v1/documents/ef", json!({"text": text(5, None)}))
+        .await;
+    assert_eq!((s, &v["replaced"]), (200, &json!(false)), "{v}");
     let store = svc.stop().await;
-    assert_eq!(store.len(), 1, "expired, not yet swept");
+    assert_eq!(
+        store.len(),
+        3,
+        "ab expired, not yet swept; cd deleted; ef, long"
+    );
 }
 
 /// Many concurrent near-identical `only_if_unique` puts: exactly one gets in, and every

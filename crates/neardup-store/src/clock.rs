@@ -23,11 +23,14 @@ impl Clock for SystemClock {
 
 /// When a document put at `now` with `ttl` expires, as stored: 0 for never. Whole
 /// seconds, rounded up, so a document never expires before its time; a zero ttl is
-/// expired at once (and 1 stands for it at time 0, as 0 means never).
+/// expired at once (and 1 stands for it at time 0, as 0 means never). At most
+/// `i64::MAX`, which the API's schema says an expiry fits in (a ttl of `i64::MAX`
+/// seconds was stored as 9223372038650798556).
 pub(crate) fn expires_at(now: u64, ttl: Option<Duration>) -> u64 {
     ttl.map_or(0, |t| {
-        now.saturating_add(t.as_secs() + u64::from(t.subsec_nanos() > 0))
-            .max(1)
+        now.saturating_add(t.as_secs())
+            .saturating_add(u64::from(t.subsec_nanos() > 0))
+            .clamp(1, i64::MAX as u64)
     })
 }
 

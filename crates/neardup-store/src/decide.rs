@@ -640,13 +640,27 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         true
     }
 
+    /// Whether `held` is a document a read finds: put earlier in this batch, or stored
+    /// and not expired (an expired one stays until a sweep takes it, but a read, a
+    /// check and an answer treat it as gone).
+    fn live(&self, held: Option<u64>) -> Result<bool> {
+        let Some(internal) = held else {
+            return Ok(false);
+        };
+        if internal >= self.pending.first {
+            return Ok(true);
+        }
+        let doc = self.view.document(internal)?;
+        Ok(doc.is_some_and(|d| !expired(d.expires, self.now)))
+    }
+
     fn delete(&mut self, id: String) -> Result<Outcome> {
         let held = self.holder(&id)?;
-        let removed = self.remove(&id, held);
-        if removed {
+        let live = self.live(held)?;
+        if self.remove(&id, held) {
             self.holders.insert(id, None);
         }
-        Ok(Outcome::Delete { removed })
+        Ok(Outcome::Delete { removed: live })
     }
 
     fn put(
@@ -670,7 +684,8 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
                 more_matches,
             });
         }
-        let replaced = self.remove(&id, own);
+        let replaced = self.live(own)?;
+        self.remove(&id, own);
         let internal = self.next_id;
         self.next_id += 1;
         self.pending.push(
@@ -1496,6 +1511,26 @@ mod tests {
         };
         assert!(!at(99), "live until its expiry");
         assert!(at(100), "expired at its expiry");
+        // Deleting or replacing it answers as a read would (found until its expiry,
+        // gone from then), and takes its row either way.
+        let write_at = |write: Write, now| {
+            let rule = DocConfig::default().rule();
+            match plan(&m, rule, now, m.next_id, MAX_MATCHES, vec![write]) {
+                Ok(plan) => (plan.outcomes[0].clone(), plan.steps.len()),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        for (now, live) in [(99, true), (100, false)] {
+            let (outcome, steps) = write_at(delete("old"), now);
+            assert_eq!(outcome, Outcome::Delete { removed: live }, "at {now}");
+            assert_eq!(steps, 1, "the row goes at {now}");
+            let (outcome, steps) = write_at(put("old", doc(1, &[]), false), now);
+            let Outcome::Put { replaced, .. } = outcome else {
+                panic!("{outcome:?}")
+            };
+            assert_eq!(replaced, live, "at {now}");
+            assert_eq!(steps, 2, "the old row goes, the new one comes, at {now}");
+        }
     }
 
     #[test]

@@ -1386,14 +1386,14 @@ impl RedisStore {
 /// The corpus as a batch finds it, read in two rounds before anything is written, as
 /// the decision needs it ([`StoreView`]): round 1 reads what each id of the batch holds,
 /// numbers the batch's puts and reads the candidates of each put (in the corpus as it is
-/// before the batch, as the embedded store's index is); round 2 reads the candidates'
-/// records.
+/// before the batch, as the embedded store's index is); round 2 reads the records of the
+/// candidates and of the documents the ids hold.
 struct Before {
     /// Every id of the batch, and the document it holds.
     ids: HashMap<String, Option<u64>>,
     /// Every put's band keys, and their candidates.
     candidates: HashMap<BandKeys, Vec<u64>>,
-    /// The records of the candidates that have one.
+    /// The records of the candidates and of the documents the ids hold, those that have one.
     records: HashMap<u64, DocRecord>,
     /// The internal id of the batch's first put: the counter reserves one for each put.
     first: u64,
@@ -1446,7 +1446,12 @@ impl Before {
         let found = candidates_of(keys, con, Kind::Docs, &put_keys)
             .map_err(|e| shared.error("reading the buckets", e))?;
 
-        let docs = docs_of(found.iter().flatten());
+        // And what the ids hold: a replaced or deleted document that has expired (not
+        // swept yet) is not reported replaced or removed, as a read no longer finds it.
+        let mut docs = docs_of(found.iter().flatten());
+        docs.extend(held.iter().filter_map(|(id, n)| Some((tag_of(id), (*n)?))));
+        docs.sort_unstable_by_key(|&(_, n)| n);
+        docs.dedup_by_key(|&mut (_, n)| n);
         let records: HashMap<u64, DocRecord> = records_of(keys, con, &docs, false)
             .map_err(|e| shared.error("reading the candidates", e))?
             .into_iter()

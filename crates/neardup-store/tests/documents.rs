@@ -145,6 +145,11 @@ fn model_hits(
 
 /// Hits compared as sets of (id, similarity): among equally similar documents the store
 /// orders by its internal numbers, the model by id.
+/// Whether a model document expiring at `expires` (0: never) is live at `now`.
+fn live(expires: u64, now: u64) -> bool {
+    expires == 0 || expires > now
+}
+
 fn same(a: &[Hit], b: &[Hit]) -> bool {
     let key = |h: &[Hit]| {
         let mut v: Vec<(String, u32)> = h
@@ -207,14 +212,16 @@ proptest! {
                     prop_assert_eq!(*inserted, !unique || want.is_empty());
                     if *inserted {
                         let was = model.insert(id, (doc.signature, ttl.map_or(0, |t| now + t)));
-                        prop_assert_eq!(*replaced, was.is_some());
+                        // An expired document, not swept yet, is gone for a read: not replaced.
+                        prop_assert_eq!(*replaced, was.is_some_and(|(_, e)| live(e, now)));
                     }
                 }
                 Op::Delete(id) => {
                     let id = format!("d{id}");
                     logged += 1;
                     let out = store.apply(vec![Write::Delete { id: id.clone() }]).unwrap();
-                    prop_assert_eq!(&out[0], &Outcome::Delete { removed: model.remove(&id).is_some() });
+                    let removed = model.remove(&id).is_some_and(|(_, e)| live(e, now));
+                    prop_assert_eq!(&out[0], &Outcome::Delete { removed });
                 }
                 Op::Batch(batch, bulk) => {
                     // One transaction: each write decided against the store and the writes
@@ -224,14 +231,16 @@ proptest! {
                     for (id, put) in batch {
                         let id = format!("d{id}");
                         let Some((base, edits, unique)) = put else {
-                            wants.push(Outcome::Delete { removed: model.remove(&id).is_some() });
+                            let removed = model.remove(&id).is_some_and(|(_, e)| live(e, now));
+                            wants.push(Outcome::Delete { removed });
                             writes.push(Write::Delete { id });
                             continue;
                         };
                         let doc = prep.prepare(&text(base, &edits), false);
                         let matches = model_hits(&model, config, &doc.signature, now, Some(&id));
                         let inserted = !unique || matches.is_empty();
-                        let replaced = inserted && model.insert(id.clone(), (doc.signature, 0)).is_some();
+                        let replaced = inserted
+                            && model.insert(id.clone(), (doc.signature, 0)).is_some_and(|(_, e)| live(e, now));
                         wants.push(Outcome::Put { inserted, replaced, matches, more_matches: 0 });
                         writes.push(Write::Put { id, doc: Box::new(doc), ttl: None, only_if_unique: unique });
                     }
