@@ -97,7 +97,8 @@ pub struct ServeCmd {
     /// Seconds a request has to send its whole body (408 after it).
     #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
     body_timeout: Duration,
-    /// Open connections at most; more wait in the listen backlog until one closes
+    /// Open connections at most; at the cap a new one takes the place of the oldest idle
+    /// one (answering no request), or waits until one closes when none is idle
     /// [default: 1024, or fewer to stay 64 below the open-file limit].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,

@@ -70,7 +70,8 @@ pub struct ServerConfig {
     pub header_timeout: Duration,
     /// Time a request has to send its whole body (408 after it).
     pub body_timeout: Duration,
-    /// Open connections at most; more wait in the listen backlog.
+    /// Open connections at most; at the cap a new one takes the place of the oldest idle
+    /// one, or waits for one to close when every one is answering a request.
     pub max_connections: usize,
     /// Matches listed per answer, most similar first; `more_matches` counts the rest.
     pub max_matches: usize,

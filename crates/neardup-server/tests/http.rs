@@ -1065,36 +1065,70 @@ async fn slow_and_idle_clients_are_timed_out() {
     svc.stop().await;
 }
 
+/// At the cap, a new connection takes the place of the oldest idle one (which is
+/// closed); when every connection is answering a request, it waits for one to finish, and
+/// no request being answered is cut off.
 #[tokio::test]
-async fn connections_beyond_the_cap_wait_for_one_to_close() {
+async fn connections_beyond_the_cap_replace_idle_ones_or_wait() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = ServerConfig {
         max_connections: 2,
-        header_timeout: Duration::from_millis(400),
+        header_timeout: Duration::from_secs(20),
+        body_timeout: Duration::from_millis(500),
         ..ServerConfig::default()
     };
     let svc = Running::start(DocConfig::default(), server, None).await;
     let addr = svc.base.trim_start_matches("http://").to_string();
+    let health = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     // Two connections that say nothing hold both places ...
-    let idle = [
-        tokio::net::TcpStream::connect(&addr).await.unwrap(),
-        tokio::net::TcpStream::connect(&addr).await.unwrap(),
-    ];
+    let mut older = tokio::net::TcpStream::connect(&addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    // ... so a third is served only once the head timeout has closed one of them.
+    let mut newer = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // ... and a third is served at once (long before the head timeout), in the older's place.
     let started = std::time::Instant::now();
-    let got = raw_exchange(
-        &svc.base,
-        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        Duration::from_secs(10),
-    )
-    .await;
+    let got = raw_exchange(&svc.base, health, Duration::from_secs(10)).await;
     assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
     assert!(
-        started.elapsed() >= Duration::from_millis(250),
-        "served at once: the cap did not hold ({:?})",
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
         started.elapsed()
     );
-    drop(idle);
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(5), older.read(&mut byte)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "the older is closed: {closed:?}"
+    );
+    // The newer still works.
+    newer.write_all(health).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), newer.read_to_end(&mut answer)).await;
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Two requests whose bodies stop short are being answered: a third waits until their
+    // body bound ends them, and they get their answer (408), not a closed connection.
+    let short = b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"te";
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let base = svc.base.clone();
+        busy.push(tokio::spawn(async move {
+            raw_exchange(&base, short, Duration::from_secs(10)).await
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let started = std::time::Instant::now();
+    let got = raw_exchange(&svc.base, health, Duration::from_secs(10)).await;
+    assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "served at once: a busy connection was closed ({:?})",
+        started.elapsed()
+    );
+    for b in busy {
+        let got = b.await.unwrap();
+        assert!(got.starts_with("HTTP/1.1 408"), "{got:?}");
+    }
     svc.stop().await;
 }
 
