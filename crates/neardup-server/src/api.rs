@@ -150,7 +150,8 @@ pub struct PutResponse {
     /// It replaced a document stored under its id.
     pub replaced: bool,
     /// Stored near-duplicates, most similar first: with `only_if_unique` and `inserted`
-    /// false, the ones that kept it out. At most the service's `--max-matches`.
+    /// false, the ones that kept it out. At most the service's `--max-matches`; found as
+    /// a check finds them (a crowded band key gives its first 64 documents only).
     pub matches: Vec<MatchJson>,
     /// Near-duplicates beyond those listed (left out when there are none).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -223,9 +224,13 @@ impl From<ParagraphHit> for ParagraphJson {
 #[derive(Debug, Serialize, Deserialize, ToSchema, PartialEq)]
 pub struct CheckResponse {
     /// Stored near-duplicates of the whole document, most similar first; at most the
-    /// service's `--max-matches`.
+    /// service's `--max-matches`. Of the stored documents sharing one band key with the
+    /// text, only the first 64 (oldest) of each part of the index are compared: where
+    /// more than 64 share one (a template stored many times), near-duplicates among the
+    /// rest are found only through other band keys, and may be missing here.
     pub matches: Vec<MatchJson>,
-    /// Near-duplicates beyond those listed (left out when there are none).
+    /// Near-duplicates beyond those listed, among those compared (left out when there
+    /// are none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_matches: usize,
     /// With `paragraphs`: stored documents sharing near-duplicate paragraphs, by coverage.
