@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_server::ServerConfig;
-use neardup_store::{Backend, DocConfig, DocumentStore, OpenOptions, Opened};
+use neardup_store::{Backend, DocConfig, DocumentStore, OpenOptions, Opened, StoreError};
 
 use crate::doc_args::parse_threshold;
 use crate::failure::{store_failure, Failure};
@@ -84,10 +84,12 @@ pub struct ServeCmd {
     /// them from the kernel, one system call a page.
     #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     cache_mb: Option<u64>,
-    /// With --data: memory the service may use, its page cache (--cache-mb) included, e.g.
-    /// 12G. The start refuses a store whose index would not fit (before reading it, rather
-    /// than swapping), and a write whose new documents would not fit is answered 507
-    /// (nothing of it stored); /metrics reports the budget and what the store needs of it.
+    /// With --data: memory the service may use, its page cache (--cache-mb) and request
+    /// bodies (--body-memory, and 64 KB a connection) included, e.g. 12G. The start
+    /// refuses a store whose index would not fit (before reading it, rather than
+    /// swapping), and a write whose new documents would not fit is answered 507 (nothing
+    /// of it stored); /metrics reports the store's budget (what the bodies leave) and what
+    /// the store needs of it.
     #[arg(long, value_name = "SIZE", value_parser = crate::find::parse_size)]
     memory: Option<u64>,
     /// Seconds a connection has to send a request's head, from its start or the end of
@@ -258,14 +260,21 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             let started = std::time::Instant::now();
             let options = OpenOptions {
                 cache_bytes: cmd.cache_mb.and_then(|mb| usize::try_from(mb << 20).ok()),
-                memory_budget: cmd.memory,
+                memory_budget: cmd.memory.map(|m| store_share(m, &config)).transpose()?,
                 rebuild_in_place: false,
             };
             let mut store = match create {
                 Some(c) => DocumentStore::create_with(dir, c, options),
                 None => DocumentStore::open_with(dir, None, options),
             }
-            .map_err(store_failure)?
+            .map_err(|e| match (e, cmd.memory) {
+                (e @ StoreError::Memory { .. }, Some(m)) => Failure::input(anyhow!(
+                    "{e} (--memory {} MB, less {} MB for request bodies)",
+                    m >> 20,
+                    (neardup_server::bodies_memory(&config) as u64).div_ceil(1 << 20)
+                )),
+                (e, _) => store_failure(e),
+            })?
             .with_quick_repair(cmd.quick_repair)
             .with_checkpoint_every(std::time::Duration::from_millis(cmd.checkpoint_every));
             // The replay's writes, and the quick-repair setting, durable before serving.
@@ -298,6 +307,23 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             let place = cmd.redis.describe();
             run_on(cmd, store, &place, config)
         }
+    }
+}
+
+/// The store's share of `--memory`: what is left after the request bodies'
+/// ([`neardup_server::bodies_memory`]); an error when nothing is.
+fn store_share(memory: u64, config: &ServerConfig) -> Result<u64, Failure> {
+    let bodies = neardup_server::bodies_memory(config) as u64;
+    match memory.checked_sub(bodies) {
+        Some(left) if left > 0 => Ok(left),
+        _ => Err(Failure::input(anyhow!(
+            "--memory {} MB leaves nothing for the store after the request bodies' {} MB \
+             (--body-memory, and 64 KB for each of {} connections): raise --memory, or lower \
+             --body-memory or --max-connections",
+            memory >> 20,
+            bodies.div_ceil(1 << 20),
+            config.max_connections
+        ))),
     }
 }
 

@@ -137,6 +137,44 @@ fn stops_on_sigterm_with_its_writes_kept() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a neardup data directory"));
     let o = neardup(&["serve", "--data", data, "--threshold", "0.7"], b"");
     assert_eq!(o.status.code(), Some(2), "--threshold needs --create");
+    // --memory covers the request bodies: 256 MB and 64 KB for each of 1,024 connections
+    // by default, 4 MB (one body) and 64 KB for each of 16 when set lower.
+    let o = neardup(&["serve", "--data", data, "--memory", "300M"], b"");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("after the request bodies' 320 MB"), "{err}");
+    let lower = ["--body-memory", "1M", "--max-connections", "16"];
+    let o = neardup(
+        &[&["serve", "--data", data, "--memory", "5M"][..], &lower].concat(),
+        b"",
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the request bodies' 5 MB"));
+    // The store's share, too small for the page cache: the message says where it went.
+    let o = neardup(
+        &[&["serve", "--data", data, "--memory", "300M"][..], &lower].concat(),
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the memory budget is 295 MB (--memory 300 MB, less 5 MB for request bodies)"),
+        "{err}"
+    );
+    let mut child = start_with(
+        data,
+        port,
+        false,
+        &[&["--memory", "300M", "--cache-mb", "8"][..], &lower].concat(),
+    );
+    let (s, body) = request(port, "GET", "/metrics", "").unwrap();
+    assert_eq!(s, 200, "{body}");
+    let budget = (300u64 << 20) - (4 << 20) - 16 * (64 << 10);
+    assert!(
+        body.contains(&format!("neardup_memory_budget_bytes {budget}")),
+        "{body}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
 
 /// What the writers were told, per id: stored, or removed; or, for a delete cut off by

@@ -428,6 +428,13 @@ async fn read_body<R: BackendReader>(
 /// the defaults).
 const SMALL_BODY: usize = 64 << 10;
 
+/// Bytes the request bodies of `config` may hold at once: the room of
+/// [`ServerConfig::body_memory`] (at least one body) and a small body for every
+/// connection. What `neardup serve --memory` sets aside before the store's share.
+pub fn bodies_memory(config: &ServerConfig) -> usize {
+    body_permits(config).saturating_add(config.max_connections.saturating_mul(SMALL_BODY))
+}
+
 /// The permits of [`Inner::bodies`]: the configured bytes, at least one body's.
 fn body_permits(config: &ServerConfig) -> usize {
     config
