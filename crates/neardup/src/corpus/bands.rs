@@ -1072,11 +1072,7 @@ mod tests {
             }
             assert_eq!(ix.len(), model.len());
             for q in docs.iter().step_by(53) {
-                let want: Vec<u64> = model
-                    .iter()
-                    .filter(|(_, k)| (0..BANDS).any(|b| q[b] != 0 && k[b] == q[b]))
-                    .map(|(&id, _)| id)
-                    .collect();
+                let want = sharing_a_key(&model, q);
                 let mut got = ix.candidates(q);
                 got.sort_unstable();
                 assert_eq!(got, want);
@@ -1126,11 +1122,7 @@ mod tests {
             }
             assert_eq!(ix.len(), model.len());
             for q in docs.iter().step_by(97) {
-                let want: Vec<u64> = model
-                    .iter()
-                    .filter(|(_, k)| (0..BANDS).any(|b| q[b] != 0 && k[b] == q[b]))
-                    .map(|(&id, _)| id)
-                    .collect();
+                let want = sharing_a_key(&model, q);
                 let mut got = ix.candidates(q);
                 got.sort_unstable();
                 assert_eq!(got, want);
@@ -1140,6 +1132,16 @@ mod tests {
             compacted >= 3 && left >= 3,
             "{compacted} compacted, {left} left"
         );
+    }
+
+    /// The ids of `model` sharing a nonzero band key with `q`, increasing: the candidates
+    /// by brute force.
+    fn sharing_a_key(model: &std::collections::BTreeMap<u64, BandKeys>, q: &BandKeys) -> Vec<u64> {
+        model
+            .iter()
+            .filter(|(_, k)| (0..BANDS).any(|b| q[b] != 0 && k[b] == q[b]))
+            .map(|(&id, _)| id)
+            .collect()
     }
 
     /// A main part of `n` documents with random keys from `alphabet` values (0 included).
