@@ -647,7 +647,10 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         let Some(internal) = held else {
             return Ok(false);
         };
-        if internal >= self.pending.first {
+        // A put of this batch (its internal id among the batch's, not merely above the
+        // first: a batch of deletes alone numbers nothing, and Redis gives it a first of 0).
+        let batch = internal.checked_sub(self.pending.first);
+        if batch.is_some_and(|i| i < self.pending.puts.len() as u64) {
             return Ok(true);
         }
         let doc = self.view.document(internal)?;
@@ -1531,6 +1534,11 @@ mod tests {
             assert_eq!(replaced, live, "at {now}");
             assert_eq!(steps, 2, "the old row goes, the new one comes, at {now}");
         }
+        // A batch of deletes alone numbers no put: Redis gives it a first of 0, which the
+        // expired document's internal id is not below.
+        let rule = DocConfig::default().rule();
+        let alone = plan(&m, rule, 100, 0, MAX_MATCHES, vec![delete("old")]);
+        assert_eq!(alone.unwrap().outcomes, [Outcome::Delete { removed: false }]);
     }
 
     #[test]
