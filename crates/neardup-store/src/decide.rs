@@ -1538,7 +1538,10 @@ mod tests {
         // expired document's internal id is not below.
         let rule = DocConfig::default().rule();
         let alone = plan(&m, rule, 100, 0, MAX_MATCHES, vec![delete("old")]);
-        assert_eq!(alone.unwrap().outcomes, [Outcome::Delete { removed: false }]);
+        assert_eq!(
+            alone.unwrap().outcomes,
+            [Outcome::Delete { removed: false }]
+        );
     }
 
     #[test]
