@@ -386,14 +386,13 @@ async fn read_body<R: BackendReader>(
                 .into_response();
         }
     }
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let (parts, body) = request.into_parts();
+    // The length hyper framed the body by: exact for a `Content-Length` (0 for a request
+    // without a body, such as a GET), unknown for a chunked one.
+    let declared = axum::body::HttpBody::size_hint(&body).exact();
     if declared.is_some_and(|n| n > config.body_limit as u64) {
         return ApiError::too_large(config.body_limit).into_response();
     }
-    let (parts, body) = request.into_parts();
     let started = Instant::now();
     let room = declared.map_or(config.body_limit, |n| n as usize);
     let room = u32::try_from(room.min(body_permits(config))).unwrap_or(u32::MAX);

@@ -1178,6 +1178,11 @@ async fn large_bodies_wait_for_room_and_small_ones_do_not() {
         .await;
     assert_eq!(s, 200, "{v}");
     let small = asked.elapsed();
+    // A request without a body (no length: not a chunked one) waits for no room either.
+    let asked = std::time::Instant::now();
+    let (s, _) = svc.send("GET", "/healthz", None).await;
+    assert_eq!(s, 200);
+    let bodiless = asked.elapsed();
     let held = holder.await.unwrap();
     assert!(held.starts_with("HTTP/1.1 408"), "{held:?}");
     let (got, waited) = waiter.await.unwrap();
@@ -1187,6 +1192,10 @@ async fn large_bodies_wait_for_room_and_small_ones_do_not() {
         "read while the room was held ({waited:?})"
     );
     assert!(small < waited, "the small check waited too ({small:?})");
+    assert!(
+        bodiless < Duration::from_millis(300),
+        "the GET waited for room ({bodiless:?})"
+    );
     // Declared over the limit: 413 before the body comes.
     let got = raw_exchange(&svc.base, head(limit + 1).as_bytes(), wait).await;
     assert!(got.starts_with("HTTP/1.1 413"), "{got:?}");
