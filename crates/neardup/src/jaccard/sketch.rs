@@ -497,6 +497,28 @@ fn borrow_all_avx512(full: &[u64; BINS / 64], mins: &[u64; BINS], values: &mut [
     }
 }
 
+/// The bins of each walk's first 8 steps, for [`borrow_all_avx2`]: one load where
+/// computing them from the walk took a multiply of long latency for every empty bin.
+#[cfg(target_arch = "x86_64")]
+#[repr(align(32))]
+struct FirstSteps([[u32; 8]; BINS]);
+
+#[cfg(target_arch = "x86_64")]
+static FIRST_STEPS: FirstSteps = {
+    let mut steps = [[0u32; 8]; BINS];
+    let mut i = 0;
+    while i < BINS {
+        let (start, stride) = (WALKS[i].start as usize, WALKS[i].stride as usize);
+        let mut s = 0;
+        while s < 8 {
+            steps[i][s] = ((start + s * stride) & (BINS - 1)) as u32;
+            s += 1;
+        }
+        i += 1;
+    }
+    FirstSteps(steps)
+};
+
 /// [`borrow_all_avx512`] in AVX2, 8 steps of a walk at a time: the bitmap's 16 words
 /// held in two registers, each step's word picked from both by a lane permute and the
 /// right one blended in, its bit shifted up to the sign for a movemask. The scalar walk
@@ -516,42 +538,51 @@ fn borrow_all_avx2(full: &[u64; BINS / 64], mins: &[u64; BINS], values: &mut [u6
             _mm256_loadu_si256(full.as_ptr().add(4).cast()),
         )
     };
-    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let (mask, bit) = (_mm256_set1_epi32((BINS - 1) as i32), _mm256_set1_epi32(31));
+    // Which of the 8 `bins` are filled, as the low 8 bits.
+    let filled = |bins: __m256i| {
+        // The permutes index by the word's low three bits; bit 8 of the bin says which
+        // half its word is in, moved to the sign for the blend.
+        let words = _mm256_srli_epi32::<5>(bins);
+        let picked = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(low, words)),
+            _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(high, words)),
+            _mm256_castsi256_ps(_mm256_slli_epi32::<23>(bins)),
+        ));
+        // The bin's bit shifted to the sign: left by 31 less its place.
+        let up = _mm256_sllv_epi32(picked, _mm256_andnot_si256(bins, bit));
+        _mm256_movemask_ps(_mm256_castsi256_ps(up))
+    };
     for (w, &bits) in full.iter().enumerate() {
         let mut empty = !bits;
         while empty != 0 {
             let i = w * 64 + empty.trailing_zeros() as usize;
             empty &= empty - 1;
-            let walk = &WALKS[i];
-            let (start, stride) = (walk.start as usize, walk.stride as usize);
-            let offsets = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(stride as i32));
-            let mut base = _mm256_set1_epi32(start as i32);
-            let ahead = _mm256_set1_epi32((8 * stride) as i32);
-            let mut found = None;
-            for chunk in 0..BINS / 8 {
-                let bins = _mm256_and_si256(_mm256_add_epi32(base, offsets), mask);
-                // The permutes index by the word's low three bits; bit 8 of the bin says
-                // which half its word is in, moved to the sign for the blend.
-                let words = _mm256_srli_epi32::<5>(bins);
-                let picked = _mm256_castps_si256(_mm256_blendv_ps(
-                    _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(low, words)),
-                    _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(high, words)),
-                    _mm256_castsi256_ps(_mm256_slli_epi32::<23>(bins)),
-                ));
-                // The bin's bit shifted to the sign: left by 31 less its place.
-                let up = _mm256_sllv_epi32(picked, _mm256_andnot_si256(bins, bit));
-                let hits = _mm256_movemask_ps(_mm256_castsi256_ps(up));
-                if hits != 0 {
-                    found = Some(chunk * 8 + hits.trailing_zeros() as usize);
-                    break;
+            let first = &FIRST_STEPS.0[i];
+            // SAFETY: the load reads the 32 bytes of `first`.
+            let mut bins = unsafe { _mm256_load_si256(first.as_ptr().cast()) };
+            let hits = filled(bins);
+            // Most walks end in their first 8 steps (at least 64 of the 512 bins are
+            // filled when the caller walks).
+            let (bin, step) = if hits != 0 {
+                let s = hits.trailing_zeros() as usize;
+                (first[s] as usize, s)
+            } else {
+                let (start, stride) = (WALKS[i].start as usize, WALKS[i].stride as usize);
+                let ahead = _mm256_set1_epi32((8 * stride) as i32);
+                let mut found = 0;
+                for chunk in 1..BINS / 8 {
+                    bins = _mm256_and_si256(_mm256_add_epi32(bins, ahead), mask);
+                    let hits = filled(bins);
+                    if hits != 0 {
+                        found = chunk * 8 + hits.trailing_zeros() as usize;
+                        break;
+                    }
                 }
-                base = _mm256_add_epi32(base, ahead);
-            }
-            // Some bin is filled (the caller walks only then), and the walk visits every
-            // bin in BINS steps.
-            let step = found.unwrap_or(0);
-            let bin = (start + step * stride) & (BINS - 1);
+                // Some bin is filled (the caller walks only then), and the walk visits
+                // every bin in BINS steps.
+                ((start + found * stride) & (BINS - 1), found)
+            };
             values[i] = value(mins[bin], step as u64 + 1);
         }
     }
