@@ -288,12 +288,12 @@ impl Mins {
         #[cfg(target_arch = "x86_64")]
         let full = if features.avx2() {
             // SAFETY: the CPU has AVX2 (checked just above).
-            unsafe { filled_avx2(mins) }
+            unsafe { filled_bitmap_avx2(mins) }
         } else {
-            filled(mins)
+            filled_bitmap(mins)
         };
         #[cfg(not(target_arch = "x86_64"))]
-        let full = filled(mins);
+        let full = filled_bitmap(mins);
         let mut values = [0u64; BINS];
         for (w, &bits) in full.iter().enumerate() {
             let mut bits = bits;
@@ -509,7 +509,7 @@ fn borrow_all_avx512(full: &[u64; BINS / 64], mins: &[u64; BINS], values: &mut [
 }
 
 /// The bitmap of the bins that hold a minimum of their own.
-fn filled(mins: &[u64; BINS]) -> [u64; BINS / 64] {
+fn filled_bitmap(mins: &[u64; BINS]) -> [u64; BINS / 64] {
     let mut full = [0u64; BINS / 64];
     // A word gathered in a register, not or-ed into memory bin by bin.
     for (word, chunk) in full.iter_mut().zip(mins.chunks_exact(64)) {
@@ -521,10 +521,10 @@ fn filled(mins: &[u64; BINS]) -> [u64; BINS / 64] {
     full
 }
 
-/// [`filled`], four bins a compare: the scalar fold took three instructions a bin.
+/// [`filled_bitmap`], four bins a compare: the scalar fold took three instructions a bin.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn filled_avx2(mins: &[u64; BINS]) -> [u64; BINS / 64] {
+fn filled_bitmap_avx2(mins: &[u64; BINS]) -> [u64; BINS / 64] {
     use std::arch::x86_64::*;
 
     let empty = _mm256_set1_epi64x(EMPTY as i64);
@@ -919,11 +919,11 @@ mod tests {
                     value(mins[b], step + 1)
                 }))
                 .collect();
-            prop_assert_eq!(filled(&mins), full);
+            prop_assert_eq!(filled_bitmap(&mins), full);
             let features = crate::arch::features();
             if features.avx2() {
                 // SAFETY: the CPU has AVX2 (checked just above).
-                prop_assert_eq!(unsafe { filled_avx2(&mins) }, full);
+                prop_assert_eq!(unsafe { filled_bitmap_avx2(&mins) }, full);
                 let mut values = [0u64; BINS];
                 // SAFETY: the CPU has AVX2 (checked just above).
                 unsafe { borrow_all_avx2(&full, &mins, &mut values) };
