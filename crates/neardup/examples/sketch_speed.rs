@@ -1,5 +1,8 @@
-//! Signing speed: the Jaccard sketch and band keys (`sketch`) or the default 64-bit
-//! fingerprint (`fingerprint`) of every text of a JSON-lines corpus, texts in memory.
+//! Signing speed: the Jaccard sketch and band keys (`sketch`), the default 64-bit
+//! fingerprint (`fingerprint`), the 256-bit one (`wide`), or both as a stored signature
+//! has them (`signature`) of every text of a JSON-lines corpus, texts in memory.
+//! `shared` measures a proposal (docs/dedup.md): the sketch, and four simhash lanes voted
+//! from the sketch's own shingle hashes in place of the 256-bit fingerprint.
 //!
 //! ```bash
 //! cargo run --release -p neardup --example sketch_speed -- sketch corpus.jsonl 3
@@ -49,6 +52,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     h
                 }
                 "fingerprint" => fp.fingerprint(text),
+                "signature" => {
+                    let (s, keys) = Sketch::of_text_with_bands(text, banding);
+                    let wide = fp.fingerprint_wide(text);
+                    let h = xxhash_rust::xxh3::xxh3_64(&s.to_bytes()) ^ u64::from(keys[0]);
+                    wide.iter().fold(h, |h, &l| h.rotate_left(9) ^ l)
+                }
+                "shared" => {
+                    let mut hashes = Vec::with_capacity(text.len() / 5);
+                    neardup::jaccard::shingle_hashes(text, |h| hashes.push(h));
+                    let (s, keys) = Sketch::with_bands(hashes.iter().copied(), banding);
+                    let mut h = xxhash_rust::xxh3::xxh3_64(&s.to_bytes()) ^ u64::from(keys[0]);
+                    h = h.rotate_left(9) ^ neardup::fingerprint::simhash(&hashes);
+                    let mut mixed = Vec::with_capacity(hashes.len());
+                    for lane in 1..4u64 {
+                        let c = lane.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        mixed.clear();
+                        mixed.extend(hashes.iter().map(|&x| {
+                            let z = (x ^ c ^ ((x ^ c) >> 33)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+                            z ^ (z >> 33)
+                        }));
+                        h = h.rotate_left(9) ^ neardup::fingerprint::simhash(&mixed);
+                    }
+                    h
+                }
                 "wide" => fp
                     .fingerprint_wide(text)
                     .iter()
