@@ -282,9 +282,10 @@ impl Mins {
         let mins = &self.mins;
         #[cfg(target_arch = "x86_64")]
         let features = crate::arch::features();
-        // About half the bins of a document are empty, in no order a branch could learn:
-        // no branch is taken per bin. The filled bins get the value of their own minimum,
-        // found through a bitmap (a branch a word of it); the empty ones, a borrowed one.
+        // About half the bins of a document are empty, in no order a branch could learn,
+        // so no branch asks whether a bin is filled. The filled bins, found through a
+        // bitmap (a mispredicted branch a word of it, at its loop's end), get the value of
+        // their own minimum; the empty ones, a borrowed one.
         #[cfg(target_arch = "x86_64")]
         let full = if features.avx2() {
             // SAFETY: the CPU has AVX2 (checked just above).
