@@ -295,32 +295,25 @@ impl Mins {
         };
         #[cfg(not(target_arch = "x86_64"))]
         let full = filled_bitmap(mins);
+        // The filled bins are also listed, in the same pass, when few enough to solve for
+        // (see `borrow`); else the list stays empty and the empty bins are walked.
+        let listing = full.iter().map(|w| w.count_ones() as usize).sum::<usize>() <= SOLVE_MAX;
+        let mut list = [0u16; SOLVE_MAX];
+        let mut listed = 0;
         let mut values = [0u64; BINS];
         for (w, &bits) in full.iter().enumerate() {
             let mut bits = bits;
             while bits != 0 {
                 let i = w * 64 + bits.trailing_zeros() as usize;
                 values[i] = value(mins[i], 0);
+                if listing {
+                    list[listed] = i as u16;
+                    listed += 1;
+                }
                 bits &= bits - 1;
             }
         }
-        let n = full.iter().map(|w| w.count_ones() as usize).sum::<usize>();
-        // The filled bins, listed only when few enough to solve for (see `borrow`).
-        let mut list = [0u16; SOLVE_MAX];
-        let filled: &[u16] = if n <= SOLVE_MAX {
-            let mut k = 0;
-            for (w, &bits) in full.iter().enumerate() {
-                let mut bits = bits;
-                while bits != 0 {
-                    list[k] = (w * 64 + bits.trailing_zeros() as usize) as u16;
-                    k += 1;
-                    bits &= bits - 1;
-                }
-            }
-            &list[..n]
-        } else {
-            &[]
-        };
+        let filled: &[u16] = &list[..listed];
         #[cfg(target_arch = "x86_64")]
         if filled.is_empty() && features.avx512vbmi() {
             // SAFETY: the CPU has AVX-512 F, BW and VBMI (checked just above: VBMI
