@@ -880,17 +880,7 @@ mod tests {
             // Both ways borrow()'s callers take: solving over the list, walking the bitmap.
             prop_assert_eq!(borrow(walk, &full, &filled), walked);
             prop_assert_eq!(borrow(walk, &full, &[]), walked);
-            #[cfg(target_arch = "x86_64")]
-            if crate::arch::features().avx512vbmi() {
-                // Every empty bin's borrowing at once, as walking gives it.
-                let mut values = [0u64; BINS];
-                // SAFETY: the CPU has AVX-512 VBMI (checked just above).
-                unsafe { borrow_all_avx512(&full, &mins, &mut values) };
-                for j in (0..BINS).filter(|&j| mins[j] == EMPTY) {
-                    let (b, step) = borrow(&WALKS[j], &full, &[]);
-                    prop_assert_eq!(values[j], value(mins[b], step + 1), "bin {}", j);
-                }
-            }
+            // The vector kernels: `borrowing_all_at_once_equals_walking`.
         }
 
         /// Every empty bin's borrowing at once, by the vector kernels, is what walking
