@@ -371,16 +371,22 @@ pub(crate) fn query<B: Backend>(
         let answers: Vec<Result<Value, Failure>> = batch
             .par_iter()
             .map(|d| {
-                let hits = reader
+                let checked = reader
                     .check_text(&preparer, &d.text)
                     .map_err(store_failure)?;
-                let matches: Vec<Value> = hits
+                let matches: Vec<Value> = checked
+                    .hits
                     .into_iter()
                     .map(
                         |h| json!({"id": h.id, "similarity": h.similarity, "distance": h.distance}),
                     )
                     .collect();
-                Ok(json!({"id": id_text(&d.id), "matches": matches}))
+                let mut line = json!({"id": id_text(&d.id), "matches": matches});
+                // As the service's checks say it: near-duplicates may be missing.
+                if checked.partial {
+                    line["partial"] = Value::Bool(true);
+                }
+                Ok(line)
             })
             .collect();
         for a in answers {

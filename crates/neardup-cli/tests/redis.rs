@@ -324,7 +324,7 @@ fn answers_as_the_embedded_store(command: &str, at: &[&str], only_if_unique: boo
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let hits = reader.check_text(&prep, t).unwrap();
+                let hits = reader.check_text(&prep, t).unwrap().hits;
                 let matches: Vec<Value> = hits
                     .into_iter()
                     .map(

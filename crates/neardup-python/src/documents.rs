@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use neardup::decide::Signature;
 use neardup::jaccard::Threshold;
 use neardup_store::{
-    Backend, BackendReader, DocConfig, DocumentReader, Hit, Outcome, Prepared, Preparer,
+    Backend, BackendReader, Checked, DocConfig, DocumentReader, Hit, Outcome, Prepared, Preparer,
     RedisOptions, RedisReader, RedisStore, StoreError, StoredDoc, Write,
 };
 use rayon::prelude::*;
@@ -60,7 +60,7 @@ enum Reader {
 }
 
 impl Reader {
-    fn check_text(&self, preparer: &Preparer, text: &str) -> neardup_store::Result<Vec<Hit>> {
+    fn check_text(&self, preparer: &Preparer, text: &str) -> neardup_store::Result<Checked> {
         match self {
             Reader::Local(r) => r.check_text(preparer, text),
             Reader::Redis(r) => r.check_text(preparer, text),
@@ -81,7 +81,7 @@ impl Reader {
         }
     }
 
-    fn check(&self, doc: &Prepared) -> neardup_store::Result<Vec<Hit>> {
+    fn check(&self, doc: &Prepared) -> neardup_store::Result<Checked> {
         match self {
             Reader::Local(r) => BackendReader::check(r, doc),
             Reader::Redis(r) => BackendReader::check(r, doc),
@@ -249,8 +249,8 @@ impl DocumentStore {
         py.detach(|| {
             sigs.par_iter()
                 .map(|s| {
-                    let hits = reader.check(&preparer.from_signature(*s))?;
-                    Ok(hits.into_iter().next())
+                    let checked = reader.check(&preparer.from_signature(*s))?;
+                    Ok(checked.hits.into_iter().next())
                 })
                 .collect::<neardup_store::Result<Vec<_>>>()
         })
@@ -509,7 +509,7 @@ impl DocumentStore {
         let text = text_arg(text)?;
         let (reader, preparer) = (self.handle()?, self.preparer.clone());
         py.detach(move || reader.check_text(&preparer, &text))
-            .map(hits)
+            .map(|checked| hits(checked.hits))
             .map_err(|e| store_error(py, e))
     }
 

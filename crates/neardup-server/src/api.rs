@@ -162,6 +162,10 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 /// At most `max` of `hits` (most similar first) as the API writes them, and how many
 /// more there were.
 pub fn capped(mut hits: Vec<Hit>, max: usize) -> (Vec<MatchJson>, usize) {
@@ -227,12 +231,17 @@ pub struct CheckResponse {
     /// service's `--max-matches`. Of the stored documents sharing one band key with the
     /// text, only the first 64 (oldest) of each part of the index are compared: where
     /// more than 64 share one (a template stored many times), near-duplicates among the
-    /// rest are found only through other band keys, and may be missing here.
+    /// rest are found only through other band keys, and may be missing here (`partial`).
     pub matches: Vec<MatchJson>,
     /// Near-duplicates beyond those listed, among those compared (left out when there
     /// are none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_matches: usize,
+    /// True when some near-duplicates may be missing from `matches` and `more_matches`:
+    /// more than 64 stored documents share a band key with the text, and only the first
+    /// 64 of them were compared (left out when all were).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub partial: bool,
     /// With `paragraphs`: stored documents sharing near-duplicate paragraphs, by coverage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paragraphs: Option<Vec<ParagraphJson>>,

@@ -98,6 +98,17 @@ impl ApiError {
         )
     }
 
+    /// A body in a transfer coding other than chunked (RFC 9112 § 6.1: 501): read as
+    /// plain, a gzip-coded body would be checked as its compressed bytes.
+    pub fn unsupported_transfer_coding(coding: &str) -> ApiError {
+        let shown: String = coding.chars().take(100).collect();
+        ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "unsupported_transfer_coding",
+            format!("Transfer-Encoding \"{shown}\": only chunked is decoded; send the body uncompressed"),
+        )
+    }
+
     /// Header fields larger than the limit.
     pub fn headers_too_large(limit: usize) -> ApiError {
         ApiError::new(

@@ -386,6 +386,16 @@ async fn read_body<R: BackendReader>(
                 .into_response();
         }
     }
+    // hyper decodes the chunked coding (which it requires last) and passes any other on.
+    for coding in request.headers().get_all(header::TRANSFER_ENCODING) {
+        let coding = String::from_utf8_lossy(coding.as_bytes());
+        if coding
+            .split(',')
+            .any(|c| !c.trim().eq_ignore_ascii_case("chunked"))
+        {
+            return ApiError::unsupported_transfer_coding(&coding).into_response();
+        }
+    }
     let (parts, body) = request.into_parts();
     // The length hyper framed the body by: exact for a `Content-Length` (0 for a request
     // without a body, such as a GET), unknown for a chunked one.
@@ -715,6 +725,7 @@ fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> 
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 501, description = "A transfer coding other than chunked", body = ErrorBody),
         (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "Missing or wrong fields", body = ErrorBody),
     ),
@@ -803,6 +814,7 @@ async fn delete_document<R: BackendReader>(
         (status = 409, description = "Paragraphs asked of a store without them", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 501, description = "A transfer coding other than chunked", body = ErrorBody),
         (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "Missing or wrong fields", body = ErrorBody),
     ),
@@ -828,15 +840,16 @@ impl<R: BackendReader> AppState<R> {
     /// The answer to a check of `text` (at most [`INLINE_TEXT`] bytes), without paragraphs.
     async fn check_text(&self, text: &str) -> Result<CheckResponse, ApiError> {
         // The common case: most texts have no candidate, and need no fingerprint.
-        let hits = self
+        let checked = self
             .0
             .reader
             .check_text_async(&self.0.preparer, text)
             .await?;
-        let (matches, more_matches) = capped(hits, self.max_matches());
+        let (matches, more_matches) = capped(checked.hits, self.max_matches());
         Ok(CheckResponse {
             matches,
             more_matches,
+            partial: checked.partial,
             paragraphs: None,
         })
     }
@@ -867,7 +880,8 @@ fn check_here<R: BackendReader>(
     paragraphs: bool,
     max_matches: usize,
 ) -> Result<CheckResponse, ApiError> {
-    let (matches, more_matches) = capped(reader.check(doc)?, max_matches);
+    let checked = reader.check(doc)?;
+    let (matches, more_matches) = capped(checked.hits, max_matches);
     let paragraphs = if paragraphs {
         let hits = reader.check_paragraphs(doc)?;
         Some(hits.into_iter().map(ParagraphJson::from).collect())
@@ -877,6 +891,7 @@ fn check_here<R: BackendReader>(
     Ok(CheckResponse {
         matches,
         more_matches,
+        partial: checked.partial,
         paragraphs,
     })
 }
@@ -929,6 +944,7 @@ fn items<T: DeserializeOwned>(
         (status = 401, description = "No token or the wrong one", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 501, description = "A transfer coding other than chunked", body = ErrorBody),
         (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "An item with missing or wrong fields (named)", body = ErrorBody),
     ),
@@ -988,6 +1004,7 @@ async fn bulk_put<R: BackendReader>(
         (status = 409, description = "Paragraphs asked of a store without them", body = ErrorBody),
         (status = 413, description = "Body over the limit", body = ErrorBody),
         (status = 415, description = "A compressed body (a Content-Encoding other than identity)", body = ErrorBody),
+        (status = 501, description = "A transfer coding other than chunked", body = ErrorBody),
         (status = 503, description = "No room for the body within the body timeout (--body-memory), the store failing, or the service stopping", body = ErrorBody),
         (status = 422, description = "An item with missing or wrong fields (named)", body = ErrorBody),
     ),

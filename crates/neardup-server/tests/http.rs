@@ -283,6 +283,63 @@ async fn every_route() {
     svc.stop().await;
 }
 
+/// A text stored a thousand times crowds its band keys: a check reads the first
+/// documents under them only, so a near-duplicate stored after them is not listed, and
+/// the answer says it is partial (single and bulk checks); a check of another text is
+/// whole and says nothing of it.
+#[tokio::test]
+async fn a_crowded_check_says_it_is_partial() {
+    let svc = Running::start(DocConfig::default(), ServerConfig::default(), None).await;
+    let copies: Vec<Value> = (0..1000)
+        .map(|i| json!({"id": format!("c{i}"), "text": text(1, None)}))
+        .collect();
+    let (s, v) = svc
+        .json("POST", "/v1/bulk/documents", Value::Array(copies))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/late",
+            json!({"text": text(1, Some("late"))}),
+        )
+        .await;
+    assert_eq!((s, &v["inserted"]), (200, &json!(true)), "{v}");
+    let (s, v) = svc
+        .json("POST", "/v1/check", json!({"text": text(1, None)}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["partial"], true, "{v}");
+    let listed =
+        v["matches"].as_array().unwrap().len() as u64 + v["more_matches"].as_u64().unwrap_or(0);
+    assert!((64..1001).contains(&listed), "{v}");
+    let (s, v) = svc
+        .json("POST", "/v1/check", json!({"text": text(2, None)}))
+        .await;
+    assert_eq!((s, v), (200, json!({"matches": []})));
+    let nd = format!(
+        "{}\n{}\n",
+        json!({"text": text(1, None)}),
+        json!({"text": text(2, None)})
+    );
+    let resp = svc
+        .client
+        .post(format!("{}/v1/bulk/check", svc.base))
+        .header("content-type", "application/x-ndjson")
+        .body(nd)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (&v[0]["partial"], v[1].get("partial")),
+        (&json!(true), None),
+        "{v}"
+    );
+    svc.stop().await;
+}
+
 #[tokio::test]
 async fn every_error_is_a_4xx_with_a_code() {
     let server = ServerConfig {
@@ -1205,5 +1262,17 @@ async fn large_bodies_wait_for_room_and_small_ones_do_not() {
     let got = raw_exchange(&svc.base, raw, wait).await;
     assert!(got.starts_with("HTTP/1.1 415"), "{got:?}");
     assert!(got.contains(r#""code":"unsupported_encoding""#), "{got:?}");
+    // A transfer coding besides chunked: refused, not read as plain text; chunked alone,
+    // in any case, is read.
+    let raw = b"POST /v1/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+    let got = raw_exchange(&svc.base, raw, wait).await;
+    assert!(got.starts_with("HTTP/1.1 501"), "{got:?}");
+    assert!(
+        got.contains(r#""code":"unsupported_transfer_coding""#),
+        "{got:?}"
+    );
+    let raw = b"POST /v1/check HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+    let got = raw_exchange(&svc.base, raw, wait).await;
+    assert!(got.starts_with("HTTP/1.1 422"), "{got:?}");
     svc.stop().await;
 }

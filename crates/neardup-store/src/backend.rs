@@ -3,7 +3,7 @@
 //! that applies batches of writes durably, and readers that answer checks without waiting
 //! for it.
 
-use crate::decide::{Hit, Outcome, ParagraphHit, StoredDoc, Write};
+use crate::decide::{Checked, Outcome, ParagraphHit, StoredDoc, Write};
 use crate::error::Result;
 use crate::prepare::{DocConfig, Prepared, Preparer};
 use crate::snapshot::SnapshotJob;
@@ -91,11 +91,11 @@ pub trait Backend: Send + 'static {
 /// The reader side of a document store: cheap to clone, never waiting for the writer.
 pub trait BackendReader: Clone + Send + Sync + 'static {
     /// The stored near-duplicates of `doc`, most similar first.
-    fn check(&self, doc: &Prepared) -> Result<Vec<Hit>>;
+    fn check(&self, doc: &Prepared) -> Result<Checked>;
 
     /// As [`BackendReader::check`] of `text` prepared by `preparer`; stores may skip work
     /// for texts without candidates.
-    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Checked> {
         self.check(&preparer.prepare(text, false))
     }
 
@@ -106,7 +106,7 @@ pub trait BackendReader: Clone + Send + Sync + 'static {
         &'a self,
         preparer: &'a Preparer,
         text: &'a str,
-    ) -> impl std::future::Future<Output = Result<Vec<Hit>>> + Send + 'a {
+    ) -> impl std::future::Future<Output = Result<Checked>> + Send + 'a {
         std::future::ready(self.check_text(preparer, text))
     }
 

@@ -60,6 +60,18 @@ pub struct Hit {
     pub distance: u32,
 }
 
+/// What a check found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Checked {
+    /// The stored near-duplicates, most similar first.
+    pub hits: Vec<Hit>,
+    /// Some near-duplicates may be left out: a band key of the text is crowded (a template
+    /// or a page stored many times), and a check reads the first documents under such a
+    /// key only ([`neardup::corpus::BandIndex::lookup`]). Those listed are near-duplicates
+    /// all the same.
+    pub partial: bool,
+}
+
 /// What one write did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {

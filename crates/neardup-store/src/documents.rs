@@ -35,7 +35,9 @@ use redb::{Database, ReadableTable};
 use crate::backend::{Backend, BackendReader};
 use crate::batch::{decode_batch, encode_batch};
 use crate::clock::{expired, Clock, SystemClock};
-use crate::decide::{self, Candidates, DocRecord, Hit, Insert, Outcome, ParagraphHit, Plan, Step};
+use crate::decide::{
+    self, Candidates, Checked, DocRecord, Hit, Insert, Outcome, ParagraphHit, Plan, Step,
+};
 use crate::decide::{StoreView, StoredDoc, StoredParagraphs, Write};
 use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
@@ -374,23 +376,29 @@ impl std::fmt::Debug for DocumentReader {
 
 impl DocumentReader {
     /// As [`DocumentStore::check`].
-    pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+    pub fn check(&self, doc: &Prepared) -> Result<Checked> {
         let sig = &doc.signature;
-        self.view
-            .hits(sig, &self.docs.candidates(&sig.index_keys()))
+        let found = self.docs.lookup(&sig.index_keys());
+        Ok(Checked {
+            hits: self.view.hits(sig, &found.ids)?,
+            partial: found.crowded,
+        })
     }
 
     /// As [`DocumentStore::check`] of `text` prepared by `preparer`, but the simhash
     /// fingerprint (which only the reported distances need) is computed only when the
     /// text has candidates: most texts checked have none.
-    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Checked> {
         let mut sig = preparer.partial(text);
-        let found = self.docs.candidates(&sig.index_keys());
-        if found.is_empty() {
-            return Ok(Vec::new());
+        let found = self.docs.lookup(&sig.index_keys());
+        if found.ids.is_empty() {
+            return Ok(Checked::default());
         }
         preparer.complete(&mut sig, text);
-        self.view.hits(&sig, &found)
+        Ok(Checked {
+            hits: self.view.hits(&sig, &found.ids)?,
+            partial: found.crowded,
+        })
     }
 
     /// As [`DocumentStore::check_paragraphs`].
@@ -1066,7 +1074,7 @@ impl DocumentStore {
     }
 
     /// The stored near-duplicates of `doc` (live ones), most similar first.
-    pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+    pub fn check(&self, doc: &Prepared) -> Result<Checked> {
         self.refuse_if_broken()?;
         self.reader().check(doc)
     }
@@ -1664,11 +1672,11 @@ impl Backend for DocumentStore {
 }
 
 impl BackendReader for DocumentReader {
-    fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+    fn check(&self, doc: &Prepared) -> Result<Checked> {
         DocumentReader::check(self, doc)
     }
 
-    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Checked> {
         DocumentReader::check_text(self, preparer, text)
     }
 

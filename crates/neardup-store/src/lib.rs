@@ -34,7 +34,7 @@
 //! // "b" is a copy of "a", put earlier in the same batch: refused.
 //! let Outcome::Put { inserted, matches, .. } = &outcomes[1] else { unreachable!() };
 //! assert!(!inserted && matches[0].id == "a");
-//! assert_eq!(store.check(&preparer.prepare(text, false))?[0].id, "a");
+//! assert_eq!(store.check(&preparer.prepare(text, false))?.hits[0].id, "a");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -58,7 +58,7 @@ mod snapshot;
 
 pub use backend::{Backend, BackendReader};
 pub use clock::{Clock, SystemClock};
-pub use decide::{Hit, Outcome, ParagraphHit, SpanMatch, StoredDoc, Write, MAX_MATCHES};
+pub use decide::{Checked, Hit, Outcome, ParagraphHit, SpanMatch, StoredDoc, Write, MAX_MATCHES};
 pub use dir::{DOC_FORMAT, FILE, FORMAT, LOG_FILE};
 pub use documents::{
     memory_needed, DocumentReader, DocumentStore, OpenOptions, Opened, CHECKPOINT_EVERY,

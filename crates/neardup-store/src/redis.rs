@@ -69,7 +69,9 @@ use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
 
 use crate::backend::{Backend, BackendReader};
 use crate::clock::{expired, Clock, SystemClock};
-use crate::decide::{self, Candidates, DocRecord, Hit, Outcome, ParagraphHit, Plan, StoreView};
+use crate::decide::{
+    self, Candidates, Checked, DocRecord, Hit, Outcome, ParagraphHit, Plan, StoreView,
+};
 use crate::decide::{StoredDoc, StoredParagraphs, Write};
 use crate::error::{Result, StoreError};
 use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
@@ -537,13 +539,13 @@ fn bucket_read(keys: &Keys, kind: Kind, band: usize, key: u32) -> Cmd {
     // A crowded key gives its first members only (they sort by a hash of the id, then
     // the internal id), as the band index in memory gives its first
     // (`neardup::batch::RUN_LEADERS`): a template page stored 100,000 times is not read
-    // whole by each query.
+    // whole by each query. One more is asked for, to tell a crowded key ([`found_in`]).
     cmd.arg(keys.bucket(kind, band, key))
         .arg(min)
         .arg(max)
         .arg("LIMIT")
         .arg(0)
-        .arg(RUN_LEADERS);
+        .arg(RUN_LEADERS + 1);
     cmd
 }
 
@@ -569,24 +571,37 @@ fn bucket_reads(
 }
 
 /// The candidates of each query from the replies to its bucket reads: sorted by (internal
-/// id, paragraph), each once.
-fn found_in(replies: Vec<Value>, asked: Vec<usize>) -> Vec<Vec<Found>> {
+/// id, paragraph), each once; and whether each query had a crowded key (a bucket read
+/// gave more than [`RUN_LEADERS`] members, of which its first are kept).
+fn found_in(replies: Vec<Value>, asked: Vec<usize>) -> Lookups {
     let mut replies = replies.into_iter();
-    asked
+    let mut crowded = Vec::with_capacity(asked.len());
+    let found = asked
         .into_iter()
         .map(|n| {
+            let mut crowd = false;
             let mut found: Vec<Found> = replies
                 .by_ref()
                 .take(n)
-                .flat_map(list_of)
+                .flat_map(|reply| {
+                    let mut members = list_of(reply);
+                    crowd |= members.len() > RUN_LEADERS;
+                    members.truncate(RUN_LEADERS);
+                    members
+                })
                 .filter_map(|m| parse_member(&m))
                 .collect();
             found.sort_unstable_by_key(|&(_, n, p)| (n, p));
             found.dedup_by_key(|&mut (_, n, p)| (n, p));
+            crowded.push(crowd);
             found
         })
-        .collect()
+        .collect();
+    (found, crowded)
 }
+
+/// Per query its candidates ([`found_in`]), and per query whether a key of it was crowded.
+type Lookups = (Vec<Vec<Found>>, Vec<bool>);
 
 /// The candidates of each query in `queries` (per query its index keys), from `kind`'s
 /// buckets: one pipeline, sorted by (internal id, paragraph), each once.
@@ -595,7 +610,7 @@ fn candidates_of(
     con: &mut ClusterConnection,
     kind: Kind,
     queries: &[neardup::jaccard::BandKeys],
-) -> std::result::Result<Vec<Vec<Found>>, RedisError> {
+) -> std::result::Result<Lookups, RedisError> {
     let (cmds, asked) = bucket_reads(keys, kind, queries);
     let replies = if cmds.is_empty() {
         Vec::new()
@@ -615,7 +630,7 @@ async fn candidates_async(
     con: &AsyncConnection,
     kind: Kind,
     queries: &[neardup::jaccard::BandKeys],
-) -> std::result::Result<Vec<Vec<Found>>, RedisError> {
+) -> std::result::Result<Lookups, RedisError> {
     let (cmds, asked) = bucket_reads(&shared.keys, kind, queries);
     Ok(found_in(shared.send_all(con, cmds).await?, asked))
 }
@@ -1443,7 +1458,7 @@ impl Before {
             })?;
             last.saturating_sub(put_keys.len() as u64)
         };
-        let found = candidates_of(keys, con, Kind::Docs, &put_keys)
+        let (found, _) = candidates_of(keys, con, Kind::Docs, &put_keys)
             .map_err(|e| shared.error("reading the buckets", e))?;
 
         // And what the ids hold: a replaced or deleted document that has expired (not
@@ -1645,47 +1660,51 @@ fn cleanup(shared: &Shared, con: &mut ClusterConnection, displaced: Vec<Value>) 
 
 impl RedisReader {
     /// As [`crate::DocumentStore::check`].
-    pub fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+    pub fn check(&self, doc: &Prepared) -> Result<Checked> {
         self.shared.block_on(self.check_async(doc))
     }
 
     /// As [`RedisReader::check`], waiting for Redis without holding a thread.
-    pub async fn check_async(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+    pub async fn check_async(&self, doc: &Prepared) -> Result<Checked> {
         let sig = doc.signature;
-        let (found, records) = self.candidates_and_records(&sig).await?;
-        Ok(self.decide(&sig, &found, &records))
+        let (found, crowded, records) = self.candidates_and_records(&sig).await?;
+        Ok(Checked {
+            hits: self.decide(&sig, &found, &records),
+            partial: crowded,
+        })
     }
 
     /// As [`crate::DocumentStore::check`] of `text`, the simhash fingerprint computed only
     /// when the text has candidates.
-    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+    pub fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Checked> {
         self.shared.block_on(self.check_text_async(preparer, text))
     }
 
     /// As [`RedisReader::check_text`], waiting for Redis without holding a thread.
-    pub async fn check_text_async(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+    pub async fn check_text_async(&self, preparer: &Preparer, text: &str) -> Result<Checked> {
         let mut sig = preparer.partial(text);
-        let (found, records) = self.candidates_and_records(&sig).await?;
+        let (found, crowded, records) = self.candidates_and_records(&sig).await?;
         if found.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Checked::default());
         }
         preparer.complete(&mut sig, text);
-        Ok(self.decide(&sig, &found, &records))
+        Ok(Checked {
+            hits: self.decide(&sig, &found, &records),
+            partial: crowded,
+        })
     }
 
-    /// The candidates of `sig` and their records: two rounds on the shared connection.
-    async fn candidates_and_records(&self, sig: &Signature) -> Result<(Vec<Found>, Records)> {
+    /// The candidates of `sig`, whether a key of it was crowded, and the candidates'
+    /// records: two rounds on the shared connection.
+    async fn candidates_and_records(&self, sig: &Signature) -> Result<(Vec<Found>, bool, Records)> {
         let shared = &*self.shared;
         let bands = [sig.index_keys()];
         self.shared
             .read_async("checking", |con| async move {
-                let found: Vec<Found> = candidates_async(shared, &con, Kind::Docs, &bands)
-                    .await?
-                    .into_iter()
-                    .flatten()
-                    .collect();
+                let (found, crowded) = candidates_async(shared, &con, Kind::Docs, &bands).await?;
+                let found: Vec<Found> = found.into_iter().flatten().collect();
                 let records = records_async(shared, &con, &docs_of(&found), false).await?;
-                Ok((found, records))
+                Ok((found, crowded.contains(&true), records))
             })
             .await
     }
@@ -1723,7 +1742,7 @@ impl RedisReader {
         let (found, records) = self
             .shared
             .read_async("checking paragraphs", |con| async move {
-                let found = candidates_async(shared, &con, Kind::Paragraphs, queries).await?;
+                let (found, _) = candidates_async(shared, &con, Kind::Paragraphs, queries).await?;
                 let docs = docs_of(found.iter().flatten());
                 let records = records_async(shared, &con, &docs, true).await?;
                 Ok((found, records))
@@ -1861,11 +1880,11 @@ impl Backend for RedisStore {
 }
 
 impl BackendReader for RedisReader {
-    fn check(&self, doc: &Prepared) -> Result<Vec<Hit>> {
+    fn check(&self, doc: &Prepared) -> Result<Checked> {
         RedisReader::check(self, doc)
     }
 
-    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Vec<Hit>> {
+    fn check_text(&self, preparer: &Preparer, text: &str) -> Result<Checked> {
         RedisReader::check_text(self, preparer, text)
     }
 
@@ -1873,7 +1892,7 @@ impl BackendReader for RedisReader {
         &'a self,
         preparer: &'a Preparer,
         text: &'a str,
-    ) -> impl Future<Output = Result<Vec<Hit>>> + Send + 'a {
+    ) -> impl Future<Output = Result<Checked>> + Send + 'a {
         RedisReader::check_text_async(self, preparer, text)
     }
 

@@ -483,7 +483,10 @@ mod tests {
         }
         assert!(before[7].is_none() && before[8].is_some());
         let preparer = store.preparer();
-        let hits = store.check(&preparer.prepare(&texts[8], false)).unwrap();
+        let hits = store
+            .check(&preparer.prepare(&texts[8], false))
+            .unwrap()
+            .hits;
         assert_eq!(hits[0].id, "id8");
         drop(store);
         let db = Database::open(&path).unwrap();

@@ -151,7 +151,7 @@ fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
     }
     // The indexes are whole again: a document finds itself, and its paragraphs.
     let query = store.preparer().prepare(&text(7), true);
-    let hits = store.check(&query).unwrap();
+    let hits = store.check(&query).unwrap().hits;
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].id, "doc-7");
     let paras = store.check_paragraphs(&query).unwrap();

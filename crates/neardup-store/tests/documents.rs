@@ -15,7 +15,7 @@ use std::time::Duration;
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, BANDS};
 use neardup_store::{
-    Clock, DocConfig, DocumentStore, Hit, Opened, Outcome, Preparer, StoreError, Write,
+    Checked, Clock, DocConfig, DocumentStore, Hit, Opened, Outcome, Preparer, StoreError, Write,
 };
 use proptest::prelude::*;
 
@@ -271,8 +271,9 @@ proptest! {
                     let doc = prep.prepare(&t, false);
                     let want = model_hits(&model, config, &doc.signature, now, None);
                     let got = store.check(&doc).unwrap();
-                    prop_assert!(same(&got, &want), "{got:?} != {want:?}");
-                    prop_assert!(same(&store.reader().check(&doc).unwrap(), &want));
+                    prop_assert!(same(&got.hits, &want), "{got:?} != {want:?}");
+                    prop_assert!(!got.partial, "a few dozen documents crowd no key");
+                    prop_assert_eq!(&store.reader().check(&doc).unwrap(), &got);
                     // The fingerprint computed only for texts with candidates: the same hits.
                     prop_assert_eq!(store.reader().check_text(&prep, &t).unwrap(), got);
                 }
@@ -404,6 +405,45 @@ fn a_batch_finds_its_own_puts_under_shared_keys() {
             ..
         }
     ));
+}
+
+/// A check reads the first documents under a crowded band key only (a template stored
+/// many times), and says so: with 64 copies of a text stored its check lists them all and
+/// is whole; with 1,000 it lists some and is partial, before and after the store is opened
+/// again (its index then one part); another text's check is whole.
+#[test]
+fn a_check_under_a_crowded_key_says_it_is_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = at_08(false);
+    let mut store = DocumentStore::create(dir.path(), config).unwrap();
+    let prep = store.preparer();
+    let t = text(0, &[]);
+    let put = |i: usize| Write::Put {
+        id: format!("c{i}"),
+        doc: Box::new(prep.prepare(&t, false)),
+        ttl: None,
+        only_if_unique: false,
+    };
+    let q = prep.prepare(&t, false);
+    store.apply((0..64).map(put).collect()).unwrap();
+    let whole = store.check(&q).unwrap();
+    assert_eq!((whole.hits.len(), whole.partial), (64, false));
+    store.apply((64..1000).map(put).collect()).unwrap();
+    let crowded = store.check(&q).unwrap();
+    assert!(crowded.partial);
+    assert!(
+        (64..1000).contains(&crowded.hits.len()),
+        "{}",
+        crowded.hits.len()
+    );
+    assert_eq!(store.reader().check_text(&prep, &t).unwrap(), crowded);
+    let other = prep.prepare(&text(1, &[]), false);
+    assert_eq!(store.check(&other).unwrap(), Checked::default());
+    drop(store);
+    let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
+    let crowded = store.check(&q).unwrap();
+    assert_eq!((crowded.hits.len(), crowded.partial), (64, true));
+    assert_eq!(store.check(&other).unwrap(), Checked::default());
 }
 
 /// A store's settings at threshold 0.8.

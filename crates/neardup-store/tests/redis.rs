@@ -202,8 +202,8 @@ fn same_answers(
                     let doc = prep.prepare(&t, p);
                     let want = local.check(&doc).unwrap();
                     let got = reader.check(&doc).unwrap();
-                    let ids: HashSet<&str> = got.iter().map(|h| h.id.as_str()).collect();
-                    prop_assert_eq!(ids.len(), got.len(), "a document reported twice");
+                    let ids: HashSet<&str> = got.hits.iter().map(|h| h.id.as_str()).collect();
+                    prop_assert_eq!(ids.len(), got.hits.len(), "a document reported twice");
                     prop_assert_eq!(&got, &want);
                     prop_assert_eq!(reader.check_text(&prep, &t).unwrap(), want);
                     if p {
@@ -266,8 +266,8 @@ fn put(prep: &Preparer, id: &str, text: &str, ttl: Option<u64>) -> Write {
     }
 }
 
-fn ids(hits: &[neardup_store::Hit]) -> Vec<&str> {
-    hits.iter().map(|h| h.id.as_str()).collect()
+fn ids(checked: &neardup_store::Checked) -> Vec<&str> {
+    checked.hits.iter().map(|h| h.id.as_str()).collect()
 }
 
 #[test]
@@ -285,8 +285,12 @@ fn a_half_written_insert_is_never_seen() {
     store
         .apply_interrupted(vec![put(&prep, "x", &a, None)], Interrupt::BeforeCommit)
         .unwrap();
-    assert!(reader.check(&prep.prepare(&a, false)).unwrap().is_empty());
-    assert!(reader.check_text(&prep, &a).unwrap().is_empty());
+    assert!(reader
+        .check(&prep.prepare(&a, false))
+        .unwrap()
+        .hits
+        .is_empty());
+    assert!(reader.check_text(&prep, &a).unwrap().hits.is_empty());
     assert_eq!(reader.get("x").unwrap(), None);
     assert_eq!(reader.len(), 0);
 
@@ -300,7 +304,7 @@ fn a_half_written_insert_is_never_seen() {
     store
         .apply_interrupted(vec![put(&prep, "x", &b, None)], Interrupt::BeforeCleanup)
         .unwrap();
-    assert!(reader.check_text(&prep, &a).unwrap().is_empty());
+    assert!(reader.check_text(&prep, &a).unwrap().hits.is_empty());
     assert_eq!(ids(&reader.check_text(&prep, &b).unwrap()), ["x"]);
     let got = reader.get("x").unwrap().unwrap();
     assert_eq!(got.signature, prep.prepare(&b, false).signature);
@@ -312,7 +316,7 @@ fn a_half_written_insert_is_never_seen() {
             Interrupt::BeforeCleanup,
         )
         .unwrap();
-    assert!(reader.check_text(&prep, &b).unwrap().is_empty());
+    assert!(reader.check_text(&prep, &b).unwrap().hits.is_empty());
     assert_eq!(reader.get("x").unwrap(), None);
     store.destroy().unwrap();
 }
@@ -341,12 +345,12 @@ fn removed_and_expired_documents_never_match() {
     store
         .apply(vec![Write::Delete { id: "gone".into() }])
         .unwrap();
-    assert!(reader.check_text(&prep, &c).unwrap().is_empty());
+    assert!(reader.check_text(&prep, &c).unwrap().hits.is_empty());
     assert_eq!(ids(&reader.check_text(&prep, &b).unwrap()), ["short"]);
 
     // Expired: no longer matched nor got at once, counted until swept.
     clock.0.fetch_add(10, Ordering::SeqCst);
-    assert!(reader.check_text(&prep, &b).unwrap().is_empty());
+    assert!(reader.check_text(&prep, &b).unwrap().hits.is_empty());
     assert_eq!(reader.get("short").unwrap(), None);
     assert_eq!(reader.len(), 2);
     assert_eq!(store.sweep().unwrap(), 1);
@@ -360,6 +364,40 @@ fn removed_and_expired_documents_never_match() {
     clock.0.fetch_add(100, Ordering::SeqCst);
     assert_eq!(store.sweep().unwrap(), 0);
     assert_eq!(ids(&reader.check_text(&prep, &b).unwrap()), ["k2"]);
+    store.destroy().unwrap();
+}
+
+/// As in the store in memory: a crowded bucket gives its first members only, and the
+/// check says it is partial; 64 copies of a text are all found, and the check is whole.
+#[test]
+fn a_check_under_a_crowded_key_says_it_is_partial() {
+    let Some(seeds) = cluster("a_check_under_a_crowded_key_says_it_is_partial") else {
+        return;
+    };
+    let config = DocConfig::default();
+    let mut store = RedisStore::create(&seeds, options("crowd"), config, 1000).unwrap();
+    let reader = store.reader();
+    let prep = Preparer::new(store.config());
+    let t = text(0, &[]);
+    let copies = |from: usize, to: usize| -> Vec<Write> {
+        (from..to)
+            .map(|i| put(&prep, &format!("c{i}"), &t, None))
+            .collect()
+    };
+    store.apply(copies(0, 64)).unwrap();
+    let whole = reader.check_text(&prep, &t).unwrap();
+    assert_eq!((whole.hits.len(), whole.partial), (64, false));
+    store.apply(copies(64, 200)).unwrap();
+    let crowded = reader.check_text(&prep, &t).unwrap();
+    assert!(crowded.partial);
+    assert!(
+        (64..200).contains(&crowded.hits.len()),
+        "{}",
+        crowded.hits.len()
+    );
+    assert_eq!(reader.check(&prep.prepare(&t, false)).unwrap(), crowded);
+    let other = reader.check_text(&prep, &text(1, &[])).unwrap();
+    assert_eq!(other, neardup_store::Checked::default());
     store.destroy().unwrap();
 }
 
@@ -399,7 +437,11 @@ fn band_keys_and_ids_are_exact_bytes() {
         ids(&reader.check(&prep.from_signature(high)).unwrap()),
         [weird]
     );
-    assert!(reader.check(&prep.from_signature(near)).unwrap().is_empty());
+    assert!(reader
+        .check(&prep.from_signature(near))
+        .unwrap()
+        .hits
+        .is_empty());
     assert_eq!(reader.get(weird).unwrap().map(|d| d.signature), Some(high));
     assert_eq!(near.bands.len(), BANDS);
     store.destroy().unwrap();

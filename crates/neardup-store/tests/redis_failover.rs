@@ -266,7 +266,7 @@ fn acknowledged_writes_survive_the_failover_of_their_primary() {
         let got = reader.get(&id).unwrap();
         let found = reader.check_text(&prep, &t).unwrap();
         if got.map(|d| d.signature) != Some(prep.prepare(&t, false).signature)
-            || !found.iter().any(|h| h.id == id)
+            || !found.hits.iter().any(|h| h.id == id)
         {
             missing.push(id);
         }

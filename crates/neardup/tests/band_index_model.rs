@@ -62,6 +62,8 @@ fn check(ix: &BandIndex, model: &BTreeMap<u64, BandKeys>, q: &BandKeys) {
     let want = model_candidates(model, q);
     assert_eq!(ix.candidates(q), want);
     assert_eq!(ix.reader().candidates(q), want);
+    // At most 40 documents: no key is crowded.
+    assert!(!ix.lookup(q).crowded);
     assert_eq!(ix.len(), model.len());
 }
 
@@ -149,6 +151,20 @@ fn check_crowded(ix: &BandIndex, model: &BTreeMap<u64, BandKeys>, q: &BandKeys) 
         );
     }
     assert_eq!(ix.reader().candidates(q), got);
+    // A lookup says when it may have left documents out: only under a key that at least
+    // RUN_LEADERS documents share, and never when it gave them all.
+    let found = ix.lookup(q);
+    assert_eq!(found.ids, got);
+    assert_eq!(ix.reader().lookup(q), found);
+    if found.crowded {
+        assert!(
+            (0..BANDS).any(|band| q[band] != 0
+                && model.values().filter(|k| k[band] == q[band]).count() >= RUN_LEADERS),
+            "crowded, but no key of the query has {RUN_LEADERS} documents"
+        );
+    } else {
+        assert_eq!(got, all, "documents left out, but not crowded");
+    }
 }
 
 proptest! {
@@ -185,6 +201,7 @@ proptest! {
         let mut shared = [0; BANDS];
         shared[0] = 1;
         prop_assert!(ix.candidates(&shared).len() <= 5 * RUN_LEADERS);
+        check_crowded(&ix, &model, &shared);
         // Removed documents do not count among a key's first: the next ones do.
         for id in removals {
             prop_assert_eq!(ix.remove(id), model.remove(&id).is_some());

@@ -255,8 +255,8 @@ pub(crate) fn sign(
                     };
                     match reader.check(&check.preparer.from_signature(signature)) {
                         // The most similar first; its distance is measured when written.
-                        Ok(hits) => {
-                            row.matched = hits.into_iter().next().map(|h| {
+                        Ok(checked) => {
+                            row.matched = checked.hits.into_iter().next().map(|h| {
                                 let near = Match {
                                     similarity: h.similarity,
                                     distance: 0,

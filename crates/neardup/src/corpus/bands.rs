@@ -113,9 +113,9 @@ impl Level {
     /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of band `band` with `key`: the plain lookup that
     /// [`Snap::find_levels`] is tested against.
     #[cfg(test)]
-    fn find(&self, band: usize, key: u32, f: impl FnMut(u32) -> bool) {
+    fn find(&self, band: usize, key: u32, f: impl FnMut(u32) -> bool) -> bool {
         let (from, to) = self.run(band, key);
-        scan_run(&self.tables[band][from..to], key, f);
+        scan_run(&self.tables[band][from..to], key, f)
     }
 
     /// The entries of band `band` where `key`'s are: its directory's bucket, or the whole
@@ -202,17 +202,22 @@ fn dir_bucket(dir: &[u32], key: u32) -> usize {
 }
 
 /// Calls `f(slot)` for the entries of `run` (sorted) with `key` until [`RUN_LEADERS`]
-/// calls answered true (took the slot: a live document).
+/// calls answered true (took the slot: a live document); whether entries with `key` were
+/// left unread (the key is crowded).
 #[inline]
-fn scan_run(run: &[(u32, u32)], key: u32, mut f: impl FnMut(u32) -> bool) {
+fn scan_run(run: &[(u32, u32)], key: u32, mut f: impl FnMut(u32) -> bool) -> bool {
     let at = run.partition_point(|e| e.0 < key);
     let mut taken = 0;
     for &(k, slot) in &run[at..] {
-        if k != key || taken == RUN_LEADERS {
-            break;
+        if k != key {
+            return false;
+        }
+        if taken == RUN_LEADERS {
+            return true;
         }
         taken += usize::from(f(slot));
     }
+    false
 }
 
 /// One band of the main part: keys sorted, with a directory on their top bits.
@@ -283,20 +288,21 @@ impl Main {
     /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of band `band` with `key`: the plain lookup,
     /// which [`Main::find_bands`] does for all the bands at once.
     #[cfg(test)]
-    fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32) -> bool) {
+    fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32) -> bool) -> bool {
         let b = &self.bands[band];
         let bucket = (u64::from(key) >> (32 - self.dir_bits)) as usize;
         let (from, to) = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
         let low = u64::from(key) & low_mask(self.dir_bits);
         let mut taken = 0;
         for i in from..to {
-            if taken == RUN_LEADERS {
-                break;
-            }
             if b.lows.get(i) == low {
+                if taken == RUN_LEADERS {
+                    return true;
+                }
                 taken += usize::from(f(b.slots.get(i) as u32));
             }
         }
+        false
     }
 
     /// Calls `f(slot)` for the first [`RUN_LEADERS`] entries of every band `band` with key `keys[band]`, zero
@@ -308,7 +314,9 @@ impl Main {
     /// per check at 1.9M stored, nearly all of it on two loads. So the directory entries
     /// of all the bands are read first, then the first low key and slot of every run,
     /// loads that do not depend on each other and so overlap; the scans then hit the cache.
-    fn find_bands(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) {
+    ///
+    /// Whether some band's key had entries left unread (was crowded).
+    fn find_bands(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) -> bool {
         let shift = 32 - self.dir_bits;
         let mut runs = [(0usize, 0usize); BANDS];
         for ((b, &key), run) in self.bands.iter().zip(keys).zip(&mut runs) {
@@ -325,18 +333,21 @@ impl Main {
         }
         std::hint::black_box(touched);
         let mask = low_mask(self.dir_bits);
+        let mut crowded = false;
         for ((b, &key), &(from, to)) in self.bands.iter().zip(keys).zip(&runs) {
             let low = u64::from(key) & mask;
             let mut taken = 0;
             for i in from..to {
-                if taken == RUN_LEADERS {
-                    break;
-                }
                 if b.lows.get(i) == low {
+                    if taken == RUN_LEADERS {
+                        crowded = true;
+                        break;
+                    }
                     taken += usize::from(f(b.slots.get(i) as u32));
                 }
             }
         }
+        crowded
     }
 }
 
@@ -476,7 +487,9 @@ impl Snap {
     /// and level by level they did not overlap, and at 10M documents stored the levels took
     /// more of a query's time than the main part. So the directories are read first, then
     /// the first entry of every run is asked for, then the runs are scanned.
-    fn find_levels(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) {
+    ///
+    /// Whether some level's band had entries with its key left unread (was crowded).
+    fn find_levels(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) -> bool {
         let levels = self.levels();
         let mut runs = [[(0usize, 0usize); BANDS]; 4];
         for (level, runs) in levels.iter().zip(&mut runs) {
@@ -496,17 +509,19 @@ impl Snap {
                 }
             }
         }
+        let mut crowded = false;
         for (level, runs) in levels.iter().zip(&runs) {
             for ((entries, &(from, to)), &key) in level.tables.iter().zip(runs).zip(keys) {
                 if from < to {
-                    scan_run(&entries[from..to], key, &mut f);
+                    crowded |= scan_run(&entries[from..to], key, &mut f);
                 }
             }
         }
+        crowded
     }
 
     /// The live documents whose keys agree with `keys` in some band: ids, increasing.
-    fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
+    fn candidates(&self, keys: &BandKeys) -> Candidates {
         let mut slots = Vec::new();
         // A removed document does not count among a crowded key's first.
         let mut take = |s: u32| {
@@ -516,14 +531,24 @@ impl Snap {
             }
             live
         };
-        self.main.find_bands(keys, &mut take);
-        self.find_levels(keys, &mut take);
+        let crowded = self.main.find_bands(keys, &mut take) | self.find_levels(keys, &mut take);
         slots.sort_unstable();
         slots.dedup();
         let mut ids: Vec<u64> = slots.into_iter().map(|s| self.id(s)).collect();
         ids.sort_unstable();
-        ids
+        Candidates { ids, crowded }
     }
+}
+
+/// The candidates of a query ([`BandIndex::lookup`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Candidates {
+    /// The live documents whose keys agree with the query's in some band: ids, increasing.
+    pub ids: Vec<u64>,
+    /// Some key of the query is crowded: a part of the index holds more documents under it
+    /// than the [`RUN_LEADERS`] it gives, so documents agreeing with the query only under
+    /// crowded keys may be left out.
+    pub crowded: bool,
 }
 
 /// Documents by id with the band keys of their signatures, and the candidates of a query.
@@ -564,6 +589,11 @@ impl std::fmt::Debug for BandIndexReader {
 impl BandIndexReader {
     /// As [`BandIndex::candidates`], as of now.
     pub fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
+        self.lookup(keys).ids
+    }
+
+    /// As [`BandIndex::lookup`], as of now.
+    pub fn lookup(&self, keys: &BandKeys) -> Candidates {
         self.published.load().candidates(keys)
     }
 
@@ -735,8 +765,15 @@ impl BandIndex {
     }
 
     /// Every stored document whose keys agree with `keys` in some band (a zero key
-    /// agrees with nothing), by id.
+    /// agrees with nothing), by id; of a crowded key, its first ([`BandIndex::lookup`]).
     pub fn candidates(&self, keys: &BandKeys) -> Vec<u64> {
+        self.lookup(keys).ids
+    }
+
+    /// [`BandIndex::candidates`], and whether some key of `keys` was crowded: each part
+    /// of the index (main and levels) gives the first [`RUN_LEADERS`] live documents under
+    /// a key, so that a page stored 100,000 times is not read whole by every query.
+    pub fn lookup(&self, keys: &BandKeys) -> Candidates {
         self.engine.snap.candidates(keys)
     }
 
@@ -1206,15 +1243,16 @@ mod tests {
             for q in queries.chain([[0; BANDS], [u32::MAX; BANDS]]) {
                 for (band, &key) in q.iter().enumerate() {
                     let (mut want, mut got) = (Vec::new(), Vec::new());
-                    plain.find(band, key, |s| {
+                    let want_crowded = plain.find(band, key, |s| {
                         want.push(s);
                         true
                     });
-                    indexed.find(band, key, |s| {
+                    let crowded = indexed.find(band, key, |s| {
                         got.push(s);
                         true
                     });
                     assert_eq!(got, want, "n {n}, band {band}, key {key}");
+                    assert_eq!(crowded, want_crowded, "n {n}, band {band}, key {key}");
                 }
             }
         }
@@ -1244,7 +1282,8 @@ mod tests {
         let (main, _) = main_of(100, 40, &mut seed);
         let (_, frozen) = main_of(5000, 1500, &mut seed);
         let (_, mid) = main_of(3000, 900, &mut seed);
-        let (_, top) = main_of(300, 90, &mut seed);
+        // Few keys in the top level: some crowded.
+        let (_, top) = main_of(300, 3, &mut seed);
         let indexed = |mut level: Level| {
             level.index();
             level
@@ -1259,13 +1298,13 @@ mod tests {
         assert!(snap.top.dirs.iter().all(|d| d.is_empty()));
         let (_, others) = main_of(50, 1 << 20, &mut seed);
         let queries = frozen.iter().step_by(37).chain(mid.iter().step_by(29));
-        let mut found = 0;
+        let (mut found, mut crowds) = (0, 0);
         for q in queries.chain(&top).chain(&others) {
-            let mut want = Vec::new();
+            let (mut want, mut want_crowded) = (Vec::new(), false);
             for level in snap.levels() {
                 for (band, &key) in q.iter().enumerate() {
                     if key != 0 {
-                        level.find(band, key, |s| {
+                        want_crowded |= level.find(band, key, |s| {
                             want.push(s);
                             true
                         });
@@ -1273,15 +1312,19 @@ mod tests {
                 }
             }
             let mut got = Vec::new();
-            snap.find_levels(q, |s| {
+            let crowded = snap.find_levels(q, |s| {
                 got.push(s);
                 true
             });
             assert_eq!(got, want);
+            assert_eq!(crowded, want_crowded);
             found += got.len();
+            crowds += usize::from(crowded);
         }
-        // Every level's own documents were asked for.
+        // Every level's own documents were asked for; the top level's, of two keys a band,
+        // crowd.
         assert!(found > 300 + 5000 / 37 + 3000 / 29);
+        assert_eq!(crowds, 300);
     }
 
     /// The fast lookup of all the bands finds what the plain one finds band by band, in
@@ -1293,22 +1336,29 @@ mod tests {
             let (main, docs) = main_of(n, alphabet, &mut seed);
             assert_eq!(main.bands[0].lows.bits, 32 - main.dir_bits);
             let (_, others) = main_of(50, alphabet, &mut seed);
+            let mut crowds = 0;
             for q in docs.iter().take(200).chain(&others) {
-                let mut plain = Vec::new();
+                let (mut plain, mut plain_crowded) = (Vec::new(), false);
                 for (band, &key) in q.iter().enumerate() {
                     if key != 0 {
-                        main.find(band, key, |s| {
+                        plain_crowded |= main.find(band, key, |s| {
                             plain.push(s);
                             true
                         });
                     }
                 }
                 let mut fast = Vec::new();
-                main.find_bands(q, |s| {
+                let crowded = main.find_bands(q, |s| {
                     fast.push(s);
                     true
                 });
                 assert_eq!(fast, plain, "n {n}");
+                assert_eq!(crowded, plain_crowded, "n {n}");
+                crowds += usize::from(crowded);
+            }
+            // About 75 documents a key with 40 keys a band: every stored one's query crowded.
+            if n == 3000 {
+                assert_eq!(crowds, 200);
             }
         }
     }

@@ -43,7 +43,7 @@ mod level;
 mod main_part;
 mod raw;
 
-pub use bands::{BandIndex, BandIndexReader, BandSnapshot};
+pub use bands::{BandIndex, BandIndexReader, BandSnapshot, Candidates};
 pub use documents::Documents;
 
 use engine::{Engine, Level, Place, Scheme, Snap};
