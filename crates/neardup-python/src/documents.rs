@@ -421,12 +421,17 @@ impl DocumentStore {
             inserted,
             replaced,
             matches,
+            partial,
             ..
         }) = self.apply(py, vec![write])?.pop()
         {
             out.set_item("inserted", inserted)?;
             out.set_item("replaced", replaced)?;
             out.set_item("matches", hits(matches))?;
+            // As the service answers: only when near-duplicates may be missing.
+            if partial {
+                out.set_item("partial", true)?;
+            }
         }
         Ok(out)
     }

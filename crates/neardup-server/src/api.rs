@@ -156,6 +156,10 @@ pub struct PutResponse {
     /// Near-duplicates beyond those listed (left out when there are none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub more_matches: usize,
+    /// True when some near-duplicates may be missing, as in a check's answer (a crowded
+    /// band key; left out when every document under the text's keys was read).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub partial: bool,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -299,6 +303,7 @@ impl PutResponse {
                 replaced,
                 matches,
                 more_matches,
+                partial,
             } => {
                 // The store lists as many as it was told to ([`Backend::limit_matches`]);
                 // capped here too, for a store that lists more.
@@ -308,6 +313,7 @@ impl PutResponse {
                     replaced,
                     matches,
                     more_matches: more_matches + more,
+                    partial,
                 }
             }
             Outcome::Delete { .. } => PutResponse {
@@ -315,6 +321,7 @@ impl PutResponse {
                 replaced: false,
                 matches: Vec::new(),
                 more_matches: 0,
+                partial: false,
             },
         }
     }

@@ -285,8 +285,8 @@ async fn every_route() {
 
 /// A text stored a thousand times crowds its band keys: a check reads the first
 /// documents under them only, so a near-duplicate stored after them is not listed, and
-/// the answer says it is partial (single and bulk checks); a check of another text is
-/// whole and says nothing of it.
+/// the answer says it is partial (a put's, single and bulk checks'); a check or put of
+/// another text is whole and says nothing of it.
 #[tokio::test]
 async fn a_crowded_check_says_it_is_partial() {
     let svc = Running::start(DocConfig::default(), ServerConfig::default(), None).await;
@@ -305,6 +305,10 @@ async fn a_crowded_check_says_it_is_partial() {
         )
         .await;
     assert_eq!((s, &v["inserted"]), (200, &json!(true)), "{v}");
+    assert_eq!(
+        v["partial"], true,
+        "a put's matches are found as a check's: {v}"
+    );
     let (s, v) = svc
         .json("POST", "/v1/check", json!({"text": text(1, None)}))
         .await;
@@ -317,6 +321,16 @@ async fn a_crowded_check_says_it_is_partial() {
         .json("POST", "/v1/check", json!({"text": text(2, None)}))
         .await;
     assert_eq!((s, v), (200, json!({"matches": []})));
+    let (s, v) = svc
+        .json("PUT", "/v1/documents/other", json!({"text": text(2, None)}))
+        .await;
+    assert_eq!(
+        (s, v),
+        (
+            200,
+            json!({"inserted": true, "replaced": false, "matches": []})
+        )
+    );
     let nd = format!(
         "{}\n{}\n",
         json!({"text": text(1, None)}),

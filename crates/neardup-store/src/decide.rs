@@ -19,7 +19,7 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::Duration;
 
 use neardup::batch::RUN_LEADERS;
-use neardup::corpus::{BandIndexReader, IdHasher};
+use neardup::corpus::{self, BandIndexReader, IdHasher};
 use neardup::decide::{Match, Rule, Signature};
 use neardup::jaccard::{BandKeys, BANDS};
 
@@ -88,6 +88,10 @@ pub enum Outcome {
         matches: Vec<Hit>,
         /// Near-duplicates beyond those listed.
         more_matches: usize,
+        /// Some near-duplicates may be missing from both: a band key of the text is
+        /// crowded, as in [`Checked::partial`] (among the stored documents, or among the
+        /// batch's earlier puts).
+        partial: bool,
     },
     /// A delete: whether the id was stored.
     Delete {
@@ -268,8 +272,8 @@ pub(crate) trait StoreView {
     fn id(&self, id: &str) -> Result<Option<u64>>;
 
     /// The stored documents whose band keys agree with `keys` in some band (a key of 0
-    /// agrees with none), each once, as internal ids.
-    fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>>;
+    /// agrees with none), each once, as internal ids; of a crowded key, its first.
+    fn candidates(&self, keys: &BandKeys) -> Result<corpus::Candidates>;
 
     /// The stored document `internal`, expired or not; `None` when there is none (a
     /// candidate removed since the index listed it, or never committed).
@@ -468,7 +472,10 @@ pub(crate) fn plan<V: StoreView + ?Sized>(
 /// What the thread looking ahead found for a put.
 struct Looked {
     /// Its candidates among the stored documents.
-    stored: Vec<u64>,
+    stored: corpus::Candidates,
+    /// A band key of it was crowded among the batch's earlier puts: `earlier` lists the
+    /// first of them under it only.
+    crowded: bool,
     /// Its text's [`identity`].
     ident: u64,
     /// The first put of the batch with its text, by its place among the batch's puts.
@@ -494,14 +501,15 @@ fn look_ahead(
             .map(|(i, &(keys, ident))| {
                 let at = (c * AHEAD_CHUNK + i) as u32;
                 let mut earlier = Vec::new();
-                listings.find(&keys, &mut earlier);
+                let crowded = listings.find(&keys, &mut earlier);
                 // A copy of an earlier text is found through that one's listings.
                 let first = *first_of.entry(ident).or_insert(at);
                 if first == at {
                     listings.list(at, &keys);
                 }
                 Looked {
-                    stored: reader.candidates(&keys),
+                    stored: reader.lookup(&keys),
+                    crowded,
                     ident,
                     first,
                     earlier,
@@ -690,13 +698,14 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         let own = self.holder(&id)?;
         let looked = self.look(&signature, &keys)?;
         let (ident, group) = (looked.ident, looked.first);
-        let (matches, more_matches) = self.near(&signature, looked, own)?;
+        let (matches, more_matches, partial) = self.near(&signature, looked, own)?;
         if only_if_unique && (!matches.is_empty() || more_matches > 0) {
             return Ok(Outcome::Put {
                 inserted: false,
                 replaced: false,
                 matches,
                 more_matches,
+                partial,
             });
         }
         let replaced = self.live(own)?;
@@ -725,6 +734,7 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
             replaced,
             matches,
             more_matches,
+            partial,
         })
     }
 
@@ -745,6 +755,7 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         }
         Ok(Looked {
             stored: self.view.candidates(keys)?,
+            crowded: false,
             ident: identity(signature),
             first: 0,
             earlier: Vec::new(),
@@ -766,11 +777,12 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
         signature: &Signature,
         looked: Looked,
         own: Option<u64>,
-    ) -> Result<(Vec<Hit>, usize)> {
+    ) -> Result<(Vec<Hit>, usize, bool)> {
         let ident = looked.ident;
         let keys = signature.index_keys();
         let mut scored: Vec<(u64, Match)> = Vec::new();
-        for internal in looked.stored {
+        let mut partial = looked.stored.crowded || looked.crowded;
+        for internal in looked.stored.ids {
             if Some(internal) == own || self.removed.contains(&internal) {
                 continue;
             }
@@ -795,7 +807,9 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
                 scored.push((internal, m));
             }
         }
-        for p in self.pending.sharing(&keys, &looked.earlier) {
+        let (earlier, crowded) = self.pending.sharing(&keys, &looked.earlier);
+        partial |= crowded;
+        for p in earlier {
             if Some(p.internal) == own {
                 continue;
             }
@@ -829,7 +843,7 @@ impl<V: StoreView + ?Sized> Planner<'_, V> {
                 Some(hit(name, m))
             })
             .collect();
-        Ok((hits, more))
+        Ok((hits, more, partial))
     }
 }
 
@@ -919,7 +933,8 @@ impl Listings {
         }
     }
 
-    /// Lists put `at` under its nonzero `keys` that have fewer than [`RUN_LEADERS`].
+    /// Lists put `at` under its nonzero `keys` that have fewer than [`RUN_LEADERS`]; a key
+    /// that has them is marked crowded (its count one more).
     fn list(&mut self, at: u32, keys: &BandKeys) {
         for (band, &key) in keys.iter().enumerate() {
             if key != 0 {
@@ -929,6 +944,7 @@ impl Listings {
                     .entry((band as u64) << 32 | u64::from(key))
                     .or_insert((NO_LISTING, 0));
                 if head.1 as usize >= RUN_LEADERS {
+                    head.1 = RUN_LEADERS as u32 + 1;
                     continue;
                 }
                 self.chain.push((at, head.0));
@@ -938,21 +954,24 @@ impl Listings {
     }
 
     /// Adds to `out` the puts listed under a nonzero key of `keys` (a put once a band
-    /// it shares).
-    fn find(&self, keys: &BandKeys, out: &mut Vec<u32>) {
+    /// it shares); whether a key of them was crowded (more puts than were listed).
+    fn find(&self, keys: &BandKeys, out: &mut Vec<u32>) -> bool {
+        let mut crowded = false;
         for (band, &key) in keys.iter().enumerate() {
             if key == 0 {
                 continue;
             }
-            let mut listing = self
+            let (mut listing, listed) = self
                 .heads
                 .get(&((band as u64) << 32 | u64::from(key)))
-                .map_or(NO_LISTING, |h| h.0);
+                .map_or((NO_LISTING, 0), |&h| h);
+            crowded |= listed as usize > RUN_LEADERS;
             while let Some(&(put, before)) = self.chain.get(listing as usize) {
                 out.push(put);
                 listing = before;
             }
         }
+        crowded
     }
 }
 
@@ -1038,17 +1057,21 @@ impl PendingPuts {
     }
 
     /// The puts sharing a band with `keys`: through the listings, or (looked up ahead)
-    /// the puts of the texts whose first puts are `earlier`.
-    fn sharing(&self, keys: &BandKeys, earlier: &[u32]) -> Vec<&Pending> {
+    /// the puts of the texts whose first puts are `earlier`; and whether a key was
+    /// crowded in the listings (looked up ahead, [`Looked::crowded`] says).
+    fn sharing(&self, keys: &BandKeys, earlier: &[u32]) -> (Vec<&Pending>, bool) {
         let mut at: Vec<u32> = Vec::new();
-        match &self.listings {
+        let crowded = match &self.listings {
             Some(listings) => listings.find(keys, &mut at),
-            None => at.extend(
-                earlier
-                    .iter()
-                    .filter_map(|&g| self.first_of.get(&u64::from(g)).copied()),
-            ),
-        }
+            None => {
+                at.extend(
+                    earlier
+                        .iter()
+                        .filter_map(|&g| self.first_of.get(&u64::from(g)).copied()),
+                );
+                false
+            }
+        };
         at.sort_unstable();
         at.dedup();
         let mut all: Vec<u32> = Vec::with_capacity(at.len());
@@ -1058,9 +1081,11 @@ impl PendingPuts {
                 None => all.push(i),
             }
         }
-        all.iter()
+        let puts = all
+            .iter()
             .filter_map(|&i| self.puts.get(i as usize)?.as_ref())
-            .collect()
+            .collect();
+        (puts, crowded)
     }
 
     /// The id of the put `internal`, if it is one of the batch's and still stands.
@@ -1157,17 +1182,22 @@ mod tests {
             Ok(self.docs.iter().find(|(_, d)| d.id == id).map(|(&n, _)| n))
         }
 
-        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+        fn candidates(&self, keys: &BandKeys) -> Result<corpus::Candidates> {
             let agree = |d: &DocRecord| {
                 let theirs = d.signature.index_keys();
                 keys.iter().zip(&theirs).any(|(&a, &b)| a != 0 && a == b)
             };
-            Ok(self
+            // Every document: the brute force has no crowded key.
+            let ids = self
                 .docs
                 .iter()
                 .filter(|(_, d)| agree(d))
                 .map(|(&n, _)| n)
-                .collect())
+                .collect();
+            Ok(corpus::Candidates {
+                ids,
+                crowded: false,
+            })
         }
 
         fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
@@ -1245,7 +1275,7 @@ mod tests {
             self.inner.id(id)
         }
 
-        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+        fn candidates(&self, keys: &BandKeys) -> Result<corpus::Candidates> {
             self.inner.candidates(keys)
         }
 
@@ -1328,9 +1358,9 @@ mod tests {
             self.inner.id(id)
         }
 
-        fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+        fn candidates(&self, keys: &BandKeys) -> Result<corpus::Candidates> {
             self.asked.set(self.asked.get() + 1);
-            Ok(self.index.candidates(keys))
+            Ok(self.index.lookup(keys))
         }
 
         fn document(&self, internal: u64) -> Result<Option<DocRecord>> {
@@ -1488,6 +1518,7 @@ mod tests {
                 replaced: false,
                 matches: vec![],
                 more_matches: 1,
+                partial: false,
             }]
         );
     }
@@ -1568,6 +1599,7 @@ mod tests {
                 replaced: true,
                 matches: vec![],
                 more_matches: 0,
+                partial: false,
             }]
         );
         assert!(matches!(
@@ -1608,7 +1640,7 @@ mod tests {
         // Its id's earlier put is replaced, not matched.
         assert!(matches!(
             &plan.outcomes[6],
-            Outcome::Put { inserted: true, replaced: true, matches, more_matches: 0 } if matches.is_empty()
+            Outcome::Put { inserted: true, replaced: true, matches, more_matches: 0, partial: false } if matches.is_empty()
         ));
         let survivors: Vec<(&str, u64)> = plan.survivors().map(|i| (&*i.id, i.internal)).collect();
         assert_eq!(survivors, [("d", 3)]);

@@ -1495,8 +1495,8 @@ impl StoreView for TablesView<'_, '_> {
         Ok(db!(self.path, self.tables.ids.get(id))?.map(|v| v.value()))
     }
 
-    fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
-        Ok(self.index.candidates(keys))
+    fn candidates(&self, keys: &BandKeys) -> Result<neardup::corpus::Candidates> {
+        Ok(self.index.lookup(keys))
     }
 
     fn index_reader(&self) -> Option<BandIndexReader> {

@@ -1407,7 +1407,7 @@ struct Before {
     /// Every id of the batch, and the document it holds.
     ids: HashMap<String, Option<u64>>,
     /// Every put's band keys, and their candidates.
-    candidates: HashMap<BandKeys, Vec<u64>>,
+    candidates: HashMap<BandKeys, neardup::corpus::Candidates>,
     /// The records of the candidates and of the documents the ids hold, those that have one.
     records: HashMap<u64, DocRecord>,
     /// The internal id of the batch's first put: the counter reserves one for each put.
@@ -1458,7 +1458,7 @@ impl Before {
             })?;
             last.saturating_sub(put_keys.len() as u64)
         };
-        let (found, _) = candidates_of(keys, con, Kind::Docs, &put_keys)
+        let (found, crowded) = candidates_of(keys, con, Kind::Docs, &put_keys)
             .map_err(|e| shared.error("reading the buckets", e))?;
 
         // And what the ids hold: a replaced or deleted document that has expired (not
@@ -1474,8 +1474,11 @@ impl Before {
             .collect();
         let candidates = put_keys
             .into_iter()
-            .zip(found)
-            .map(|(k, found)| (k, found.into_iter().map(|(_, n, _)| n).collect()))
+            .zip(found.into_iter().zip(crowded))
+            .map(|(k, (found, crowded))| {
+                let ids = found.into_iter().map(|(_, n, _)| n).collect();
+                (k, neardup::corpus::Candidates { ids, crowded })
+            })
             .collect();
         Ok(Before {
             ids: held,
@@ -1491,7 +1494,7 @@ impl StoreView for Before {
         Ok(self.ids.get(id).copied().flatten())
     }
 
-    fn candidates(&self, keys: &BandKeys) -> Result<Vec<u64>> {
+    fn candidates(&self, keys: &BandKeys) -> Result<neardup::corpus::Candidates> {
         Ok(self.candidates.get(keys).cloned().unwrap_or_default())
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, BANDS};
 use neardup_store::{
-    Clock, DocConfig, DocumentStore, Interrupt, Preparer, RedisOptions, RedisStore, Write,
+    Clock, DocConfig, DocumentStore, Interrupt, Outcome, Preparer, RedisOptions, RedisStore, Write,
 };
 use proptest::prelude::*;
 
@@ -398,6 +398,18 @@ fn a_check_under_a_crowded_key_says_it_is_partial() {
     assert_eq!(reader.check(&prep.prepare(&t, false)).unwrap(), crowded);
     let other = reader.check_text(&prep, &text(1, &[])).unwrap();
     assert_eq!(other, neardup_store::Checked::default());
+    // A put finds its near-duplicates as a check does, and says so too.
+    let out = store
+        .apply(vec![
+            put(&prep, "c200", &t, None),
+            put(&prep, "other", &text(1, &[]), None),
+        ])
+        .unwrap();
+    let partial: Vec<bool> = out
+        .iter()
+        .map(|o| matches!(o, Outcome::Put { partial: true, .. }))
+        .collect();
+    assert_eq!(partial, [true, false], "{out:?}");
     store.destroy().unwrap();
 }
 
