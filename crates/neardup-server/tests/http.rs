@@ -83,6 +83,19 @@ impl Running {
         self.send(method, path, Some(&body.to_string())).await
     }
 
+    /// `lines` as one JSON Lines body to `POST path`.
+    async fn ndjson(&self, path: &str, lines: &str) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/x-ndjson")
+            .body(lines.to_string())
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.json().await.unwrap())
+    }
+
     async fn stop(mut self) -> DocumentStore {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
@@ -230,16 +243,8 @@ async fn every_route() {
         json!({"text": text(1, Some("q"))}),
         json!({"text": text(9, None)})
     );
-    let resp = svc
-        .client
-        .post(format!("{}/v1/bulk/check", svc.base))
-        .header("content-type", "application/x-ndjson")
-        .body(nd)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    let v: Value = resp.json().await.unwrap();
+    let (s, v) = svc.ndjson("/v1/bulk/check", &nd).await;
+    assert_eq!(s, 200, "{v}");
     assert_eq!(v[0]["matches"][0]["id"], "x");
     assert_eq!(v[1]["matches"], json!([]));
 
@@ -336,16 +341,8 @@ async fn a_crowded_check_says_it_is_partial() {
         json!({"text": text(1, None)}),
         json!({"text": text(2, None)})
     );
-    let resp = svc
-        .client
-        .post(format!("{}/v1/bulk/check", svc.base))
-        .header("content-type", "application/x-ndjson")
-        .body(nd)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    let v: Value = resp.json().await.unwrap();
+    let (s, v) = svc.ndjson("/v1/bulk/check", &nd).await;
+    assert_eq!(s, 200, "{v}");
     assert_eq!(
         (&v[0]["partial"], v[1].get("partial")),
         (&json!(true), None),
