@@ -52,11 +52,13 @@ pub struct LoadCmd {
     batch: u64,
     /// Write each document's outcome here, one JSON line a document in input order:
     /// {"id", "inserted", "replaced", "matches"} (matches: the ids of the near-duplicates
-    /// found, most similar first), as the service answers a put.
+    /// found, most similar first), and "partial": true when a band key shared by more than
+    /// 64 documents cut the candidates, as the service answers a put.
     #[arg(long, value_name = "FILE")]
     outcomes: Option<String>,
     /// With --outcomes: only the documents that met a near-duplicate (refused, or stored
-    /// with matches), so that a load of 100 million writes a tenth as many lines.
+    /// with matches) or were partial, so that a load of 100 million writes a tenth as many
+    /// lines.
     #[arg(long, requires = "outcomes")]
     matched_only: bool,
 
@@ -298,6 +300,7 @@ fn write_batches(
                 inserted,
                 replaced,
                 matches,
+                partial,
                 ..
             } = outcome
             else {
@@ -306,17 +309,21 @@ fn write_batches(
             counts.inserted += u64::from(*inserted);
             counts.replaced += u64::from(*replaced);
             counts.refused += u64::from(!*inserted);
-            if matched_only && *inserted && matches.is_empty() {
+            if matched_only && *inserted && matches.is_empty() && !*partial {
                 continue;
             }
             if let Some(out) = outcomes.as_mut() {
                 let names: Vec<&str> = matches.iter().map(|m| m.id.as_str()).collect();
-                let line = json!({
+                let mut line = json!({
                     "id": ids.get(i),
                     "inserted": inserted,
                     "replaced": replaced,
                     "matches": names,
                 });
+                // As the service's answers: said only when a crowded key cut the candidates.
+                if *partial {
+                    line["partial"] = json!(true);
+                }
                 writeln!(out, "{line}")
                     .map_err(|e| Failure::io(anyhow!("cannot write the outcomes: {e}")))?;
             }

@@ -58,13 +58,18 @@ fn outcome_line(id: &str, o: &Outcome) -> Value {
         inserted,
         replaced,
         matches,
+        partial,
         ..
     } = o
     else {
         panic!("{o:?}")
     };
     let names: Vec<&str> = matches.iter().map(|m| m.id.as_str()).collect();
-    json!({"id": id, "inserted": inserted, "replaced": replaced, "matches": names})
+    let mut line = json!({"id": id, "inserted": inserted, "replaced": replaced, "matches": names});
+    if *partial {
+        line["partial"] = json!(true);
+    }
+    line
 }
 
 #[test]
@@ -144,6 +149,102 @@ fn a_load_stores_and_answers_what_single_puts_do() {
             assert_eq!(store.get(id).unwrap(), single.get(id).unwrap(), "{id}");
             let q = prep.prepare(t, false);
             assert_eq!(store.check(&q).unwrap(), single.check(&q).unwrap());
+        }
+    }
+}
+
+/// 400 distinct near-duplicates of one text (two of its sixty words edited), so that band
+/// keys are shared by more documents than a lookup reads of a key (64): the outcomes say
+/// which puts such a key cut (`"partial": true`), and only those that had one. In one batch
+/// (the batch's own listings) and in batches of 50 (the index's parts).
+#[test]
+fn a_load_says_which_puts_a_crowded_key_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs: Vec<(String, String)> = (0..400usize)
+        .map(|i| (format!("c{i}"), text(3, &[i % 60, 7 + i / 60])))
+        .collect();
+    let input = dir.path().join("crowd.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    let config = DocConfig {
+        threshold: "0.8".parse().unwrap(),
+        paragraphs: false,
+    };
+    let prep = neardup_store::Preparer::new(config);
+    let keys: Vec<_> = docs
+        .iter()
+        .map(|(_, t)| prep.prepare(t, false).signature.bands)
+        .collect();
+    // Of each document, the most earlier documents any one of its band keys has (an
+    // earlier document sharing the same key in the same band).
+    let most_sharing: Vec<usize> = (0..docs.len())
+        .map(|i| {
+            (0..keys[i].len())
+                .map(|b| (0..i).filter(|&j| keys[j][b] == keys[i][b]).count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(
+        most_sharing.iter().any(|&n| n > 64),
+        "no crowded key: {most_sharing:?}"
+    );
+    for batch in ["400", "50"] {
+        for matched_only in [false, true] {
+            let data = dir.path().join(format!("crowd-{batch}-{matched_only}"));
+            let outcomes = dir
+                .path()
+                .join(format!("crowd-{batch}-{matched_only}.jsonl"));
+            let mut args = vec![
+                "load",
+                "--data",
+                data.to_str().unwrap(),
+                "--create",
+                "--batch",
+                batch,
+                "--outcomes",
+                outcomes.to_str().unwrap(),
+                input.to_str().unwrap(),
+            ];
+            if matched_only {
+                args.push("--matched-only");
+            }
+            let out = neardup(&args, b"");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let lines: Vec<Value> = std::fs::read_to_string(&outcomes)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let mut partial = 0;
+            for line in &lines {
+                let i: usize = line["id"].as_str().unwrap()[1..].parse().unwrap();
+                let names = line["matches"].as_array().unwrap();
+                if line.get("partial").is_some() {
+                    assert_eq!(line["partial"], true, "{line}");
+                    // A key read whole gives at most 64, so a cut one had 65 or more.
+                    assert!(
+                        most_sharing[i] > 64,
+                        "batch {batch}: {line} has no key of 65 earlier documents"
+                    );
+                    partial += 1;
+                } else if matched_only {
+                    assert!(!names.is_empty(), "batch {batch}: {line}");
+                }
+            }
+            if !matched_only {
+                assert_eq!(lines.len(), docs.len());
+            }
+            if batch == "400" {
+                // One batch: a key's listing is crowded once its 65th text came, and the
+                // last document shares a key with more than 64 before it.
+                assert!(most_sharing[docs.len() - 1] > 64);
+                assert_eq!(lines.last().unwrap()["partial"], true, "batch {batch}");
+                assert!(partial > 0);
+            }
         }
     }
 }

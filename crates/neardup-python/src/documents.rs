@@ -509,13 +509,20 @@ impl DocumentStore {
         )
     }
 
-    /// The stored near-duplicates of `text` as (id, similarity), most similar first.
-    fn check(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<(String, f32)>> {
+    /// The stored near-duplicates of `text` as (id, similarity), most similar first: a
+    /// `neardup.Matches`, a list whose `partial` says whether a crowded band key cut them.
+    fn check<'py>(&self, py: Python<'py>, text: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let text = text_arg(text)?;
         let (reader, preparer) = (self.handle()?, self.preparer.clone());
-        py.detach(move || reader.check_text(&preparer, &text))
-            .map(|checked| hits(checked.hits))
-            .map_err(|e| store_error(py, e))
+        let checked = py
+            .detach(move || reader.check_text(&preparer, &text))
+            .map_err(|e| store_error(py, e))?;
+        let matches = py
+            .import("neardup._matches")?
+            .getattr("Matches")?
+            .call1((hits(checked.hits),))?;
+        matches.setattr("partial", checked.partial)?;
+        Ok(matches)
     }
 
     /// Removes `id`; whether it was stored.

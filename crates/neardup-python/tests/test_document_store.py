@@ -204,6 +204,25 @@ def test_delete_ttl_and_sweep(tmp_path):
         assert store.namespace is None
 
 
+def test_a_crowded_key_is_said(tmp_path):
+    # 64 copies are read whole; past them a band key holds more than a check reads of it
+    # (64), and both the check and a put say so. A text sharing no key is whole.
+    with neardup.DocumentStore.create(tmp_path / "docs") as store:
+        assert store.put_many([(f"c{i}", PARA_A) for i in range(64)]) == 64
+        whole = store.check(PARA_A)
+        assert isinstance(whole, list) and isinstance(whole, neardup.Matches)
+        assert len(whole) == 64 and whole.partial is False
+        assert "partial" not in store.put("c64", PARA_A)
+        store.put_many([(f"c{i}", PARA_A) for i in range(65, 300)])
+        crowded = store.check(PARA_A)
+        assert crowded.partial is True and 64 <= len(crowded) < 300
+        assert all(similarity == 1.0 for _, similarity in crowded)
+        assert store.put("c300", PARA_A)["partial"] is True
+        other = store.check(OTHER)
+        assert other == [] and other.partial is False
+        assert "partial" not in store.put("x", OTHER)
+
+
 def test_errors_name_the_path(tmp_path):
     missing = tmp_path / "missing"
     with pytest.raises(neardup.NotAStoreError, match=str(missing)) as e:

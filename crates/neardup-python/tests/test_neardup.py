@@ -805,7 +805,7 @@ def test_dedup_errors():
 def test_public_names():
     assert set(neardup.__all__) == {
         "Corpus", "DocumentStore", "FingerprintStore", "FingerprintStoreReader", "Fingerprinter",
-        "ForeignStoreError", "Idf", "Layout", "NotAStoreError", "StoreError", "StoreExistsError",
+        "ForeignStoreError", "Idf", "Layout", "Matches", "NotAStoreError", "StoreError", "StoreExistsError",
         "Table", "clusters", "dedup", "find_all", "fingerprint", "fingerprint_many", "simhash",
     }
     for name in neardup.__all__:

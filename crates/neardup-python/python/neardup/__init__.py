@@ -17,7 +17,8 @@ neardup's own API:
 - ``DocumentStore.create(path, threshold=0.8)`` and ``DocumentStore.open(path)`` keep the
   document corpus of ``neardup serve --data`` in a data directory, ``DocumentStore.connect(urls)``
   opens the one of ``neardup serve --redis`` in a Redis Cluster: texts in, near-duplicates
-  by Jaccard similarity (as ``dedup`` decides them) out;
+  by Jaccard similarity (as ``dedup`` decides them) out, ``check`` answering a ``Matches``
+  list whose ``partial`` says whether a band key crowded past 64 documents cut it;
 - ``dedup(records)`` clusters near-duplicate ``(id, text)`` records (word 5-shingle Jaccard
   at least ``threshold``, default 0.8), as ``neardup dedup``; ``neardup.ray.dedup(paths or
   a Ray Dataset)`` does the same as a Ray job on many machines (``pip install
@@ -43,6 +44,7 @@ or a numpy ``uint64`` array. ``neardup.simhash`` is a drop-in for seomoz simhash
 
 from neardup import simhash
 from neardup._errors import ForeignStoreError, NotAStoreError, StoreError, StoreExistsError
+from neardup._matches import Matches
 from neardup._neardup import own as _own
 
 Fingerprinter = _own.Fingerprinter
@@ -87,6 +89,7 @@ __all__ = [
     "ForeignStoreError",
     "Idf",
     "Layout",
+    "Matches",
     "NotAStoreError",
     "StoreError",
     "StoreExistsError",
