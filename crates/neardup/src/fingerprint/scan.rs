@@ -12,8 +12,8 @@
 //! non-ASCII characters from the class bitmaps the normaliser wrote as it looked them up,
 //! or, for text that comes without them, one at a time by the table), joiners are kept
 //! where the masks of their neighbours say so, and words are the runs of set bits, cut
-//! around ideographs, found with bit arithmetic. The slow spans go to
-//! `unicode_word_indices`.
+//! around ideographs, found with bit arithmetic. The slow spans go to UAX #29's segments
+//! (`split_word_bound_indices`), kept as `unicode_word_indices` keeps them.
 
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -51,13 +51,48 @@ fn words_by(ascii: impl Ascii, norm: &Normalized, word: &mut impl FnMut(usize, u
         // The spans are whole characters of valid UTF-8; a span that were not would have
         // no words rather than panic.
         if let Ok(span) = std::str::from_utf8(&b[start..end]) {
-            for (i, w) in span.unicode_word_indices() {
+            for (i, w) in slow_words(span) {
                 word(start + i, start + i + w.len());
             }
         }
         at = end;
     }
     scan_with(&b[at..], at, ascii, marks, word);
+}
+
+/// `unicode_word_indices` of `span`: its UAX #29 segments that hold a letter or digit,
+/// with that test ([`makes_word`]) from a bitmap instead of the standard library's table
+/// search, which the crate makes for every segment and which took up to 2,800
+/// instructions a character (Thai's, each of whose characters is a segment).
+pub(crate) fn slow_words(span: &str) -> impl Iterator<Item = (usize, &str)> {
+    span.split_word_bound_indices()
+        .filter(|(_, w)| w.chars().any(makes_word))
+}
+
+/// Whether `c` makes a segment a word for `unicode_words` (the crate's `is_alphanumeric`).
+/// The Basic Multilingual Plane's answers are asked of the crate once, for each character
+/// alone (a segment of its own, a word exactly when it is alphanumeric), about 5 ms;
+/// other planes' are asked each time.
+fn makes_word(c: char) -> bool {
+    use std::sync::OnceLock;
+    static BMP: OnceLock<Box<[u64; 1024]>> = OnceLock::new();
+    let code = c as u32;
+    if code < 0x80 {
+        return c.is_ascii_alphanumeric();
+    }
+    if code >= 0x1_0000 {
+        return c.encode_utf8(&mut [0; 4]).unicode_words().next().is_some();
+    }
+    let bits = BMP.get_or_init(|| {
+        let mut bits = Box::new([0u64; 1024]);
+        for (code, c) in (0x80..0x1_0000).filter_map(|u| char::from_u32(u).map(|c| (u, c))) {
+            if c.encode_utf8(&mut [0; 4]).unicode_words().next().is_some() {
+                bits[(code >> 6) as usize] |= 1 << (code & 63);
+            }
+        }
+        bits
+    });
+    bits[(code >> 6) as usize] >> (code & 63) & 1 == 1
 }
 
 /// How the ASCII classes of a block of 64 bytes are found.
@@ -410,6 +445,31 @@ mod tests {
             .unicode_words()
             .map(String::from)
             .collect()
+    }
+
+    proptest! {
+        /// The slow spans' words are the crate's, on any text and on mixed scripts.
+        #[test]
+        fn slow_words_are_unicode_words(
+            text in prop_oneof![any::<String>(), mixed(), among_ideographs()],
+        ) {
+            let got: Vec<(usize, &str)> = slow_words(&text).collect();
+            let want: Vec<(usize, &str)> = text.unicode_word_indices().collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    /// Every character of the Basic Multilingual Plane, alone and between letters: a word
+    /// exactly where the crate says so.
+    #[test]
+    fn makes_word_is_the_crates_test() {
+        for c in (0..0x1_0000).filter_map(char::from_u32) {
+            for text in [c.to_string(), format!("a{c}b"), format!(" {c} ")] {
+                let got: Vec<(usize, &str)> = slow_words(&text).collect();
+                let want: Vec<(usize, &str)> = text.unicode_word_indices().collect();
+                assert_eq!(got, want, "{c:?}");
+            }
+        }
     }
 
     /// Every hard character the normaliser passes as a separator between ASCII

@@ -1,7 +1,5 @@
 //! Tokenizers: a text in, its tokens out, as slices of the text (no allocation per token).
 
-use unicode_segmentation::UnicodeSegmentation;
-
 /// How a text is cut into tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -64,12 +62,13 @@ impl Tokenizer {
     }
 }
 
-/// `unicode_words`, with an ASCII fast path.
+/// `unicode_words`, with an ASCII fast path, and the scanner's test of a segment's
+/// letters elsewhere.
 fn unicode_words<'t>(text: &'t str, token: impl FnMut(&'t str)) {
     if text.is_ascii() {
         ascii_words(text, token);
     } else {
-        text.unicode_words().for_each(token);
+        super::scan::slow_words(text).map(|(_, w)| w).for_each(token);
     }
 }
 
@@ -114,6 +113,7 @@ fn char_ngrams<'t>(text: &'t str, n: usize, mut token: impl FnMut(&'t str)) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use unicode_segmentation::UnicodeSegmentation;
 
     fn collect(t: Tokenizer, text: &str) -> Vec<&str> {
         let mut out = Vec::new();
@@ -203,6 +203,15 @@ mod tests {
             ascii_words(&text, |w| fast.push(w));
             let reference: Vec<&str> = text.unicode_words().collect();
             prop_assert_eq!(fast, reference);
+        }
+
+        /// Any text, every script: the words are unicode-segmentation's.
+        #[test]
+        fn words_match_unicode_segmentation(
+            text in prop_oneof![any::<String>(), crate::fingerprint::normal::tests::mixed()]
+        ) {
+            let reference: Vec<&str> = text.unicode_words().collect();
+            prop_assert_eq!(collect(Tokenizer::UnicodeWords, &text), reference);
         }
 
         #[test]
