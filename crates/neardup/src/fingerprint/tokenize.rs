@@ -68,7 +68,9 @@ fn unicode_words<'t>(text: &'t str, token: impl FnMut(&'t str)) {
     if text.is_ascii() {
         ascii_words(text, token);
     } else {
-        super::scan::slow_words(text).map(|(_, w)| w).for_each(token);
+        super::scan::slow_words(text)
+            .map(|(_, w)| w)
+            .for_each(token);
     }
 }
 
