@@ -52,6 +52,15 @@ fn jsonl(docs: &[(String, String)]) -> Vec<u8> {
     out
 }
 
+/// The lines of an `--outcomes` file.
+fn outcome_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The outcome of each put, as `neardup load --outcomes` writes it.
 fn outcome_line(id: &str, o: &Outcome) -> Value {
     let Outcome::Put {
@@ -126,11 +135,7 @@ fn a_load_stores_and_answers_what_single_puts_do() {
                 .unwrap();
             want.push(outcome_line(id, &out[0]));
         }
-        let got: Vec<Value> = std::fs::read_to_string(&outcomes)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let got = outcome_lines(&outcomes);
         assert_eq!(got, want);
         let refused = want.iter().filter(|w| w["inserted"] == false).count();
         assert_eq!(summary["refused"], refused as u64);
@@ -214,11 +219,7 @@ fn a_load_says_which_puts_a_crowded_key_cut() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let lines: Vec<Value> = std::fs::read_to_string(&outcomes)
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
+            let lines = outcome_lines(&outcomes);
             let mut partial = 0;
             for line in &lines {
                 let i: usize = line["id"].as_str().unwrap()[1..].parse().unwrap();
@@ -309,13 +310,9 @@ fn the_generators_stream_loads_as_its_file_does() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let by_id: std::collections::HashMap<String, Value> = std::fs::read_to_string(&outcomes)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (v["id"].as_str().unwrap().to_string(), v)
-        })
+    let by_id: std::collections::HashMap<String, Value> = outcome_lines(&outcomes)
+        .into_iter()
+        .map(|v| (v["id"].as_str().unwrap().to_string(), v))
         .collect();
     assert_eq!(by_id.len(), 2000);
     let mut checked = 0;

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 use neardup::decide::Signature;
 use neardup::jaccard::Threshold;
@@ -517,9 +518,10 @@ impl DocumentStore {
         let checked = py
             .detach(move || reader.check_text(&preparer, &text))
             .map_err(|e| store_error(py, e))?;
-        let matches = py
-            .import("neardup._matches")?
-            .getattr("Matches")?
+        // Looked up once, not on every check.
+        static MATCHES: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        let matches = MATCHES
+            .import(py, "neardup._matches", "Matches")?
             .call1((hits(checked.hits),))?;
         matches.setattr("partial", checked.partial)?;
         Ok(matches)
