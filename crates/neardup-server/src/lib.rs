@@ -370,7 +370,8 @@ async fn bound_head<R: BackendReader>(
 /// Reads the whole body within the body bound and the size limit, so that a client
 /// sending a byte a second is answered 408 instead of holding a connection and a task;
 /// the routes then read it from memory. A body declared larger than the limit is refused
-/// before any of it is read (and before `Expect: 100-continue` is answered); a body
+/// before any of it is read (and before `Expect: 100-continue` is answered), what comes of
+/// it then read away ([`linger`]); a body
 /// longer than [`SMALL_BODY`] waits for its room in [`ServerConfig::body_memory`] (its
 /// declared length, or the limit when it has none) before it is read, and keeps it until
 /// its request is answered.
@@ -401,6 +402,7 @@ async fn read_body<R: BackendReader>(
     // without a body, such as a GET), unknown for a chunked one.
     let declared = axum::body::HttpBody::size_hint(&body).exact();
     if declared.is_some_and(|n| n > config.body_limit as u64) {
+        linger(&parts.headers, body, declared, config);
         return ApiError::too_large(config.body_limit).into_response();
     }
     let started = Instant::now();
@@ -419,10 +421,15 @@ async fn read_body<R: BackendReader>(
         }
     };
     let left = config.body_timeout.saturating_sub(started.elapsed());
-    let read = collect_body(body, declared, config.body_limit);
+    let mut body = body;
+    let read = collect_body(&mut body, declared, config.body_limit);
     let bytes = match tokio::time::timeout(left, read).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return e.into_response(),
+        Ok(Err(e)) => {
+            // A chunked body past the limit: the rest of it, as one declared too long.
+            linger(&parts.headers, body, None, config);
+            return e.into_response();
+        }
         Err(_) => return ApiError::body_timeout(config.body_timeout).into_response(),
     };
     let response = next
@@ -452,15 +459,55 @@ fn body_permits(config: &ServerConfig) -> usize {
         .min(Semaphore::MAX_PERMITS)
 }
 
+/// Bytes of a refused body read and dropped after its answer, at most, in limits: a client
+/// that sends a body whole before reading the answer (without `Expect: 100-continue`, as
+/// most do) met a closed connection in the middle of it, and saw a broken pipe or a reset
+/// instead of the 413 and its reason. Beyond this it does.
+const LINGER_LIMITS: u64 = 4;
+
+/// Reads what is left of a refused request's `body` (`declared` bytes long, when known)
+/// and drops it, on a task of its own after the answer goes out, within the body bound and
+/// [`LINGER_LIMITS`]: the client then reads the answer, and the connection takes its next
+/// request. Not when the client waits for `100 Continue` (reading would ask it to send
+/// what is refused), nor for a body declared longer than that.
+fn linger(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    declared: Option<u64>,
+    config: &ServerConfig,
+) {
+    use http_body_util::BodyExt;
+    let most = (config.body_limit as u64).saturating_mul(LINGER_LIMITS);
+    let waits = headers
+        .get(header::EXPECT)
+        .is_some_and(|e| e.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if waits || declared.is_some_and(|n| n > most) {
+        return;
+    }
+    let within = config.body_timeout;
+    tokio::spawn(async move {
+        let mut body = body;
+        let mut read = 0u64;
+        let _ = tokio::time::timeout(within, async {
+            while let Some(Ok(frame)) = body.frame().await {
+                read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if read > most {
+                    break;
+                }
+            }
+        })
+        .await;
+    });
+}
+
 /// `body` read whole into one buffer of its declared length (so that a large body is one
 /// allocation, given back whole), at most `limit` bytes.
 async fn collect_body(
-    body: axum::body::Body,
+    body: &mut axum::body::Body,
     declared: Option<u64>,
     limit: usize,
 ) -> Result<Bytes, ApiError> {
     use http_body_util::BodyExt;
-    let mut body = body;
     let mut out = Vec::with_capacity(declared.map_or(0, |n| n as usize));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ApiError::bad_json(format!("cannot read the body: {e}")))?;

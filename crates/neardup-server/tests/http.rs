@@ -962,6 +962,66 @@ async fn the_service_keeps_what_dedup_keeps_on_a_corpus_from_the_environment() {
     eprintln!("{path}: {removed} refused by the service, removed by dedup");
 }
 
+/// A body declared over the limit, sent whole at once as most clients send it (without
+/// waiting for `100 Continue`): the client reads the 413 and its reason, not a reset of a
+/// connection closed on bytes it had not read; and the connection then takes the next
+/// request. Declared far over the limit it is not read, only answered.
+#[tokio::test]
+async fn a_body_over_the_limit_sent_whole_gets_its_answer() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = ServerConfig::default();
+    let limit = server.body_limit;
+    let svc = Running::start(DocConfig::default(), server, None).await;
+    let addr = svc.base.trim_start_matches("http://").to_string();
+    // Declared, then chunked (refused once the limit is read), twice each.
+    for round in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let (head, body) = if round % 2 == 0 {
+            let body = vec![b'x'; 3 * limit];
+            let head = format!(
+                "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            (head, body)
+        } else {
+            let mut body = Vec::new();
+            for _ in 0..48 {
+                body.extend_from_slice(format!("{:x}\r\n", limit / 16).as_bytes());
+                body.extend(std::iter::repeat_n(b'x', limit / 16));
+                body.extend_from_slice(b"\r\n");
+            }
+            body.extend_from_slice(b"0\r\n\r\n");
+            let head = "POST /v1/check HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+            (head.to_string(), body)
+        };
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream
+            .write_all(&body)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: sending the body: {e}"));
+        // The next request on the same connection, then the two answers.
+        let next = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        stream.write_all(next).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut out))
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: no end"))
+            .unwrap_or_else(|e| panic!("round {round}: reading the answer: {e}"));
+        let got = String::from_utf8_lossy(&out);
+        assert!(got.starts_with("HTTP/1.1 413"), "{got:?}");
+        assert!(got.contains(r#""code":"too_large""#), "{got:?}");
+        assert_eq!(got.matches("HTTP/1.1 200").count(), 1, "{got:?}");
+    }
+    // Far over the limit: answered at once, none of it read.
+    let head = format!(
+        "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        5 * limit
+    );
+    let got = raw_exchange(&svc.base, head.as_bytes(), Duration::from_secs(5)).await;
+    assert!(got.starts_with("HTTP/1.1 413"), "{got:?}");
+    svc.stop().await;
+}
+
 /// Sends `raw` on a new connection and reads until the server closes it or `wait` passes;
 /// what came back.
 async fn raw_exchange(base: &str, raw: &[u8], wait: Duration) -> String {
