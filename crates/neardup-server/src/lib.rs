@@ -397,7 +397,7 @@ async fn read_body<R: BackendReader>(
             return ApiError::unsupported_transfer_coding(&coding).into_response();
         }
     }
-    let (parts, body) = request.into_parts();
+    let (parts, mut body) = request.into_parts();
     // The length hyper framed the body by: exact for a `Content-Length` (0 for a request
     // without a body, such as a GET), unknown for a chunked one.
     let declared = axum::body::HttpBody::size_hint(&body).exact();
@@ -421,7 +421,6 @@ async fn read_body<R: BackendReader>(
         }
     };
     let left = config.body_timeout.saturating_sub(started.elapsed());
-    let mut body = body;
     let read = collect_body(&mut body, declared, config.body_limit);
     let bytes = match tokio::time::timeout(left, read).await {
         Ok(Ok(bytes)) => bytes,
@@ -472,7 +471,7 @@ const LINGER_LIMITS: u64 = 4;
 /// what is refused), nor for a body declared longer than that.
 fn linger(
     headers: &HeaderMap,
-    body: axum::body::Body,
+    mut body: axum::body::Body,
     declared: Option<u64>,
     config: &ServerConfig,
 ) {
@@ -486,7 +485,6 @@ fn linger(
     }
     let within = config.body_timeout;
     tokio::spawn(async move {
-        let mut body = body;
         let mut read = 0u64;
         let _ = tokio::time::timeout(within, async {
             while let Some(Ok(frame)) = body.frame().await {
