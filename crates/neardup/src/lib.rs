@@ -36,6 +36,7 @@
 
 pub mod arch;
 pub mod batch;
+mod bmp;
 mod classify;
 pub mod corpus;
 pub mod decide;

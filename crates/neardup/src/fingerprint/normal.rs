@@ -34,6 +34,7 @@ use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 use super::easy::{self, Entry, ASCII, HARD, IDEO, LETTER};
 use super::Normalize;
+use crate::bmp::BmpTable;
 
 /// `text` normalised as `n` says (white space folded only when `fold` too), and whether
 /// the result is ASCII (known without another pass when `text` is: ASCII stays ASCII).
@@ -64,6 +65,83 @@ pub(crate) fn plain(text: &str, n: Normalize, fold: bool) -> (Cow<'_, str>, bool
     let ascii = ascii || s.is_ascii();
     (s, ascii)
 }
+
+/// [`plain`] of a piece of the fast path, without folding: the same bytes, with NFKC's
+/// quick check answered from a table ([`nfkc_quick`]).
+fn plain_piece(piece: &str, n: Normalize) -> Cow<'_, str> {
+    if !n.nfkc || piece.is_ascii() {
+        return plain(piece, n, false).0;
+    }
+    let mut s = Cow::Borrowed(piece);
+    if nfkc_quick(piece) != IsNormalized::Yes {
+        s = Cow::Owned(s.nfkc().collect());
+    }
+    // No character of Indic or Thai text has a case: most pieces need no lowercasing.
+    let n = Normalize {
+        nfkc: false,
+        lowercase: n.lowercase && lowercase_changes(&s),
+        ..n
+    };
+    if let Cow::Owned(t) = plain(&s, n, false).0 {
+        return Cow::Owned(t);
+    }
+    s
+}
+
+/// `is_nfkc_quick(text.chars())`: UAX #15's quick check as unicode-normalization writes
+/// it, with each character's combining class and answer from [`QUICK`] where the crate
+/// searches a table and hashes (a quarter of the instructions of Hindi's fingerprint,
+/// whose words take the plain pipeline for their vowel signs).
+fn nfkc_quick(text: &str) -> IsNormalized {
+    let mut last = 0u8;
+    let mut result = IsNormalized::Yes;
+    for c in text.chars() {
+        if c.is_ascii() {
+            last = 0;
+            continue;
+        }
+        let (class, answer, _) = match u16::try_from(u32::from(c)) {
+            Ok(cp) => QUICK.get(cp),
+            Err(_) => quick_of(c),
+        };
+        if last > class && class != 0 {
+            return IsNormalized::No;
+        }
+        match answer {
+            QUICK_YES => {}
+            QUICK_MAYBE => result = IsNormalized::Maybe,
+            _ => return IsNormalized::No,
+        }
+        last = class;
+    }
+    result
+}
+
+const QUICK_YES: u8 = 0;
+const QUICK_MAYBE: u8 = 1;
+
+/// Whether `str::to_lowercase` changes `text`: whether a character of it has a
+/// lowercase other than itself (final sigma, the one rule by context, is a `Σ`'s).
+fn lowercase_changes(text: &str) -> bool {
+    text.chars().any(|c| match u16::try_from(u32::from(c)) {
+        Ok(cp) => QUICK.get(cp).2,
+        Err(_) => quick_of(c).2,
+    })
+}
+
+/// A character's canonical combining class, its NFKC quick-check answer, and whether
+/// its lowercase is other than itself.
+fn quick_of(c: char) -> (u8, u8, bool) {
+    let answer = match is_nfkc_quick(std::iter::once(c)) {
+        IsNormalized::Yes => QUICK_YES,
+        IsNormalized::Maybe => QUICK_MAYBE,
+        IsNormalized::No => 2,
+    };
+    let class = unicode_normalization::char::canonical_combining_class(c);
+    (class, answer, !c.to_lowercase().eq([c]))
+}
+
+static QUICK: BmpTable<(u8, u8, bool)> = BmpTable::new(quick_of, (0, QUICK_YES, false));
 
 /// `s` with runs of white space as one space and its ends trimmed.
 pub(crate) fn fold_whitespace(s: Cow<'_, str>) -> Cow<'_, str> {
@@ -338,8 +416,7 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         clear_between(&mut out.letter, cut.1, written);
         clear_between(&mut out.ideo, cut.1, written);
         let piece = &text[cut.0..end];
-        out.text
-            .extend_from_slice(plain(piece, n, false).0.as_bytes());
+        out.text.extend_from_slice(plain_piece(piece, n).as_bytes());
         match out.slow.last_mut() {
             Some(last) if last.1 == cut.1 => last.1 = out.text.len(),
             _ => out.slow.push((cut.1, out.text.len())),
@@ -947,6 +1024,27 @@ pub(crate) mod tests {
         }
     }
 
+    #[test]
+    fn every_character_answers_the_quick_check_and_lowercases_as_the_crates_do() {
+        // Alone, after a starter, and after marks of a higher and a lower class, so that
+        // the order check and the tabled answers meet every character.
+        let mut text = String::new();
+        for c in (0..=0x10_FFFF).filter_map(char::from_u32) {
+            for before in ["", "a", "\u{0301}", "\u{0316}", "\u{094D}"] {
+                text.clear();
+                text.push_str(before);
+                text.push(c);
+                assert_eq!(nfkc_quick(&text), is_nfkc_quick(text.chars()), "{text:?}");
+            }
+            let single = c.to_string();
+            assert_eq!(
+                lowercase_changes(&single),
+                single.to_lowercase() != single,
+                "{c:?}"
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn ascii_copied_as_by_sixteen(
@@ -996,6 +1094,20 @@ pub(crate) mod tests {
         #[test]
         fn same_bytes_on_any_text(text in any::<String>()) {
             check(&text, Normalize::default())?;
+        }
+
+        #[test]
+        fn pieces_normalise_as_the_plain_pipeline(
+            text in "[a-zA-Z \u{915}-\u{94f}\u{958}\u{93c}\u{9be}\u{9c7}\u{9d7}\u{e01}-\u{e4b}\u{1000}-\u{1030}\u{301}\u{316}\u{3a3}\u{3c3}\u{130}\u{c9}\u{ff21}\u{2019}\u{1d400}]{0,24}",
+            lowercase in any::<bool>(),
+            ascii_quotes in any::<bool>(),
+        ) {
+            // Indic, Thai and Myanmar letters among their marks (of every class, some of
+            // them composing: the Bengali vowel signs, the nukta), capitals, sigmas,
+            // full-width and mathematical letters, quotes.
+            let n = Normalize { nfkc: true, lowercase, ascii_quotes, fold_whitespace: false };
+            prop_assert_eq!(&*plain_piece(&text, n), &*plain(&text, n, false).0);
+            prop_assert_eq!(nfkc_quick(&text), is_nfkc_quick(text.chars()));
         }
     }
 }

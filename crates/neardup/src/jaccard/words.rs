@@ -6,11 +6,11 @@
 //! characters gets exactly the `\w+` words.
 
 use std::cell::Cell;
-use std::sync::OnceLock;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 pub use super::spaceless::is_spaceless;
+use crate::bmp::BmpTable;
 use crate::classify;
 pub use crate::fingerprint::compat::is_word_char;
 use crate::fingerprint::word_hash::lowered_word_hashes;
@@ -480,19 +480,11 @@ fn class_of(c: char) -> u32 {
     }
 }
 
-/// [`class_of`] the character `cp` of the Basic Multilingual Plane, from a table made a
-/// page of 256 code points at a time, when a text first has one of that page (about 10 µs
-/// a page); surrogates are [`SLOW`], and never asked.
+/// [`class_of`] the character `cp` of the Basic Multilingual Plane.
 #[inline]
 fn bmp_class(cp: u16) -> u32 {
-    static PAGES: [OnceLock<Box<[u32; 256]>>; 256] = [const { OnceLock::new() }; 256];
-    let page = PAGES[usize::from(cp >> 8)].get_or_init(|| {
-        let first = u32::from(cp & 0xFF00);
-        Box::new(std::array::from_fn(|k| {
-            char::from_u32(first + k as u32).map_or(SLOW, class_of)
-        }))
-    });
-    page[usize::from(cp & 0xFF)]
+    static CLASSES: BmpTable<u32> = BmpTable::new(class_of, SLOW);
+    CLASSES.get(cp)
 }
 
 /// Multiplier of the polynomial that combines a shingle's word hashes.
