@@ -1,6 +1,6 @@
 //! Properties of the Basic Multilingual Plane's characters, tabulated a page of 256 code
-//! points at a time when a text first needs one of that page (about 10 µs a page): one
-//! load where the Unicode tables are searched, for the loops that ask once a character.
+//! points at a time when a text first needs one of that page: one load where the Unicode
+//! tables are searched, for the loops that ask once a character.
 
 use std::sync::OnceLock;
 
@@ -33,6 +33,15 @@ impl<T: Copy> BmpTable<T> {
         });
         page[usize::from(cp & 0xFF)]
     }
+
+    /// `f(c)`: from the table in the plane, worked out beyond it.
+    #[inline]
+    pub(crate) fn of(&self, c: char) -> T {
+        match u16::try_from(u32::from(c)) {
+            Ok(cp) => self.get(cp),
+            Err(_) => (self.f)(c),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -45,6 +54,9 @@ mod tests {
         for cp in 0..=u16::MAX {
             let want = char::from_u32(u32::from(cp)).map_or(7, |c| u32::from(c) ^ 0x5A5A);
             assert_eq!(TABLE.get(cp), want, "{cp:#x}");
+        }
+        for c in ['\u{10000}', '\u{1F600}', '\u{10FFFF}'] {
+            assert_eq!(TABLE.of(c), u32::from(c) ^ 0x5A5A, "{c:?}");
         }
     }
 }

@@ -100,10 +100,7 @@ fn nfkc_quick(text: &str) -> IsNormalized {
             last = 0;
             continue;
         }
-        let (class, answer, _) = match u16::try_from(u32::from(c)) {
-            Ok(cp) => QUICK.get(cp),
-            Err(_) => quick_of(c),
-        };
+        let (class, answer, _) = QUICK.of(c);
         if last > class && class != 0 {
             return IsNormalized::No;
         }
@@ -117,16 +114,15 @@ fn nfkc_quick(text: &str) -> IsNormalized {
     result
 }
 
+/// [`quick_of`]'s answers (`IsNormalized` is not `Copy`).
 const QUICK_YES: u8 = 0;
 const QUICK_MAYBE: u8 = 1;
+const QUICK_NO: u8 = 2;
 
 /// Whether `str::to_lowercase` changes `text`: whether a character of it has a
 /// lowercase other than itself (final sigma, the one rule by context, is a `Σ`'s).
 fn lowercase_changes(text: &str) -> bool {
-    text.chars().any(|c| match u16::try_from(u32::from(c)) {
-        Ok(cp) => QUICK.get(cp).2,
-        Err(_) => quick_of(c).2,
-    })
+    text.chars().any(|c| QUICK.of(c).2)
 }
 
 /// A character's canonical combining class, its NFKC quick-check answer, and whether
@@ -135,7 +131,7 @@ fn quick_of(c: char) -> (u8, u8, bool) {
     let answer = match is_nfkc_quick(std::iter::once(c)) {
         IsNormalized::Yes => QUICK_YES,
         IsNormalized::Maybe => QUICK_MAYBE,
-        IsNormalized::No => 2,
+        IsNormalized::No => QUICK_NO,
     };
     let class = unicode_normalization::char::canonical_combining_class(c);
     (class, answer, !c.to_lowercase().eq([c]))

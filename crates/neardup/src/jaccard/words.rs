@@ -376,7 +376,7 @@ fn runs_of(
 /// own, whether or not it is a word character (a Thai vowel sign is one). Out of line, so
 /// that the loop over runs stays the ASCII text's.
 ///
-/// A character of the Basic Multilingual Plane is looked up in [`bmp_class`]: one load
+/// A character of the Basic Multilingual Plane is looked up in [`CLASSES`]: one load
 /// where lowercasing and `\w` were two table searches (Cyrillic text spent two thirds of
 /// its sketch in them). A word whose characters lowercase to themselves (Arabic, Hebrew,
 /// the Indic scripts, lowercase Cyrillic) is hashed where it lies in the text, and copied
@@ -405,7 +405,7 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
             continue;
         }
         let end = i + c.len_utf8();
-        let class = u16::try_from(u32::from(c)).map_or(SLOW, bmp_class);
+        let class = CLASSES.of(c);
         match class & KIND {
             WORD if class & !KIND == u32::from(c) => {
                 if copied {
@@ -425,8 +425,7 @@ fn mixed_run(run: &str, buf: &mut Vec<u8>, word: &mut impl FnMut(u64)) {
                     push_char(buf, char::from_u32(class & !KIND).unwrap_or(c));
                     continue;
                 }
-                // Lowercased into more than one character (`İ`), or beyond the plane: the
-                // general rule.
+                // Lowercased into more than one character (`İ`): the general rule.
                 for l in c.to_lowercase() {
                     if is_word_char(l) {
                         push_char(buf, l);
@@ -461,7 +460,7 @@ fn push_char(buf: &mut Vec<u8>, c: char) {
     buf.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
 }
 
-/// The kind of a [`bmp_class`]: its top two bits.
+/// The kind of a class ([`class_of`]): its top two bits.
 const KIND: u32 = 3 << 30;
 /// Ends a word, and is none: lowercased, not a word character.
 const APART: u32 = 0;
@@ -480,12 +479,8 @@ fn class_of(c: char) -> u32 {
     }
 }
 
-/// [`class_of`] the character `cp` of the Basic Multilingual Plane.
-#[inline]
-fn bmp_class(cp: u16) -> u32 {
-    static CLASSES: BmpTable<u32> = BmpTable::new(class_of, SLOW);
-    CLASSES.get(cp)
-}
+/// [`class_of`] every character, tabled in the Basic Multilingual Plane.
+static CLASSES: BmpTable<u32> = BmpTable::new(class_of, SLOW);
 
 /// Multiplier of the polynomial that combines a shingle's word hashes.
 const P: u64 = 0x9E37_79B9_7F4A_7C15;
