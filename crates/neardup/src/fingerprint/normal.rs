@@ -4,8 +4,10 @@
 //! The plain pipeline ([`plain`]) runs NFKC, typographic quotes to ASCII and Unicode
 //! lowercase over the whole text, and its words are `unicode_words` of the result. The
 //! fast path ([`normalize_into`]) copies ASCII a block at a time (lowercased as it goes),
-//! maps easy characters one at a time by a table ([`super::easy`]), and sends only the
-//! pieces of text around hard characters through the plain pipeline.
+//! maps easy characters one at a time by a table ([`super::easy`]), copies the marks that
+//! sit on letters in order (Indic vowel signs and viramas, Arabic's harakat: see
+//! [`extends_at`]), and sends only the pieces of text around other hard characters
+//! through the plain pipeline.
 //!
 //! A piece is cut at a *safe cut*: a position after an ASCII white-space character and
 //! before a character that is ASCII and not white space, or easy with an output that does
@@ -31,6 +33,7 @@
 use std::borrow::Cow;
 
 use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
+use unicode_segmentation::UnicodeSegmentation;
 
 use super::easy::{self, Entry, ASCII, HARD, IDEO, LETTER};
 use super::Normalize;
@@ -171,12 +174,14 @@ pub(crate) struct Normalized {
     /// UTF-8 of characters).
     pub(crate) text: Vec<u8>,
     /// Spans of `text` (start, end) from the plain pipeline, in order, each between safe
-    /// cuts; outside them every non-ASCII character is easy and its own output.
+    /// cuts; outside them every non-ASCII character is easy and its own output, or a mark
+    /// on a letter ([`extends_at`]).
     pub(crate) slow: Vec<(usize, usize)>,
     /// Bit `i` (bit `i % 64` of word `i / 64`): byte `i` of `text`, outside the slow spans,
-    /// is a byte of a letter that is not ASCII. The normaliser knows every character's
-    /// kind from the table as it writes it, so the word scanner need not decode the text
-    /// and look it up again. Words past the end of the text read as 0; empty for ASCII.
+    /// is a byte of a letter that is not ASCII, or of a mark on a letter. The normaliser
+    /// knows every character's kind from the table as it writes it, so the word scanner
+    /// need not decode the text and look it up again. Words past the end of the text read
+    /// as 0; empty for ASCII.
     pub(crate) letter: Vec<u64>,
     /// As `letter`, for the first byte of each ideograph (all three bytes long).
     pub(crate) ideo: Vec<u64>,
@@ -373,7 +378,17 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                 }
                 let (c, len) = decode(b, j);
                 let e = easy::entry(c);
-                if e.kind() == HARD || e.kind() == ASCII || e.out_char(c) != c {
+                if e.kind() == HARD {
+                    // Indic words are letters and marks in turn. What the mark follows is
+                    // in the run, which starts with an easy character, no extender.
+                    if !extends_at(b, j, c) {
+                        break;
+                    }
+                    mark(&mut out.letter, at + (j - i), (1 << len) - 1, hint);
+                    j += len;
+                    continue;
+                }
+                if e.kind() == ASCII || e.out_char(c) != c {
                     break;
                 }
                 if UNIFIED.contains(&c) {
@@ -385,6 +400,14 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             }
             out.text.extend_from_slice(&b[i..j]);
             i = j;
+            continue;
+        }
+        if easy && extends_at(b, i, c) {
+            // A mark on a letter (WB4), its own output: part of the letter's word.
+            let at = out.text.len();
+            out.text.extend_from_slice(&b[i..i + len]);
+            mark(&mut out.letter, at, (1 << len) - 1, hint);
+            i += len;
             continue;
         }
         if easy && separates_here(b, i, len, c) {
@@ -421,6 +444,82 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         cut = (end, out.text.len());
     }
 }
+
+/// What [`EXTEND`] holds for a character that is no extender.
+const NOT_EXTENDER: u8 = u8::MAX;
+
+/// The combining class of `c` if it is an *extender*: a character of the plane that
+/// UAX #29 attaches to whatever precedes it (WB4: Extend and Format, not the zero-width
+/// joiner, whose WB3c looks ahead), whose NFKC quick check answers Yes (it composes with
+/// nothing before it), and which NFKC, lowercasing and the quotes leave as it is: Indic
+/// vowel signs and viramas, Arabic's harakat, most combining marks.
+#[inline]
+fn extender(c: u32) -> Option<u8> {
+    let class = u16::try_from(c).map_or(NOT_EXTENDER, |cp| EXTEND.get(cp));
+    (class != NOT_EXTENDER).then_some(class)
+}
+
+/// Whether `c`, at `i` of `b`, is an extender that the fast path writes as part of the
+/// word of a letter before it: it follows a letter (ASCII or easy), or extenders that
+/// follow one, in canonical order (each mark of non-zero class after a starter or a mark
+/// of a class no higher). WB4 then makes the whole a letter to every word rule, as the
+/// scanner takes the letter bits the normaliser sets for it, and UAX #15's quick check
+/// says the text is still in NFKC. Anywhere else a mark is hard: after a digit (WB4 makes
+/// it a digit, and `1़,2` one word), after `_` or white space, at the start, out of order.
+///
+/// `b` is the text as the fast path reads it, or as it wrote it: what comes before an
+/// extender there is ASCII, easy characters and extenders (a slow piece ends before a
+/// character that starts a piece, which no extender does).
+pub(crate) fn extends_at(b: &[u8], i: usize, c: u32) -> bool {
+    let Some(mut class) = extender(c) else {
+        return false;
+    };
+    let mut at = i;
+    loop {
+        let Some(&before) = at.checked_sub(1).and_then(|j| b.get(j)) else {
+            return false;
+        };
+        if before < 0x80 {
+            return before.is_ascii_alphabetic();
+        }
+        let mut start = at - 1;
+        while start > 0 && b[start] & 0xC0 == 0x80 {
+            start -= 1;
+        }
+        let p = decode(b, start).0;
+        if easy::entry(p).kind() == LETTER {
+            return true;
+        }
+        match extender(p) {
+            Some(k) if class == 0 || k <= class => class = k,
+            _ => return false,
+        }
+        at = start;
+    }
+}
+
+/// A character's combining class if it is an extender (see [`extender`]), else
+/// [`NOT_EXTENDER`].
+fn extend_of(c: char) -> u8 {
+    if c.is_ascii() || c == '\u{200D}' || is_typographic_quote(c) {
+        return NOT_EXTENDER;
+    }
+    let (class, answer, lowercase_changes) = quick_of(c);
+    if answer != QUICK_YES || lowercase_changes || !std::iter::once(c).nfkc().eq([c]) {
+        return NOT_EXTENDER;
+    }
+    let mut buf = [0u8; 8];
+    buf[0] = b'#';
+    let n = 1 + c.encode_utf8(&mut buf[1..]).len();
+    let attaches = std::str::from_utf8(&buf[..n]).is_ok_and(|s| s.split_word_bounds().count() == 1);
+    if attaches {
+        class
+    } else {
+        NOT_EXTENDER
+    }
+}
+
+static EXTEND: BmpTable<u8> = BmpTable::new(extend_of, NOT_EXTENDER);
 
 /// Hard characters that are separators, their own output, whenever the characters on
 /// both sides are ASCII (or the text ends there) and, for the middle dot, not both
@@ -910,7 +1009,8 @@ pub(crate) mod tests {
             "{:?}",
             text
         );
-        // Outside the slow spans, every non-ASCII character is easy and its own output.
+        // Outside the slow spans, every non-ASCII character is easy and its own output, or
+        // an extender on a letter.
         let (mut letter, mut ideo) = (vec![false; got.text.len()], vec![false; got.text.len()]);
         let mut at = 0;
         for &(s, e) in got
@@ -923,13 +1023,18 @@ pub(crate) mod tests {
             while i < s {
                 let (c, len) = decode(&got.text, i);
                 if c >= 0x80 && easy::entry(c).kind() == HARD {
-                    // A lone separator, between neighbours that leave it one.
-                    prop_assert!(
-                        LONE.iter().any(|r| r.contains(&c)),
-                        "{:#x} in {:?}",
-                        c,
-                        text
-                    );
+                    if extends_at(&got.text, i, c) {
+                        // A mark on a letter: a letter's bytes to the scanner.
+                        letter[i..i + len].fill(true);
+                    } else {
+                        // A lone separator, between neighbours that leave it one.
+                        prop_assert!(
+                            LONE.iter().any(|r| r.contains(&c)),
+                            "{:#x} in {:?}",
+                            c,
+                            text
+                        );
+                    }
                 } else if c >= 0x80 {
                     let entry = easy::entry(c);
                     prop_assert!(matches!(

@@ -4,8 +4,9 @@
 //! characters only, and within those the word rules that keep characters together are few:
 //! letters, digits and `_` in any order (WB5, WB8–WB10, WB13a/b); a letter, then `:`, `.`
 //! or `'`, then a letter (WB6/7); a digit, then `,`, `;`, `.` or `'`, then a digit
-//! (WB11/12). An easy letter is a letter to every rule, an ideograph is a word of its own,
-//! anything else separates. A piece is a word when it holds a letter, digit or ideograph.
+//! (WB11/12). An easy letter is a letter to every rule, and so is a mark on one (WB4), an
+//! ideograph is a word of its own, anything else separates. A piece is a word when it
+//! holds a letter, digit or ideograph.
 //!
 //! Each block of 64 bytes is classified into bit masks (16 bytes at a time with SSE2, all
 //! 64 at once with AVX-512BW where the CPU has it, chosen once per text; the
@@ -18,7 +19,7 @@
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::easy::{self, IDEO, LETTER};
-use super::normal::{decode, Normalized};
+use super::normal::{decode, extends_at, Normalized};
 use crate::classify;
 
 /// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
@@ -406,7 +407,10 @@ fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Bloc
         let p = leads.trailing_zeros() as usize;
         leads &= leads - 1;
         let (c, len) = decode(b, at + p);
-        let kind = easy::entry(c).kind();
+        let kind = match easy::entry(c).kind() {
+            easy::HARD if extends_at(b, at + p, c) => LETTER,
+            kind => kind,
+        };
         if kind != LETTER && kind != IDEO {
             continue;
         }
@@ -525,6 +529,74 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 1000, "{checked}");
+    }
+
+    /// Every extender of the plane (a mark the normaliser writes as part of a letter's
+    /// word, `normal::extender`) after letters of several scripts, after other marks and
+    /// what no mark extends, and before every kind of neighbour (joiners, digits, marks in
+    /// and out of canonical order, composing marks, the zero-width joiner, a sigma): the
+    /// words and bytes of the plain pipeline, and the classes the scanner looks up.
+    #[test]
+    fn marks_on_letters_make_the_words_of_the_plain_pipeline() {
+        let n = Normalize::default();
+        let extenders: Vec<char> = (0x80..0x1_0000)
+            .filter_map(char::from_u32)
+            .filter(|&c| extends_at(format!("a{c}").as_bytes(), 1, c as u32))
+            .collect();
+        // Indic vowel signs and viramas, Thai's and Myanmar's marks, Arabic's harakat, the
+        // combining diacritics that compose with nothing, variation selectors.
+        let missing: Vec<char> = [
+            '\u{93f}', '\u{94d}', '\u{e34}', '\u{103c}', '\u{64b}', '\u{316}', '\u{fe0f}',
+        ]
+        .into_iter()
+        .filter(|c| !extenders.contains(c))
+        .collect();
+        assert!(missing.is_empty(), "{missing:?} of {}", extenders.len());
+        // Letters of their own and other scripts, capitals and mappings; a mark on a
+        // letter, two of them out of order; an ideograph, a Thai consonant, a digit,
+        // `_`, a joiner, white space and nothing, which no mark extends.
+        let before = [
+            "a",
+            "É",
+            "ﬁ",
+            "ｆ",
+            "क",
+            "ক",
+            "ж",
+            "ا",
+            "ก",
+            "漢",
+            "1",
+            "_",
+            "'",
+            " ",
+            "#",
+            "",
+            "कि",
+            "क\u{94d}",
+            "a\u{951}",
+            "a\u{301}",
+            "\u{200d}",
+        ];
+        let after = [
+            "", "b", "1", "_", ":b", "'b", ".1", ",1", " x", "漢", "ก", "\u{93c}", "\u{94d}",
+            "\u{951}", "\u{316}", "\u{301}", "\u{9be}", "\u{200d}", "Σ", "ि",
+        ];
+        let mut norm = Normalized::default();
+        for &c in &extenders {
+            for x in before {
+                for y in after {
+                    for text in [format!("{x}{c}{y}"), format!("{x}{c}{c}{y} {x}{c}")] {
+                        assert_eq!(fast_words(&text, n), plain_words(&text, n), "{text:?}");
+                        normalize_into(&text, n, &mut norm);
+                        assert_eq!(norm.text, plain(&text, n, false).0.as_bytes(), "{text:?}");
+                    }
+                }
+            }
+            let text = format!("क{c} a{c}:b{c} 1{c} é{c}{c}");
+            let (looked_up, marked) = blocks_both_ways(&text);
+            assert_eq!(looked_up, marked, "{text:?}");
+        }
     }
 
     #[test]
