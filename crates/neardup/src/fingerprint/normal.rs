@@ -5,9 +5,9 @@
 //! lowercase over the whole text, and its words are `unicode_words` of the result. The
 //! fast path ([`normalize_into`]) copies ASCII a block at a time (lowercased as it goes),
 //! maps easy characters one at a time by a table ([`super::easy`]), copies the marks that
-//! sit on letters in order (Indic vowel signs and viramas, Arabic's harakat: see
-//! [`extends_at`]), and sends only the pieces of text around other hard characters
-//! through the plain pipeline.
+//! sit on letters and ideographs in order (Indic vowel signs and viramas, Thai's and
+//! Myanmar's marks, Arabic's harakat: see [`extended`]), and sends only the pieces of text
+//! around other hard characters through the plain pipeline.
 //!
 //! A piece is cut at a *safe cut*: a position after an ASCII white-space character and
 //! before a character that is ASCII and not white space, or easy with an output that does
@@ -175,7 +175,7 @@ pub(crate) struct Normalized {
     pub(crate) text: Vec<u8>,
     /// Spans of `text` (start, end) from the plain pipeline, in order, each between safe
     /// cuts; outside them every non-ASCII character is easy and its own output, or a mark
-    /// on a letter ([`extends_at`]).
+    /// on a letter or an ideograph ([`extended`]).
     pub(crate) slow: Vec<(usize, usize)>,
     /// Bit `i` (bit `i % 64` of word `i / 64`): byte `i` of `text`, outside the slow spans,
     /// is a byte of a letter that is not ASCII, or of a mark on a letter. The normaliser
@@ -185,6 +185,8 @@ pub(crate) struct Normalized {
     pub(crate) letter: Vec<u64>,
     /// As `letter`, for the first byte of each ideograph (all three bytes long).
     pub(crate) ideo: Vec<u64>,
+    /// As `letter`, for the bytes of marks on an ideograph, which are part of its word.
+    pub(crate) ext: Vec<u64>,
 }
 
 impl Normalized {
@@ -316,6 +318,7 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
     out.slow.clear();
     out.letter.clear();
     out.ideo.clear();
+    out.ext.clear();
     out.text.reserve(text.len() + 16);
     let b = text.as_bytes();
     let hint = b.len() + 16;
@@ -379,12 +382,17 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
                 let (c, len) = decode(b, j);
                 let e = easy::entry(c);
                 if e.kind() == HARD {
-                    // Indic words are letters and marks in turn. What the mark follows is
-                    // in the run, which starts with an easy character, no extender.
-                    if !extends_at(b, j, c) {
+                    // Indic and Thai words are letters and marks in turn. What the mark
+                    // follows is in the run, which starts with an easy character.
+                    let Some(on) = extended(b, j, c) else {
                         break;
-                    }
-                    mark(&mut out.letter, at + (j - i), (1 << len) - 1, hint);
+                    };
+                    let map = if on == LETTER {
+                        &mut out.letter
+                    } else {
+                        &mut out.ext
+                    };
+                    mark(map, at + (j - i), (1 << len) - 1, hint);
                     j += len;
                     continue;
                 }
@@ -402,11 +410,17 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
             i = j;
             continue;
         }
-        if easy && extends_at(b, i, c) {
-            // A mark on a letter (WB4), its own output: part of the letter's word.
+        let on = if easy { extended(b, i, c) } else { None };
+        if let Some(on) = on {
+            // A mark on a letter or ideograph (WB4), its own output: part of its word.
             let at = out.text.len();
             out.text.extend_from_slice(&b[i..i + len]);
-            mark(&mut out.letter, at, (1 << len) - 1, hint);
+            let map = if on == LETTER {
+                &mut out.letter
+            } else {
+                &mut out.ext
+            };
+            mark(map, at, (1 << len) - 1, hint);
             i += len;
             continue;
         }
@@ -434,6 +448,7 @@ pub(crate) fn normalize_into(text: &str, n: Normalize, out: &mut Normalized) {
         out.text.truncate(cut.1);
         clear_between(&mut out.letter, cut.1, written);
         clear_between(&mut out.ideo, cut.1, written);
+        clear_between(&mut out.ext, cut.1, written);
         let piece = &text[cut.0..end];
         out.text.extend_from_slice(plain_piece(piece, n).as_bytes());
         match out.slow.last_mut() {
@@ -460,39 +475,39 @@ fn extender(c: u32) -> Option<u8> {
 }
 
 /// Whether `c`, at `i` of `b`, is an extender that the fast path writes as part of the
-/// word of a letter before it: it follows a letter (ASCII or easy), or extenders that
-/// follow one, in canonical order (each mark of non-zero class after a starter or a mark
-/// of a class no higher). WB4 then makes the whole a letter to every word rule, as the
-/// scanner takes the letter bits the normaliser sets for it, and UAX #15's quick check
-/// says the text is still in NFKC. Anywhere else a mark is hard: after a digit (WB4 makes
-/// it a digit, and `1़,2` one word), after `_` or white space, at the start, out of order.
+/// word of a letter or ideograph before it, and which ([`LETTER`] or [`IDEO`]): it follows
+/// a letter (ASCII or easy) or an ideograph (easy), or extenders that follow one, in
+/// canonical order (each mark of non-zero class after a starter or a mark of a class no
+/// higher). WB4 then makes the whole a letter to every word rule, or an ideograph's word
+/// of its own, as the scanner takes the bits the normaliser sets for it; and UAX #15's
+/// quick check says the text is still in NFKC. Anywhere else a mark is hard: after a digit
+/// (WB4 makes it a digit, and `1़,2` one word), after `_`, punctuation or white space, at
+/// the start, out of order.
 ///
 /// `b` is the text as the fast path reads it, or as it wrote it: what comes before an
 /// extender there is ASCII, easy characters and extenders (a slow piece ends before a
 /// character that starts a piece, which no extender does).
-pub(crate) fn extends_at(b: &[u8], i: usize, c: u32) -> bool {
-    let Some(mut class) = extender(c) else {
-        return false;
-    };
+pub(crate) fn extended(b: &[u8], i: usize, c: u32) -> Option<u32> {
+    let mut class = extender(c)?;
     let mut at = i;
     loop {
-        let Some(&before) = at.checked_sub(1).and_then(|j| b.get(j)) else {
-            return false;
-        };
+        let before = *b.get(at.checked_sub(1)?)?;
         if before < 0x80 {
-            return before.is_ascii_alphabetic();
+            return before.is_ascii_alphabetic().then_some(LETTER);
         }
         let mut start = at - 1;
         while start > 0 && b[start] & 0xC0 == 0x80 {
             start -= 1;
         }
         let p = decode(b, start).0;
-        if easy::entry(p).kind() == LETTER {
-            return true;
+        match easy::entry(p).kind() {
+            LETTER => return Some(LETTER),
+            IDEO => return Some(IDEO),
+            _ => {}
         }
         match extender(p) {
             Some(k) if class == 0 || k <= class => class = k,
-            _ => return false,
+            _ => return None,
         }
         at = start;
     }
@@ -1010,8 +1025,8 @@ pub(crate) mod tests {
             text
         );
         // Outside the slow spans, every non-ASCII character is easy and its own output, or
-        // an extender on a letter.
-        let (mut letter, mut ideo) = (vec![false; got.text.len()], vec![false; got.text.len()]);
+        // an extender on a letter or ideograph.
+        let [mut letter, mut ideo, mut ext] = [0; 3].map(|_| vec![false; got.text.len()]);
         let mut at = 0;
         for &(s, e) in got
             .slow
@@ -1023,9 +1038,10 @@ pub(crate) mod tests {
             while i < s {
                 let (c, len) = decode(&got.text, i);
                 if c >= 0x80 && easy::entry(c).kind() == HARD {
-                    if extends_at(&got.text, i, c) {
-                        // A mark on a letter: a letter's bytes to the scanner.
-                        letter[i..i + len].fill(true);
+                    if let Some(on) = extended(&got.text, i, c) {
+                        // A mark on a letter is a letter's bytes to the scanner.
+                        let map = if on == LETTER { &mut letter } else { &mut ext };
+                        map[i..i + len].fill(true);
                     } else {
                         // A lone separator, between neighbours that leave it one.
                         prop_assert!(
@@ -1055,7 +1071,11 @@ pub(crate) mod tests {
         }
         // The class bitmaps mark exactly those characters, and nothing in the slow spans
         // or past the end.
-        for (map, want, name) in [(&got.letter, &letter, "letter"), (&got.ideo, &ideo, "ideo")] {
+        for (map, want, name) in [
+            (&got.letter, &letter, "letter"),
+            (&got.ideo, &ideo, "ideo"),
+            (&got.ext, &ext, "ext"),
+        ] {
             for bit in 0..(64 * map.len()).max(want.len()) {
                 let have = map.get(bit / 64).is_some_and(|w| w >> (bit % 64) & 1 == 1);
                 let want = want.get(bit).copied().unwrap_or(false);

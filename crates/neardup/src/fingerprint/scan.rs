@@ -19,7 +19,7 @@
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::easy::{self, IDEO, LETTER};
-use super::normal::{decode, extends_at, Normalized};
+use super::normal::{decode, extended, Normalized};
 use crate::classify;
 
 /// Calls `word(start, end)` with the byte bounds of every word of `norm.text`, in order.
@@ -232,6 +232,7 @@ impl Classes for Lookup {
 struct Marks<'a> {
     letter: &'a [u64],
     ideo: &'a [u64],
+    ext: &'a [u64],
 }
 
 impl<'a> Marks<'a> {
@@ -239,6 +240,7 @@ impl<'a> Marks<'a> {
         Marks {
             letter: &norm.letter,
             ideo: &norm.ideo,
+            ext: &norm.ext,
         }
     }
 }
@@ -272,14 +274,18 @@ impl Classes for Marks<'_> {
         };
         block.letter |= bits_at(self.letter, base + at) & valid;
         let first = bits_at(self.ideo, base + at) & valid;
+        // Marks on ideographs, and whether the byte after each byte is one's: an
+        // ideograph's word ends at a byte that no such byte follows.
+        let ext = bits_at(self.ext, base + at) & valid;
+        let ext_next = bits_at(self.ext, base + at + 1);
         // Ideographs are three bytes long (easy::tests): their bytes, and their last
         // bytes, across the block's end when they run on.
         let first = u128::from(first);
         let span = first | first << 1 | first << 2;
         let last = first << 2;
-        block.ideo |= span as u64 | carry.ideo;
+        block.ideo |= span as u64 | carry.ideo | ext;
         block.ideo_first |= first as u64;
-        block.ideo_last |= last as u64 | carry.ideo_last;
+        block.ideo_last |= (last as u64 | carry.ideo_last | ext) & !ext_next;
         carry.ideo = (span >> 64) as u64;
         carry.ideo_last = (last >> 64) as u64;
     }
@@ -397,8 +403,8 @@ fn load(
 }
 
 /// Sets the bits of the non-ASCII characters starting at the `lead` bits of the block at
-/// `at`: a letter's bytes are letters, an ideograph's bytes are an ideograph, anything else
-/// (a separator) has no bits.
+/// `at`: a letter's bytes, and those of marks on it, are letters; an ideograph's bytes and
+/// those of marks on it are an ideograph's word; anything else (a separator) has no bits.
 #[cold]
 #[inline(never)]
 fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Block) {
@@ -407,9 +413,13 @@ fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Bloc
         let p = leads.trailing_zeros() as usize;
         leads &= leads - 1;
         let (c, len) = decode(b, at + p);
-        let kind = match easy::entry(c).kind() {
-            easy::HARD if extends_at(b, at + p, c) => LETTER,
-            kind => kind,
+        let (kind, first) = match easy::entry(c).kind() {
+            easy::HARD => match extended(b, at + p, c) {
+                Some(LETTER) => (LETTER, false),
+                Some(_) => (IDEO, false),
+                None => continue,
+            },
+            kind => (kind, true),
         };
         if kind != LETTER && kind != IDEO {
             continue;
@@ -423,7 +433,16 @@ fn non_ascii(b: &[u8], at: usize, lead: u64, block: &mut Block, carry: &mut Bloc
         } else {
             block.ideo |= lo;
             carry.ideo |= hi;
-            block.ideo_first |= 1 << p;
+            if first {
+                block.ideo_first |= 1 << p;
+            }
+            // The word goes on over marks on the ideograph after it.
+            let next = at + p + len;
+            if b.get(next).is_some_and(|&x| x >= 0x80)
+                && extended(b, next, decode(b, next).0).is_some_and(|on| on == IDEO)
+            {
+                continue;
+            }
             let last = p + len - 1;
             if last < 64 {
                 block.ideo_last |= 1 << last;
@@ -531,17 +550,18 @@ mod tests {
         assert!(checked > 1000, "{checked}");
     }
 
-    /// Every extender of the plane (a mark the normaliser writes as part of a letter's
-    /// word, `normal::extender`) after letters of several scripts, after other marks and
-    /// what no mark extends, and before every kind of neighbour (joiners, digits, marks in
-    /// and out of canonical order, composing marks, the zero-width joiner, a sigma): the
-    /// words and bytes of the plain pipeline, and the classes the scanner looks up.
+    /// Every extender of the plane (a mark the normaliser writes as part of a letter's or
+    /// ideograph's word, `normal::extended`) after letters and ideographs of several
+    /// scripts, after other marks and what no mark extends, and before every kind of
+    /// neighbour (joiners, digits, ideographs, marks in and out of canonical order,
+    /// composing marks, the zero-width joiner, a sigma): the words and bytes of the plain
+    /// pipeline, and the classes the scanner looks up.
     #[test]
-    fn marks_on_letters_make_the_words_of_the_plain_pipeline() {
+    fn marks_on_letters_and_ideographs_make_the_words_of_the_plain_pipeline() {
         let n = Normalize::default();
         let extenders: Vec<char> = (0x80..0x1_0000)
             .filter_map(char::from_u32)
-            .filter(|&c| extends_at(format!("a{c}").as_bytes(), 1, c as u32))
+            .filter(|&c| extended(format!("a{c}").as_bytes(), 1, c as u32).is_some())
             .collect();
         // Indic vowel signs and viramas, Thai's and Myanmar's marks, Arabic's harakat, the
         // combining diacritics that compose with nothing, variation selectors.
@@ -552,9 +572,9 @@ mod tests {
         .filter(|c| !extenders.contains(c))
         .collect();
         assert!(missing.is_empty(), "{missing:?} of {}", extenders.len());
-        // Letters of their own and other scripts, capitals and mappings; a mark on a
-        // letter, two of them out of order; an ideograph, a Thai consonant, a digit,
-        // `_`, a joiner, white space and nothing, which no mark extends.
+        // Letters of their own and other scripts, capitals and mappings; ideographs and
+        // Thai, Khmer and Myanmar consonants; marks on them, two of them out of order; a
+        // digit, `_`, a joiner, white space and nothing, which no mark extends.
         let before = [
             "a",
             "É",
@@ -565,7 +585,10 @@ mod tests {
             "ж",
             "ا",
             "ก",
+            "ក",
+            "က",
             "漢",
+            "の",
             "1",
             "_",
             "'",
@@ -576,6 +599,8 @@ mod tests {
             "क\u{94d}",
             "a\u{951}",
             "a\u{301}",
+            "กิ",
+            "漢\u{951}",
             "\u{200d}",
         ];
         let after = [
@@ -593,7 +618,7 @@ mod tests {
                     }
                 }
             }
-            let text = format!("क{c} a{c}:b{c} 1{c} é{c}{c}");
+            let text = format!("क{c} a{c}:b{c} 1{c} é{c}{c} ก{c}ก{c}{c}a{c}漢{c}");
             let (looked_up, marked) = blocks_both_ways(&text);
             assert_eq!(looked_up, marked, "{text:?}");
         }
