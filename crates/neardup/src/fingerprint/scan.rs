@@ -624,6 +624,24 @@ mod tests {
         }
     }
 
+    /// Up to `MAX_MARKS` marks in a row on a letter or ideograph are written by the fast
+    /// path, the rest by the plain pipeline, with the same words either way.
+    #[test]
+    fn marks_past_the_most_in_a_row_take_the_plain_pipeline() {
+        let n = Normalize::default();
+        let mut norm = Normalized::default();
+        for (base, mark) in [("क", '\u{93f}'), ("ก", '\u{e34}'), ("a", '\u{316}')] {
+            for count in [1, 7, 8, 9, 100] {
+                let marks = String::from(mark).repeat(count);
+                let text = format!("x {base}{marks} y");
+                assert_eq!(fast_words(&text, n), plain_words(&text, n), "{count}");
+                normalize_into(&text, n, &mut norm);
+                assert_eq!(norm.text, plain(&text, n, false).0.as_bytes());
+                assert_eq!(norm.slow.is_empty(), count <= 8, "{base} {count}");
+            }
+        }
+    }
+
     #[test]
     fn examples() {
         for text in [
