@@ -473,11 +473,16 @@ fn mark_extender(
 
 /// What [`EXTEND`] holds for a character that is no extender.
 const NOT_EXTENDER: u8 = u8::MAX;
+/// What [`EXTEND`] holds for an extender of class 0 that composes with some characters
+/// right before it (Bengali's and Tamil's া ா after their ে ெ); no class is this high.
+const COMPOSES: u8 = u8::MAX - 1;
 
-/// The combining class of `c` if it is an *extender*: a character of the plane that
-/// UAX #29 attaches to whatever precedes it (WB4: Extend and Format, not the zero-width
-/// joiner, whose WB3c looks ahead), whose NFKC quick check answers Yes (it composes with
-/// nothing before it), and which NFKC, lowercasing and the quotes leave as it is: Indic
+/// What [`EXTEND`] says of `c` if it is an *extender*: its combining class, or
+/// [`COMPOSES`]. An extender is a character of the plane that UAX #29 attaches to
+/// whatever precedes it (WB4: Extend and Format, not the zero-width joiner, whose WB3c
+/// looks ahead), which NFKC, lowercasing and the quotes leave as it is, and whose NFKC
+/// quick check answers Yes (it composes with nothing before it) or, for a starter, Maybe
+/// (it composes only with the character right before it, and only with some): Indic
 /// vowel signs and viramas, Arabic's harakat, most combining marks.
 #[inline]
 fn extender(c: u32) -> Option<u8> {
@@ -489,7 +494,8 @@ fn extender(c: u32) -> Option<u8> {
 /// word of a letter or ideograph before it, and which ([`LETTER`] or [`IDEO`]): it follows
 /// a letter (ASCII or easy) or an ideograph (easy), or extenders that follow one, in
 /// canonical order (each mark of non-zero class after a starter or a mark of a class no
-/// higher). WB4 then makes the whole a letter to every word rule, or an ideograph's word
+/// higher), and no mark of them composes with the character before it (a starter
+/// composes only with a starter right before it: anything between blocks it). WB4 then makes the whole a letter to every word rule, or an ideograph's word
 /// of its own, as the scanner takes the bits the normaliser sets for it; and UAX #15's
 /// quick check says the text is still in NFKC. Anywhere else a mark is hard: after a digit
 /// (WB4 makes it a digit, and `1़,2` one word), after `_`, punctuation or white space, at
@@ -500,30 +506,43 @@ fn extender(c: u32) -> Option<u8> {
 /// character that starts a piece, which no extender does). A mark more than
 /// [`MAX_MARKS`] after its letter is hard, so that the walk back is short on any text.
 pub(crate) fn extended(b: &[u8], i: usize, c: u32) -> Option<u32> {
-    let mut class = extender(c)?;
-    let mut at = i;
+    // The mark, what EXTEND says of it, and where it starts.
+    let (mut mark, mut says, mut at) = (c, extender(c)?, i);
     for _ in 0..MAX_MARKS {
         let before = *b.get(at.checked_sub(1)?)?;
-        if before < 0x80 {
-            return before.is_ascii_alphabetic().then_some(LETTER);
-        }
         let mut start = at - 1;
         while start > 0 && b[start] & 0xC0 == 0x80 {
             start -= 1;
         }
         let p = decode(b, start).0;
+        if says == COMPOSES && composes(p, mark) {
+            return None;
+        }
+        if before < 0x80 {
+            return before.is_ascii_alphabetic().then_some(LETTER);
+        }
         match easy::entry(p).kind() {
             LETTER => return Some(LETTER),
             IDEO => return Some(IDEO),
             _ => {}
         }
+        let class = |says: u8| if says == COMPOSES { 0 } else { says };
         match extender(p) {
-            Some(k) if class == 0 || k <= class => class = k,
+            Some(k) if class(says) == 0 || class(k) <= class(says) => says = k,
             _ => return None,
         }
-        at = start;
+        (mark, at) = (p, start);
     }
     None
+}
+
+/// Whether canonical composition joins `first` and `second` into one character.
+#[cold]
+fn composes(first: u32, second: u32) -> bool {
+    match (char::from_u32(first), char::from_u32(second)) {
+        (Some(a), Some(b)) => unicode_normalization::char::compose(a, b).is_some(),
+        _ => false,
+    }
 }
 
 /// The most marks in a row on one character that the fast path writes; the rest take the
@@ -539,7 +558,12 @@ fn extend_of(c: char) -> u8 {
         return NOT_EXTENDER;
     }
     let (class, answer, lowercase_changes) = quick_of(c);
-    if answer != QUICK_YES || lowercase_changes || !std::iter::once(c).nfkc().eq([c]) {
+    let answer = match answer {
+        QUICK_YES => class,
+        QUICK_MAYBE if class == 0 => COMPOSES,
+        _ => return NOT_EXTENDER,
+    };
+    if lowercase_changes || !std::iter::once(c).nfkc().eq([c]) {
         return NOT_EXTENDER;
     }
     let mut buf = [0u8; 8];
@@ -547,7 +571,7 @@ fn extend_of(c: char) -> u8 {
     let n = 1 + c.encode_utf8(&mut buf[1..]).len();
     let attaches = std::str::from_utf8(&buf[..n]).is_ok_and(|s| s.split_word_bounds().count() == 1);
     if attaches {
-        class
+        answer
     } else {
         NOT_EXTENDER
     }
@@ -978,7 +1002,11 @@ pub(crate) mod tests {
         "\u{093c}",
         "\u{0951}",
         "ক",
+        "কে",
+        "\u{9be}",
         "க",
+        "கெ",
+        "\u{bbe}",
         "ස",
         "ა",
         "ሀ",

@@ -563,10 +563,12 @@ mod tests {
             .filter_map(char::from_u32)
             .filter(|&c| extended(format!("a{c}").as_bytes(), 1, c as u32).is_some())
             .collect();
-        // Indic vowel signs and viramas, Thai's and Myanmar's marks, Arabic's harakat, the
+        // Indic vowel signs and viramas (Bengali's and Tamil's া ா, which compose with
+        // some signs before them, too), Thai's and Myanmar's marks, Arabic's harakat, the
         // combining diacritics that compose with nothing, variation selectors.
         let missing: Vec<char> = [
-            '\u{93f}', '\u{94d}', '\u{e34}', '\u{103c}', '\u{64b}', '\u{316}', '\u{fe0f}',
+            '\u{93f}', '\u{94d}', '\u{9be}', '\u{bbe}', '\u{e34}', '\u{103c}', '\u{64b}',
+            '\u{316}', '\u{fe0f}',
         ]
         .into_iter()
         .filter(|c| !extenders.contains(c))
@@ -602,10 +604,14 @@ mod tests {
             "กิ",
             "漢\u{951}",
             "\u{200d}",
+            "কে",
+            "கெ",
+            "ဥ",
         ];
         let after = [
             "", "b", "1", "_", ":b", "'b", ".1", ",1", " x", "漢", "ก", "\u{93c}", "\u{94d}",
-            "\u{951}", "\u{316}", "\u{301}", "\u{9be}", "\u{200d}", "Σ", "ि",
+            "\u{951}", "\u{316}", "\u{301}", "\u{9be}", "\u{bd7}", "\u{102e}", "\u{200d}", "Σ",
+            "ि",
         ];
         let mut norm = Normalized::default();
         for &c in &extenders {
