@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_io::docs::{self, Doc};
-use neardup_store::{DocConfig, DocumentStore, OpenOptions, Outcome, Prepared, Write};
+use neardup_store::{
+    DocConfig, DocumentStore, OpenOptions, Outcome, Prepared, Write, MAX_PARAGRAPHS,
+};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -53,12 +55,13 @@ pub struct LoadCmd {
     /// Write each document's outcome here, one JSON line a document in input order:
     /// {"id", "inserted", "replaced", "matches"} (matches: the ids of the near-duplicates
     /// found, most similar first), and "partial": true when a band key shared by more than
-    /// 64 documents cut the candidates, as the service answers a put.
+    /// 64 documents cut the candidates, and "paragraphs_not_indexed": N when a stored
+    /// document has N paragraphs past the first 4,096, as the service answers a put.
     #[arg(long, value_name = "FILE")]
     outcomes: Option<String>,
     /// With --outcomes: only the documents that met a near-duplicate (refused, or stored
-    /// with matches) or were partial, so that a load of 100 million writes a tenth as many
-    /// lines.
+    /// with matches), were partial or had paragraphs not indexed, so that a load of 100
+    /// million writes a tenth as many lines.
     #[arg(long, requires = "outcomes")]
     matched_only: bool,
 
@@ -281,11 +284,12 @@ fn write_batches(
 ) -> Result<(DocumentStore, Counts), Failure> {
     let mut counts = Counts::default();
     for batch in batches {
-        let ids: Vec<String> = match outcomes {
+        let ids: Vec<(String, usize)> = match outcomes {
             Some(_) => batch
                 .iter()
                 .map(|w| match w {
-                    Write::Put { id, .. } | Write::Delete { id } => id.clone(),
+                    Write::Put { id, doc, .. } => (id.clone(), doc.paragraphs.len()),
+                    Write::Delete { id } => (id.clone(), 0),
                 })
                 .collect(),
             None => Vec::new(),
@@ -309,13 +313,19 @@ fn write_batches(
             counts.inserted += u64::from(*inserted);
             counts.replaced += u64::from(*replaced);
             counts.refused += u64::from(!*inserted);
-            if matched_only && *inserted && matches.is_empty() && !*partial {
+            let (id, paragraphs) = ids.get(i).map_or((None, 0), |(id, p)| (Some(id), *p));
+            let unindexed = if *inserted {
+                paragraphs.saturating_sub(MAX_PARAGRAPHS as usize)
+            } else {
+                0
+            };
+            if matched_only && *inserted && matches.is_empty() && !*partial && unindexed == 0 {
                 continue;
             }
             if let Some(out) = outcomes.as_mut() {
                 let names: Vec<&str> = matches.iter().map(|m| m.id.as_str()).collect();
                 let mut line = json!({
-                    "id": ids.get(i),
+                    "id": id,
                     "inserted": inserted,
                     "replaced": replaced,
                     "matches": names,
@@ -323,6 +333,9 @@ fn write_batches(
                 // As the service's answers: said only when a crowded key cut the candidates.
                 if *partial {
                     line["partial"] = json!(true);
+                }
+                if unindexed > 0 {
+                    line["paragraphs_not_indexed"] = json!(unindexed);
                 }
                 writeln!(out, "{line}")
                     .map_err(|e| Failure::io(anyhow!("cannot write the outcomes: {e}")))?;

@@ -251,6 +251,71 @@ fn a_load_says_which_puts_a_crowded_key_cut() {
 }
 
 #[test]
+fn a_load_says_how_many_paragraphs_it_did_not_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let most = neardup_store::MAX_PARAGRAPHS as usize;
+    // Paragraphs each longer than the shortest one kept alone, apart by blank lines.
+    let paragraphs = |n: usize, seed: usize| {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "Paragraph {i} of ledger {seed}: entry {} was moved from account {} to \
+                     account {} after the audit of the {}th quarter, and the clerk noted \
+                     the change in the margin beside the total of the page, signing it \
+                     with the date.",
+                    i * 3 + seed,
+                    i * 11 + 2,
+                    i % 89,
+                    i + seed
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    assert!(paragraphs(1, 0).len() > 200, "each paragraph kept alone");
+    let docs = vec![
+        ("long".to_string(), paragraphs(most + 5, 1)),
+        ("short".to_string(), paragraphs(3, 2)),
+        ("within".to_string(), paragraphs(most, 3)),
+    ];
+    let input = dir.path().join("paragraphs.jsonl");
+    std::fs::write(&input, jsonl(&docs)).unwrap();
+    for matched_only in [false, true] {
+        let data = dir.path().join(format!("store-{matched_only}"));
+        let outcomes = dir.path().join(format!("outcomes-{matched_only}.jsonl"));
+        let mut args = vec![
+            "load",
+            "--data",
+            data.to_str().unwrap(),
+            "--create",
+            "--paragraphs",
+            "--outcomes",
+            outcomes.to_str().unwrap(),
+            input.to_str().unwrap(),
+        ];
+        if matched_only {
+            args.push("--matched-only");
+        }
+        let out = neardup(&args, b"");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = outcome_lines(&outcomes);
+        let long = json!({"id": "long", "inserted": true, "replaced": false, "matches": [],
+            "paragraphs_not_indexed": 5});
+        if matched_only {
+            assert_eq!(lines, vec![long]);
+        } else {
+            let plain =
+                |id: &str| json!({"id": id, "inserted": true, "replaced": false, "matches": []});
+            assert_eq!(lines, vec![long, plain("short"), plain("within")]);
+        }
+    }
+}
+
+#[test]
 fn the_generators_stream_loads_as_its_file_does() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gen.jsonl");

@@ -2,7 +2,7 @@
 
 use base64::Engine as _;
 use neardup::decide::Signature;
-use neardup_store::{Hit, Outcome, ParagraphHit, StoredDoc};
+use neardup_store::{Hit, Outcome, ParagraphHit, StoredDoc, MAX_PARAGRAPHS};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -160,6 +160,11 @@ pub struct PutResponse {
     /// band key; left out when every document under the text's keys was read).
     #[serde(default, skip_serializing_if = "is_false")]
     pub partial: bool,
+    /// Paragraphs of the text past the first 4,096, which the store does not index, so a
+    /// paragraph check does not find them (left out when there are none, and in a store
+    /// without paragraphs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paragraphs_not_indexed: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -295,8 +300,9 @@ pub struct Health {
 }
 
 impl PutResponse {
-    /// The response of a put's outcome, listing at most `max_matches` matches.
-    pub fn of(outcome: Outcome, max_matches: usize) -> PutResponse {
+    /// The response of a put's outcome, listing at most `max_matches` matches, for a
+    /// document of `paragraphs` paragraphs.
+    pub fn of(outcome: Outcome, max_matches: usize, paragraphs: usize) -> PutResponse {
         match outcome {
             Outcome::Put {
                 inserted,
@@ -314,6 +320,11 @@ impl PutResponse {
                     matches,
                     more_matches: more_matches + more,
                     partial,
+                    paragraphs_not_indexed: if inserted {
+                        paragraphs.saturating_sub(MAX_PARAGRAPHS as usize)
+                    } else {
+                        0
+                    },
                 }
             }
             Outcome::Delete { .. } => PutResponse {
@@ -322,6 +333,7 @@ impl PutResponse {
                 matches: Vec::new(),
                 more_matches: 0,
                 partial: false,
+                paragraphs_not_indexed: 0,
             },
         }
     }

@@ -761,6 +761,7 @@ async fn put_document<R: BackendReader>(
     check_id(&id, state.0.config.max_id_bytes, "")?;
     let req: PutBody = parse(&body(raw, state.limit())?, "the body")?;
     let doc = state.prepare(req.text, req.fingerprint, false, "").await?;
+    let paragraphs = doc.paragraphs.len();
     let write = Write::Put {
         id,
         doc: Box::new(doc),
@@ -769,7 +770,11 @@ async fn put_document<R: BackendReader>(
     };
     let outcome = state.write(vec![write]).await?.pop();
     let outcome = outcome.ok_or_else(|| ApiError::internal("the writer gave no outcome"))?;
-    Ok(Json(PutResponse::of(outcome, state.max_matches())))
+    Ok(Json(PutResponse::of(
+        outcome,
+        state.max_matches(),
+        paragraphs,
+    )))
 }
 
 /// A stored document.
@@ -992,7 +997,7 @@ async fn bulk_put<R: BackendReader>(
             for (i, item) in list.into_iter().enumerate() {
                 let what = format!("items[{i}]: ");
                 let doc = prepare_here(&preparer, item.text, item.fingerprint, false, &what)?;
-                ids.push(item.id.clone());
+                ids.push((item.id.clone(), doc.paragraphs.len()));
                 writes.push(Write::Put {
                     id: item.id,
                     doc: Box::new(doc),
@@ -1008,9 +1013,9 @@ async fn bulk_put<R: BackendReader>(
     Ok(Json(
         ids.into_iter()
             .zip(outcomes)
-            .map(|(id, o)| BulkPutResult {
+            .map(|((id, paragraphs), o)| BulkPutResult {
                 id,
-                result: PutResponse::of(o, max),
+                result: PutResponse::of(o, max, paragraphs),
             })
             .collect(),
     ))

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use neardup::jaccard::Threshold;
 use neardup_server::{serve, ServerConfig};
-use neardup_store::{Clock, DocConfig, DocumentStore, Opened};
+use neardup_store::{Clock, DocConfig, DocumentStore, Opened, MAX_PARAGRAPHS};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
@@ -738,6 +738,76 @@ async fn paragraphs_and_expiry() {
         3,
         "ab expired, not yet swept; cd deleted; ef, long"
     );
+}
+
+/// A text of `n` paragraphs, each its own and longer than the shortest one kept alone.
+fn paragraphs(n: usize, seed: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "Paragraph {i} of report {seed}: the committee reviewed item {} of the \
+                 budget, heard the treasurer on line {}, and agreed that the figures for \
+                 section {} should be checked again against the ledger before the vote \
+                 of the {}th meeting.",
+                i * 7 + seed,
+                i * 13 + 1,
+                i % 97,
+                i + seed
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// A put of more paragraphs than a store indexes says how many it left out, alone and in
+/// bulk; one within the limit, or one not stored, says nothing of it.
+#[tokio::test]
+async fn paragraphs_past_the_limit_are_counted_in_the_answer() {
+    let config = DocConfig {
+        threshold: Threshold::new(0.8).unwrap(),
+        paragraphs: true,
+    };
+    let svc = Running::start(config, ServerConfig::default(), None).await;
+    let most = MAX_PARAGRAPHS as usize;
+    let long = paragraphs(most + 3, 1);
+    assert_eq!(
+        neardup::fingerprint::Fingerprinter::default()
+            .paragraph_spans(&long)
+            .len(),
+        most + 3,
+        "the test's paragraphs split as written"
+    );
+    let (s, v) = svc
+        .json("PUT", "/v1/documents/long", json!({"text": long}))
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        (&v["inserted"], &v["paragraphs_not_indexed"]),
+        (&json!(true), &json!(3)),
+        "{v}"
+    );
+    let (s, v) = svc
+        .json(
+            "PUT",
+            "/v1/documents/again",
+            json!({"text": long, "only_if_unique": true}),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["inserted"], false, "{v}");
+    assert!(v.get("paragraphs_not_indexed").is_none(), "{v}");
+    let lines = [paragraphs(most + 10, 2), paragraphs(most, 3)]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"id": format!("bulk{i}"), "text": t}).to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (s, v) = svc.ndjson("/v1/bulk/documents", &lines).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v[0]["paragraphs_not_indexed"], 10, "{v}");
+    assert_eq!(v[1]["inserted"], true, "{v}");
+    assert!(v[1].get("paragraphs_not_indexed").is_none(), "{v}");
+    svc.stop().await;
 }
 
 /// Many concurrent near-identical `only_if_unique` puts: exactly one gets in, and every
