@@ -796,6 +796,21 @@ async fn paragraphs_past_the_limit_are_counted_in_the_answer() {
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["inserted"], false, "{v}");
     assert!(v.get("paragraphs_not_indexed").is_none(), "{v}");
+    // A check of the text (long enough to be looked up as heavy work) finds the stored
+    // document in all but the paragraphs left out.
+    let (s, v) = svc
+        .json(
+            "POST",
+            "/v1/check",
+            json!({"text": long, "paragraphs": true}),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["matches"][0]["id"], "long");
+    let found = &v["paragraphs"][0];
+    assert_eq!(found["id"], "long");
+    let coverage = found["coverage"].as_f64().unwrap();
+    assert!(coverage > 0.99 && coverage < 1.0, "{coverage}");
     let lines = [paragraphs(most + 10, 2), paragraphs(most, 3)]
         .iter()
         .enumerate()
