@@ -900,8 +900,8 @@ impl<R: BackendReader> AppState<R> {
             }
         }
         let (paragraphs, max) = (req.paragraphs, self.max_matches());
-        // A long text's paragraphs are looked up as heavy work too: 12,000 paragraphs of a
-        // 3 MB text take a quarter of a second.
+        // A long text's paragraphs are looked up as heavy work too (a 3 MB text has
+        // 12,000), so that no lookup of a request's size runs on an async worker.
         let (reader, preparer) = (reader.clone(), self.0.preparer.clone());
         let what = what.to_string();
         let len = req.text.as_deref().map_or(0, str::len);
