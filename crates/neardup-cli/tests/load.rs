@@ -61,6 +61,17 @@ fn outcome_lines(path: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
+/// neardup's output with `args` and `stdin`, once it succeeded.
+fn succeeds(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    let out = neardup(args, stdin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The outcome of each put, as `neardup load --outcomes` writes it.
 fn outcome_line(id: &str, o: &Outcome) -> Value {
     let Outcome::Put {
@@ -106,12 +117,7 @@ fn a_load_stores_and_answers_what_single_puts_do() {
         if unique {
             args.push("--only-if-unique");
         }
-        let out = neardup(&args, b"");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = succeeds(&args, b"");
         let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(summary["documents"], 600);
 
@@ -213,12 +219,7 @@ fn a_load_says_which_puts_a_crowded_key_cut() {
             if matched_only {
                 args.push("--matched-only");
             }
-            let out = neardup(&args, b"");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            succeeds(&args, b"");
             let lines = outcome_lines(&outcomes);
             let mut partial = 0;
             for line in &lines {
@@ -296,12 +297,7 @@ fn a_load_says_how_many_paragraphs_it_did_not_index() {
         if matched_only {
             args.push("--matched-only");
         }
-        let out = neardup(&args, b"");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(&args, b"");
         let lines = outcome_lines(&outcomes);
         let long = json!({"id": "long", "inserted": true, "replaced": false, "matches": [],
             "paragraphs_not_indexed": 5});
@@ -357,7 +353,7 @@ fn the_generators_stream_loads_as_its_file_does() {
     // above the threshold is refused, and names its original.
     let store = dir.path().join("store");
     let outcomes = dir.path().join("outcomes.jsonl");
-    let out = neardup(
+    succeeds(
         &[
             "load",
             "--data",
@@ -369,11 +365,6 @@ fn the_generators_stream_loads_as_its_file_does() {
             "-",
         ],
         &streamed.stdout,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let by_id: std::collections::HashMap<String, Value> = outcome_lines(&outcomes)
         .into_iter()
