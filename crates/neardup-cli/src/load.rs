@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use neardup::jaccard::Threshold;
 use neardup_io::docs::{self, Doc};
-use neardup_store::{
-    DocConfig, DocumentStore, OpenOptions, Outcome, Prepared, Write, MAX_PARAGRAPHS,
-};
+use neardup_store::{DocConfig, DocumentStore, OpenOptions, Outcome, Prepared, Write};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -288,7 +286,7 @@ fn write_batches(
             Some(_) => batch
                 .iter()
                 .map(|w| match w {
-                    Write::Put { id, doc, .. } => (id.clone(), doc.paragraphs.len()),
+                    Write::Put { id, doc, .. } => (id.clone(), doc.paragraphs_not_indexed()),
                     Write::Delete { id } => (id.clone(), 0),
                 })
                 .collect(),
@@ -313,12 +311,8 @@ fn write_batches(
             counts.inserted += u64::from(*inserted);
             counts.replaced += u64::from(*replaced);
             counts.refused += u64::from(!*inserted);
-            let (id, paragraphs) = ids.get(i).map_or((None, 0), |(id, p)| (Some(id), *p));
-            let unindexed = if *inserted {
-                paragraphs.saturating_sub(MAX_PARAGRAPHS as usize)
-            } else {
-                0
-            };
+            let (id, not_indexed) = ids.get(i).map_or((None, 0), |(id, n)| (Some(id), *n));
+            let unindexed = if *inserted { not_indexed } else { 0 };
             if matched_only && *inserted && matches.is_empty() && !*partial && unindexed == 0 {
                 continue;
             }

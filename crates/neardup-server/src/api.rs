@@ -2,7 +2,7 @@
 
 use base64::Engine as _;
 use neardup::decide::Signature;
-use neardup_store::{Hit, Outcome, ParagraphHit, StoredDoc, MAX_PARAGRAPHS};
+use neardup_store::{Hit, Outcome, ParagraphHit, StoredDoc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -301,8 +301,9 @@ pub struct Health {
 
 impl PutResponse {
     /// The response of a put's outcome, listing at most `max_matches` matches, for a
-    /// document of `paragraphs` paragraphs.
-    pub fn of(outcome: Outcome, max_matches: usize, paragraphs: usize) -> PutResponse {
+    /// document of which `not_indexed` paragraphs are past those a store indexes
+    /// ([`Prepared::paragraphs_not_indexed`](neardup_store::Prepared::paragraphs_not_indexed)).
+    pub fn of(outcome: Outcome, max_matches: usize, not_indexed: usize) -> PutResponse {
         match outcome {
             Outcome::Put {
                 inserted,
@@ -320,11 +321,7 @@ impl PutResponse {
                     matches,
                     more_matches: more_matches + more,
                     partial,
-                    paragraphs_not_indexed: if inserted {
-                        paragraphs.saturating_sub(MAX_PARAGRAPHS as usize)
-                    } else {
-                        0
-                    },
+                    paragraphs_not_indexed: if inserted { not_indexed } else { 0 },
                 }
             }
             Outcome::Delete { .. } => PutResponse {

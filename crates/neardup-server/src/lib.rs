@@ -689,21 +689,6 @@ impl<R: BackendReader> AppState<R> {
         self.0.config.max_matches
     }
 
-    /// The document of a body that gives its text or its fingerprint.
-    async fn prepare(
-        &self,
-        text: Option<String>,
-        fingerprint: Option<String>,
-        paragraphs: bool,
-        what: &str,
-    ) -> Result<Prepared, ApiError> {
-        let (preparer, what) = (self.0.preparer.clone(), what.to_string());
-        self.sized(text.as_deref().map_or(0, str::len), move || {
-            prepare_here(&preparer, text, fingerprint, paragraphs, &what)
-        })
-        .await
-    }
-
     /// Runs `work` on a request's text of `len` bytes: as heavy work when that is more
     /// than [`INLINE_TEXT`], here otherwise.
     async fn sized<T: Send + 'static>(
@@ -768,8 +753,14 @@ async fn put_document<R: BackendReader>(
     let id = path_id(id)?;
     check_id(&id, state.0.config.max_id_bytes, "")?;
     let req: PutBody = parse(&body(raw, state.limit())?, "the body")?;
-    let doc = state.prepare(req.text, req.fingerprint, false, "").await?;
-    let paragraphs = doc.paragraphs.len();
+    let preparer = state.0.preparer.clone();
+    let len = req.text.as_deref().map_or(0, str::len);
+    let doc = state
+        .sized(len, move || {
+            prepare_here(&preparer, req.text, req.fingerprint, false, "")
+        })
+        .await?;
+    let not_indexed = doc.paragraphs_not_indexed();
     let write = Write::Put {
         id,
         doc: Box::new(doc),
@@ -781,7 +772,7 @@ async fn put_document<R: BackendReader>(
     Ok(Json(PutResponse::of(
         outcome,
         state.max_matches(),
-        paragraphs,
+        not_indexed,
     )))
 }
 
@@ -1011,7 +1002,7 @@ async fn bulk_put<R: BackendReader>(
             for (i, item) in list.into_iter().enumerate() {
                 let what = format!("items[{i}]: ");
                 let doc = prepare_here(&preparer, item.text, item.fingerprint, false, &what)?;
-                ids.push((item.id.clone(), doc.paragraphs.len()));
+                ids.push((item.id.clone(), doc.paragraphs_not_indexed()));
                 writes.push(Write::Put {
                     id: item.id,
                     doc: Box::new(doc),
@@ -1027,9 +1018,9 @@ async fn bulk_put<R: BackendReader>(
     Ok(Json(
         ids.into_iter()
             .zip(outcomes)
-            .map(|((id, paragraphs), o)| BulkPutResult {
+            .map(|((id, not_indexed), o)| BulkPutResult {
                 id,
-                result: PutResponse::of(o, max, paragraphs),
+                result: PutResponse::of(o, max, not_indexed),
             })
             .collect(),
     ))

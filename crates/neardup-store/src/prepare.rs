@@ -59,6 +59,15 @@ pub struct Prepared {
     pub len: u32,
 }
 
+impl Prepared {
+    /// Its paragraphs past the first [`MAX_PARAGRAPHS`], which a store does not index.
+    pub fn paragraphs_not_indexed(&self) -> usize {
+        self.paragraphs
+            .len()
+            .saturating_sub(MAX_PARAGRAPHS as usize)
+    }
+}
+
 /// Turns texts into [`Prepared`] documents for one store's settings; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Preparer {
