@@ -38,6 +38,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use neardup::fingerprint::signing_cost;
 use neardup_store::{Backend, BackendReader, Outcome, Prepared, Preparer, Write};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -103,12 +104,19 @@ impl Default for ServerConfig {
     }
 }
 
-/// Texts longer than this are prepared as heavy work ([`heavy`]), not on an async worker.
-/// A check's usual text (2 KB) stays inline. A check of this length costs at most about
-/// 0.06 ms (its sketch: 141 MB/s or more on the slowest texts measured); a put, whose
-/// 256-bit fingerprint takes NFKC's expansion in full, up to about 3 ms (U+FDFA
-/// repeated), where 64 KB took 26.
+/// Texts that cost more than this to sign ([`signing_cost`]: their length, more where NFKC
+/// rewrites characters) are prepared as heavy work ([`heavy`]), not on an async worker. A
+/// check's usual text (2 KB) stays inline. A text of this cost takes at most about 0.2 ms
+/// to sign in full (a put, or a check with candidates), its sketch about 0.06 ms; 8 KB of
+/// U+FDFA, which costs 720 KB, took 3 ms, and was signed inline until its cost was counted.
 const INLINE_TEXT: usize = 8 << 10;
+
+/// Whether `text` is signed on the async worker that read it: whether it costs at most
+/// [`INLINE_TEXT`] (its length is looked at first, so that a long text is not read twice
+/// on the worker).
+fn inline(text: &str) -> bool {
+    text.len() <= INLINE_TEXT && signing_cost(text) <= INLINE_TEXT
+}
 
 struct Inner<R> {
     reader: R,
@@ -689,14 +697,14 @@ impl<R: BackendReader> AppState<R> {
         self.0.config.max_matches
     }
 
-    /// Runs `work` on a request's text of `len` bytes: as heavy work when that is more
-    /// than [`INLINE_TEXT`], here otherwise.
+    /// Runs `work` on a request's text: here when it is `here` ([`inline`], or no text),
+    /// as heavy work otherwise.
     async fn sized<T: Send + 'static>(
         &self,
-        len: usize,
+        here: bool,
         work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
-        if len > INLINE_TEXT {
+        if !here {
             self.0.heavy.run(work).await
         } else {
             work()
@@ -754,9 +762,9 @@ async fn put_document<R: BackendReader>(
     check_id(&id, state.0.config.max_id_bytes, "")?;
     let req: PutBody = parse(&body(raw, state.limit())?, "the body")?;
     let preparer = state.0.preparer.clone();
-    let len = req.text.as_deref().map_or(0, str::len);
+    let here = req.text.as_deref().is_none_or(inline);
     let doc = state
-        .sized(len, move || {
+        .sized(here, move || {
             prepare_here(&preparer, req.text, req.fingerprint, false, "")
         })
         .await?;
@@ -853,7 +861,7 @@ async fn check<R: BackendReader>(
     // The common body, `{"text": …}`, its text borrowed from the body; the rest (and any
     // error) through the full parse.
     if let Some(CheckText { text }) = CheckText::parse(&bytes) {
-        if text.len() <= INLINE_TEXT {
+        if inline(&text) {
             return Ok(Json(state.check_text(&text).await?));
         }
     }
@@ -862,7 +870,7 @@ async fn check<R: BackendReader>(
 }
 
 impl<R: BackendReader> AppState<R> {
-    /// The answer to a check of `text` (at most [`INLINE_TEXT`] bytes), without paragraphs.
+    /// The answer to a check of an [`inline`] `text`, without paragraphs.
     async fn check_text(&self, text: &str) -> Result<CheckResponse, ApiError> {
         // The common case: most texts have no candidate, and need no fingerprint.
         let checked = self
@@ -886,7 +894,7 @@ impl<R: BackendReader> AppState<R> {
             return Err(ApiError::paragraphs_disabled());
         }
         if let (Some(text), None, false) = (&req.text, &req.fingerprint, req.paragraphs) {
-            if text.len() <= INLINE_TEXT {
+            if inline(text) {
                 return self.check_text(text).await;
             }
         }
@@ -895,8 +903,8 @@ impl<R: BackendReader> AppState<R> {
         // 12,000), so that no lookup of a request's size runs on an async worker.
         let (reader, preparer) = (reader.clone(), self.0.preparer.clone());
         let what = what.to_string();
-        let len = req.text.as_deref().map_or(0, str::len);
-        self.sized(len, move || {
+        let here = req.text.as_deref().is_none_or(inline);
+        self.sized(here, move || {
             let doc = prepare_here(&preparer, req.text, req.fingerprint, paragraphs, &what)?;
             check_here(&reader, &doc, paragraphs, max)
         })
@@ -1126,6 +1134,17 @@ async fn openapi() -> Response {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A text is signed on the worker that read it by what signing it costs, not by its
+    /// length alone: 300 bytes of U+FDFA are 3,300 once NFKC is done with them.
+    #[test]
+    fn texts_nfkc_expands_are_not_signed_inline() {
+        assert!(inline(&"a ".repeat(INLINE_TEXT / 2)));
+        assert!(!inline(&"a".repeat(INLINE_TEXT + 1)));
+        assert!(inline(&"中文".repeat(INLINE_TEXT / 8)));
+        assert!(inline(&"\u{FDFA}".repeat(20)));
+        assert!(!inline(&"\u{FDFA}".repeat(100)));
+    }
 
     /// However many requests bring heavy work at once, no more than the permits run
     /// together; every one runs, on a thread of lowered priority; a panic in one is that

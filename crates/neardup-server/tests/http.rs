@@ -292,6 +292,26 @@ async fn every_route() {
 /// documents under them only, so a near-duplicate stored after them is not listed, and
 /// the answer says it is partial (a put's, single and bulk checks'); a check or put of
 /// another text is whole and says nothing of it.
+/// Texts NFKC expands (each U+FDFA, 3 bytes, becomes 33) are signed as heavy work, puts
+/// and checks alike, and answered as any other.
+#[tokio::test]
+async fn texts_nfkc_expands_are_stored_and_found() {
+    let svc = Running::start(DocConfig::default(), ServerConfig::default(), None).await;
+    let expanding = |edit| format!("{} {}", text(0, edit), "\u{FDFA} ".repeat(300));
+    let (s, v) = svc
+        .json("PUT", "/v1/documents/a", json!({"text": expanding(None)}))
+        .await;
+    assert_eq!((s, &v["inserted"]), (200, &json!(true)), "{v}");
+    for (edit, exact) in [(None, true), (Some("other"), false)] {
+        let (s, v) = svc
+            .json("POST", "/v1/check", json!({"text": expanding(edit)}))
+            .await;
+        assert_eq!((s, &v["matches"][0]["id"]), (200, &json!("a")), "{v}");
+        let sim = v["matches"][0]["similarity"].as_f64().unwrap();
+        assert_eq!(sim == 1.0, exact, "{v}");
+    }
+}
+
 #[tokio::test]
 async fn a_crowded_check_says_it_is_partial() {
     let svc = Running::start(DocConfig::default(), ServerConfig::default(), None).await;

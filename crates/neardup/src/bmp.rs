@@ -10,6 +10,9 @@ pub(crate) struct BmpTable<T: 'static> {
     pages: [OnceLock<Box<[T; 256]>>; 256],
     f: fn(char) -> T,
     surrogate: T,
+    /// The first code point of the plane: 0, or a multiple of 0x10000 for a table of
+    /// another plane ([`BmpTable::of_plane`]).
+    base: u32,
 }
 
 impl<T: Copy> BmpTable<T> {
@@ -19,14 +22,26 @@ impl<T: Copy> BmpTable<T> {
             pages: [const { OnceLock::new() }; 256],
             f,
             surrogate,
+            base: 0,
         }
     }
 
-    /// `f` of the character `cp`.
+    /// The table of `f` over plane `plane` (code points `plane << 16` on), which
+    /// [`BmpTable::get`] indexes by their low 16 bits.
+    pub(crate) const fn of_plane(f: fn(char) -> T, surrogate: T, plane: u8) -> BmpTable<T> {
+        BmpTable {
+            pages: [const { OnceLock::new() }; 256],
+            f,
+            surrogate,
+            base: (plane as u32) << 16,
+        }
+    }
+
+    /// `f` of the character `cp` (of the table's plane).
     #[inline]
     pub(crate) fn get(&self, cp: u16) -> T {
         let page = self.pages[usize::from(cp >> 8)].get_or_init(|| {
-            let first = u32::from(cp & 0xFF00);
+            let first = self.base + u32::from(cp & 0xFF00);
             Box::new(std::array::from_fn(|k| {
                 char::from_u32(first + k as u32).map_or(self.surrogate, self.f)
             }))
@@ -57,6 +72,11 @@ mod tests {
         }
         for c in ['\u{10000}', '\u{1F600}', '\u{10FFFF}'] {
             assert_eq!(TABLE.of(c), u32::from(c) ^ 0x5A5A, "{c:?}");
+        }
+        static PLANE: BmpTable<u32> = BmpTable::of_plane(|c| u32::from(c) ^ 0x5A5A, 7, 1);
+        for cp in (0..=u16::MAX).step_by(97).chain([0, u16::MAX]) {
+            let c = 0x10000 + u32::from(cp);
+            assert_eq!(PLANE.get(cp), c ^ 0x5A5A, "{c:#x}");
         }
     }
 }

@@ -660,6 +660,13 @@ impl Votes {
     }
 }
 
+/// About what fingerprinting `text` costs, in bytes of plain text that cost as much: its
+/// length, and more for characters NFKC rewrites (8 KB of U+FDFA costs as much as 720 KB
+/// of ASCII). For a service to tell the texts it may sign on the thread that read them.
+pub fn signing_cost(text: &str) -> usize {
+    normal::cost(text)
+}
+
 /// The byte spans of `text`'s paragraphs, as [`Fingerprinter::paragraphs`] cuts them with
 /// a minimum of `min` bytes (for fingerprinting paragraphs another way).
 pub fn paragraph_spans(text: &str, min: usize) -> Vec<std::ops::Range<usize>> {
