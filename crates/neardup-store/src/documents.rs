@@ -573,8 +573,14 @@ const DEFAULT_CACHE: usize = 1 << 30;
 const BASE_MEMORY: u64 = 128 << 20;
 
 /// Bytes a document of the index's recent levels takes (its twenty entries, keys, id and
-/// place in the id map): the middle level holds up to a 32nd of the documents.
+/// place in the id map).
 const LEVEL_BYTES: u64 = 300;
+
+/// Bytes the index's recent levels take at most over `docs` documents: a 32nd of them,
+/// more when rebuilt in place ([`BandIndex::levels_cap`]).
+fn levels_needed(docs: usize, in_place: bool) -> u64 {
+    BandIndex::levels_cap(docs, in_place).min(docs) as u64 * LEVEL_BYTES
+}
 
 /// Memory a store of `docs` documents (without paragraphs) needs at most while it serves,
 /// with `cache` bytes of page cache: its index, as much again while the index's main part
@@ -583,7 +589,7 @@ const LEVEL_BYTES: u64 = 300;
 /// and the ids in slot order), the levels of recent writes, and the rest of the process
 /// (128 MB).
 pub fn memory_needed(docs: usize, cache: usize, in_place: bool) -> u64 {
-    main_needed(docs, in_place) + docs as u64 / 32 * LEVEL_BYTES + cache as u64 + BASE_MEMORY
+    main_needed(docs, in_place) + levels_needed(docs, in_place) + cache as u64 + BASE_MEMORY
 }
 
 /// The index's main part of `docs` documents and its rebuild's ([`memory_needed`]).
@@ -596,7 +602,7 @@ fn main_needed(docs: usize, in_place: bool) -> u64 {
 fn needed(docs: usize, paras: usize, cache: usize, in_place: bool) -> u64 {
     memory_needed(docs, cache, in_place)
         + if paras > 0 {
-            main_needed(paras, in_place) + paras as u64 / 32 * LEVEL_BYTES
+            main_needed(paras, in_place) + levels_needed(paras, in_place)
         } else {
             0
         }

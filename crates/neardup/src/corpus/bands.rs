@@ -654,6 +654,18 @@ impl BandIndex {
         BANDS * (per_band + 16) + (n * bits(2 * n)).div_ceil(8) + 16
     }
 
+    /// Documents and removals the recent levels of an index of `n` documents hold before
+    /// its main part is rebuilt: a 32nd of them (at least 8,192), more when the index is
+    /// rebuilt in place ([`BandIndex::rebuilds_in_place`]). For budgets, beside
+    /// [`BandIndex::main_bytes`].
+    pub fn levels_cap(n: usize, in_place: bool) -> usize {
+        if in_place {
+            super::load_mid_cap(n)
+        } else {
+            super::mid_cap(n)
+        }
+    }
+
     /// Whether folds of the top level and rebuilds of the main part run on other threads
     /// (the default), as [`super::Corpus::background_rebuilds`].
     pub fn background_rebuilds(mut self, on: bool) -> BandIndex {

@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
-use super::{mid_cap, top_cap, IdMap, SlotSet};
+use super::{load_mid_cap, mid_cap, top_cap, IdMap, SlotSet};
 use crate::error::{Error, Result};
 
 /// How far a top level may grow past its cap, in caps, while the previous one is still
@@ -356,7 +356,25 @@ impl<S: Scheme> Engine<S> {
             .map_or_else(|| top_cap(self.snap.main.len()), |(top, _)| top)
     }
 
+    /// What the middle level takes before the main part is rebuilt: more in an index
+    /// rebuilt in place ([`load_mid_cap`]).
     fn mid_cap(&self) -> usize {
+        let main = self.snap.main.len();
+        self.caps.map_or_else(
+            || {
+                if self.in_place {
+                    load_mid_cap(main)
+                } else {
+                    mid_cap(main)
+                }
+            },
+            |(_, mid)| mid,
+        )
+    }
+
+    /// What the middle level of a service's index takes ([`mid_cap`]), whether or not this
+    /// one rebuilds in place.
+    fn serving_mid_cap(&self) -> usize {
         self.caps
             .map_or_else(|| mid_cap(self.snap.main.len()), |(_, mid)| mid)
     }
@@ -376,14 +394,15 @@ impl<S: Scheme> Engine<S> {
     }
 
     /// Rebuilds the main part now, taking the levels in, when they hold at least half of
-    /// what starts a rebuild (the middle level's cap); returns whether it did. For the end
+    /// what starts a service's rebuild (its middle level's cap, whatever this index's
+    /// own); returns whether it did. For the end
     /// of a load: the state it saves then leaves a service started on it the most writes
     /// before a rebuild of its own, which holds the old main part beside the new.
     pub(super) fn compact(&mut self) -> bool {
         self.finish_rebuild();
         let snap = Arc::clone(&self.snap);
         let held: usize = snap.levels().iter().map(|l| l.weight()).sum();
-        if held == 0 || 2 * held < self.mid_cap() {
+        if held == 0 || 2 * held < self.serving_mid_cap() {
             return false;
         }
         let all = snap.with_top(Arc::clone(&snap.top));
