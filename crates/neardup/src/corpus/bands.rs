@@ -1085,6 +1085,49 @@ mod tests {
     /// Rebuilds in place while no reader exists, and beside the old main part while one
     /// does; the same candidates as brute force either way, removals and replacements
     /// included.
+    /// An index rebuilt in place (a load) lets its levels grow past a service's share
+    /// between rebuilds, finds what brute force finds all along, and its compaction at
+    /// the end leaves less than half a service's share in the levels.
+    #[test]
+    fn a_load_grows_its_levels_and_ends_within_a_services() {
+        let mut seed = 17;
+        let (_, docs) = main_of(60_000, 1 << 20, &mut seed);
+        let mut ix = BandIndex::new().rebuilds_in_place(true);
+        let held =
+            |ix: &BandIndex| -> usize { ix.engine.snap.levels().iter().map(|l| l.weight()).sum() };
+        let mut model = std::collections::BTreeMap::new();
+        let mut past_a_services = false;
+        for (i, chunk) in docs.chunks(5000).enumerate() {
+            let bulk: Vec<(u64, BandKeys)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(j, k)| ((i * 5000 + j) as u64, *k))
+                .collect();
+            ix.insert_bulk(&bulk).unwrap();
+            model.extend(bulk.iter().copied());
+            past_a_services |= held(&ix) > BandIndex::levels_cap(ix.engine.snap.main.len(), false);
+            for q in docs.iter().step_by(4999) {
+                let mut got = ix.candidates(q);
+                got.sort_unstable();
+                assert_eq!(got, sharing_a_key(&model, q));
+            }
+        }
+        assert!(past_a_services, "the levels never outgrew a service's");
+        ix.compact();
+        let main = ix.engine.snap.main.len();
+        assert!(
+            2 * held(&ix) < BandIndex::levels_cap(main, false),
+            "{} held",
+            held(&ix)
+        );
+        assert_eq!(ix.len(), model.len());
+        for q in docs.iter().step_by(997) {
+            let mut got = ix.candidates(q);
+            got.sort_unstable();
+            assert_eq!(got, sharing_a_key(&model, q));
+        }
+    }
+
     #[test]
     fn rebuilds_in_place_only_without_readers() {
         let mut seed = 11;
