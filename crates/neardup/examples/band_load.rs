@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use neardup::corpus::BandIndex;
-use neardup::jaccard::{BandKeys, BANDS};
+use neardup::jaccard::BandKeys;
 
 /// splitmix64.
 fn mix(i: u64) -> u64 {
@@ -33,7 +33,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: u64 = args.next().unwrap_or_else(|| "10000000".into()).parse()?;
     let batch: u64 = args.next().unwrap_or_else(|| "50000".into()).parse()?;
     let serving = args.next().is_some_and(|a| a == "serving");
-    assert_eq!(BANDS, 20);
     let mut index = if serving {
         BandIndex::new().background_rebuilds(false)
     } else {

@@ -659,11 +659,7 @@ impl BandIndex {
     /// rebuilt in place ([`BandIndex::rebuilds_in_place`]). For budgets, beside
     /// [`BandIndex::main_bytes`].
     pub fn levels_cap(n: usize, in_place: bool) -> usize {
-        if in_place {
-            super::load_mid_cap(n)
-        } else {
-            super::mid_cap(n)
-        }
+        super::middle_cap(n, in_place)
     }
 
     /// Whether folds of the top level and rebuilds of the main part run on other threads
@@ -1082,9 +1078,6 @@ mod tests {
         pub(super) static IN_PLACE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
 
-    /// Rebuilds in place while no reader exists, and beside the old main part while one
-    /// does; the same candidates as brute force either way, removals and replacements
-    /// included.
     /// An index rebuilt in place (a load) lets its levels grow past a service's share
     /// between rebuilds, finds what brute force finds all along, and its compaction at
     /// the end leaves less than half a service's share in the levels.
@@ -1128,6 +1121,9 @@ mod tests {
         }
     }
 
+    /// Rebuilds in place while no reader exists, and beside the old main part while one
+    /// does; the same candidates as brute force either way, removals and replacements
+    /// included.
     #[test]
     fn rebuilds_in_place_only_without_readers() {
         let mut seed = 11;

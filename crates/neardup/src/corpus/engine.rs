@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
-use super::{load_mid_cap, mid_cap, top_cap, IdMap, SlotSet};
+use super::{middle_cap, top_cap, IdMap, SlotSet};
 use crate::error::{Error, Result};
 
 /// How far a top level may grow past its cap, in caps, while the previous one is still
@@ -357,26 +357,18 @@ impl<S: Scheme> Engine<S> {
     }
 
     /// What the middle level takes before the main part is rebuilt: more in an index
-    /// rebuilt in place ([`load_mid_cap`]).
+    /// rebuilt in place ([`middle_cap`]).
     fn mid_cap(&self) -> usize {
-        let main = self.snap.main.len();
-        self.caps.map_or_else(
-            || {
-                if self.in_place {
-                    load_mid_cap(main)
-                } else {
-                    mid_cap(main)
-                }
-            },
-            |(_, mid)| mid,
-        )
+        self.mid_cap_as(self.in_place)
     }
 
-    /// What the middle level of a service's index takes ([`mid_cap`]), whether or not this
-    /// one rebuilds in place.
-    fn serving_mid_cap(&self) -> usize {
-        self.caps
-            .map_or_else(|| mid_cap(self.snap.main.len()), |(_, mid)| mid)
+    /// What the middle level takes in an index rebuilt `in_place` or not, whichever this
+    /// one is: the caps set for a test, else by the main part's size.
+    fn mid_cap_as(&self, in_place: bool) -> usize {
+        self.caps.map_or_else(
+            || middle_cap(self.snap.main.len(), in_place),
+            |(_, mid)| mid,
+        )
     }
 
     /// Bytes of memory held for the main part, the levels and the id map.
@@ -395,14 +387,14 @@ impl<S: Scheme> Engine<S> {
 
     /// Rebuilds the main part now, taking the levels in, when they hold at least half of
     /// what starts a service's rebuild (its middle level's cap, whatever this index's
-    /// own); returns whether it did. For the end
-    /// of a load: the state it saves then leaves a service started on it the most writes
-    /// before a rebuild of its own, which holds the old main part beside the new.
+    /// own); returns whether it did. For the end of a load: the state it saves then
+    /// leaves a service started on it the most writes before a rebuild of its own, which
+    /// holds the old main part beside the new.
     pub(super) fn compact(&mut self) -> bool {
         self.finish_rebuild();
         let snap = Arc::clone(&self.snap);
         let held: usize = snap.levels().iter().map(|l| l.weight()).sum();
-        if held == 0 || 2 * held < self.serving_mid_cap() {
+        if held == 0 || 2 * held < self.mid_cap_as(false) {
             return false;
         }
         let all = snap.with_top(Arc::clone(&snap.top));

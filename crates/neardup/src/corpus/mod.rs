@@ -91,6 +91,16 @@ fn load_mid_cap(main: usize) -> usize {
     mid_cap(main).max(usize::try_from(balanced).unwrap_or(usize::MAX))
 }
 
+/// The middle level's cap over a main part of `main` documents: [`load_mid_cap`] in an
+/// index rebuilt in place, else [`mid_cap`].
+fn middle_cap(main: usize, in_place: bool) -> usize {
+    if in_place {
+        load_mid_cap(main)
+    } else {
+        mid_cap(main)
+    }
+}
+
 /// Documents and removals the top level takes before it is folded. Each write copies the
 /// top and each fold the middle: a top of about the square root of the middle balances
 /// the two.
