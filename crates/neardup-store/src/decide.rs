@@ -495,10 +495,14 @@ fn look_ahead(
 ) -> Listings {
     let mut first_of: HashMap<u64, u32, BuildHasherDefault<IdHasher>> = HashMap::default();
     for (c, chunk) in texts.chunks(AHEAD_CHUNK).enumerate() {
+        // A chunk's lookups at once: their cache misses overlap.
+        let keys: Vec<BandKeys> = chunk.iter().map(|&(keys, _)| keys).collect();
+        let stored = reader.lookup_many(&keys);
         let looked = chunk
             .iter()
+            .zip(stored)
             .enumerate()
-            .map(|(i, &(keys, ident))| {
+            .map(|(i, (&(keys, ident), stored))| {
                 let at = (c * AHEAD_CHUNK + i) as u32;
                 let mut earlier = Vec::new();
                 let crowded = listings.find(&keys, &mut earlier);
@@ -508,7 +512,7 @@ fn look_ahead(
                     listings.list(at, &keys);
                 }
                 Looked {
-                    stored: reader.lookup(&keys),
+                    stored,
                     crowded,
                     ident,
                     first,

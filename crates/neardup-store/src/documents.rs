@@ -403,10 +403,12 @@ impl DocumentReader {
 
     /// As [`DocumentStore::check_paragraphs`].
     pub fn check_paragraphs(&self, doc: &Prepared) -> Result<Vec<ParagraphHit>> {
-        let found: Vec<Vec<u64>> = doc
-            .paragraphs
-            .iter()
-            .map(|(_, s)| self.paras.candidates(&s.index_keys()))
+        let keys: Vec<_> = doc.paragraphs.iter().map(|(_, s)| s.index_keys()).collect();
+        let found: Vec<Vec<u64>> = self
+            .paras
+            .lookup_many(&keys)
+            .into_iter()
+            .map(|c| c.ids)
             .collect();
         self.view.paragraph_hits(&doc.paragraphs, &found)
     }

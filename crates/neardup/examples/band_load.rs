@@ -7,8 +7,10 @@
 //! cargo run --release -p neardup --example band_load -- 10000000 50000
 //! ```
 //!
-//! Arguments: n, the batch, and `serving` for the middle level a service's index keeps
-//! (rebuilt beside the old main part, on this thread) instead of a load's. Not a test:
+//! Arguments: n, the batch, then `serving` for the middle level a service's index keeps
+//! (rebuilt beside the old main part, on this thread) instead of a load's, and `single`
+//! for the lookups one at a time instead of a batch's at once
+//! ([`BandIndex::lookup_many`]). Not a test:
 //! figures for docs/service.md.
 
 use std::time::Instant;
@@ -32,7 +34,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args.next().unwrap_or_else(|| "10000000".into()).parse()?;
     let batch: u64 = args.next().unwrap_or_else(|| "50000".into()).parse()?;
-    let serving = args.next().is_some_and(|a| a == "serving");
+    let rest: Vec<String> = args.collect();
+    let serving = rest.iter().any(|a| a == "serving");
+    let single = rest.iter().any(|a| a == "single");
     let mut index = if serving {
         BandIndex::new().background_rebuilds(false)
     } else {
@@ -46,8 +50,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|i| (i, keys(i)))
             .collect();
         let t = Instant::now();
-        for (_, k) in &docs {
-            found += index.candidates(k).len();
+        if single {
+            for (_, k) in &docs {
+                found += index.candidates(k).len();
+            }
+        } else {
+            let keys: Vec<BandKeys> = docs.iter().map(|&(_, k)| k).collect();
+            found += index
+                .lookup_many(&keys)
+                .iter()
+                .map(|c| c.ids.len())
+                .sum::<usize>();
         }
         lookups += t.elapsed().as_secs_f64();
         let t = Instant::now();

@@ -538,6 +538,12 @@ impl Packed {
         }
     }
 
+    /// Asks for the cache line holding value `i` (below `len`).
+    #[inline(always)]
+    pub(super) fn prefetch(&self, i: usize) {
+        prefetch(&self.words[i * self.bits as usize / 64]);
+    }
+
     pub(super) fn heap_bytes(&self) -> usize {
         self.words.capacity() * 8
     }
