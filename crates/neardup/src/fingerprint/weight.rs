@@ -73,8 +73,15 @@ impl TfPlan {
         let zeros = if hashes.len() >= SPLIT_FROM {
             let mut parts = std::mem::take(&mut scratch.parts);
             let mut zeros = 0;
-            for part in split(hashes, &mut parts) {
-                zeros += repeats(part, scratch);
+            let mut start = 0;
+            for end in split(hashes, &mut parts) {
+                let part = &mut parts[start..end];
+                zeros += if part.len() > CROWDED_PART {
+                    repeats_sorted(part, &mut scratch.more)
+                } else {
+                    repeats(part, scratch)
+                };
+                start = end;
             }
             scratch.parts = parts;
             zeros
@@ -249,9 +256,18 @@ const SPLIT_FROM: usize = 1 << 15;
 /// Features per part of a split text, about.
 const PART: usize = 1 << 10;
 
-/// `hashes` grouped by their top bits into `parts` (a counting sort), as one slice per
-/// group.
-fn split<'a>(hashes: &[u64], parts: &'a mut Vec<u64>) -> impl Iterator<Item = &'a [u64]> {
+/// Parts of a split text longer than this are counted by sorting them ([`repeats_sorted`]).
+///
+/// A feature's copies all land in one part, so a text that repeats a few features
+/// millions of times (a log of one line, a page of one word) makes a part of millions; its
+/// table, four slots of a key and a count per feature of the part whatever their number
+/// of distinct ones, took 6.3 GB to fingerprint a text of 100 MB of `a a a ...`. Sorted in
+/// place, such a part needs nothing more than its copy.
+const CROWDED_PART: usize = 64 * PART;
+
+/// `hashes` grouped by their top bits into `parts` (a counting sort); the end of each
+/// group in `parts`, in order.
+fn split(hashes: &[u64], parts: &mut Vec<u64>) -> Vec<usize> {
     let groups = (hashes.len() / PART).next_power_of_two().max(2);
     let shift = 64 - groups.trailing_zeros();
     let mut ends = vec![0usize; groups];
@@ -271,13 +287,24 @@ fn split<'a>(hashes: &[u64], parts: &'a mut Vec<u64>) -> impl Iterator<Item = &'
         parts[*g] = h;
         *g += 1;
     }
-    let parts = &parts[..];
-    let mut start = 0;
-    ends.into_iter().map(move |end| {
-        let part = &parts[start..end];
-        start = end;
-        part
-    })
+    ends
+}
+
+/// As [`repeats`], for a part of a split text (which may be reordered): sorted, each run
+/// of one non-zero feature longer than one goes to `more` with its length; returns how
+/// many features are 0.
+fn repeats_sorted(part: &mut [u64], more: &mut Vec<(u64, u32)>) -> u32 {
+    part.sort_unstable();
+    let count = |run: &[u64]| u32::try_from(run.len()).unwrap_or(u32::MAX);
+    let mut zeros = 0;
+    for run in part.chunk_by(|a, b| a == b) {
+        match run[0] {
+            0 => zeros = count(run),
+            h if run.len() > 1 => more.push((h, count(run))),
+            _ => {}
+        }
+    }
+    zeros
 }
 
 /// Tables of this many slots (256 KB) or more are probed with prefetches: texts of more
@@ -613,6 +640,40 @@ mod tests {
                 let hashes: Vec<u64> = list.iter().map(|&x| x.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
                 proptest::prop_assert_eq!(tf_vote(&hashes, &mut scratch), sorted_tf_vote(&hashes));
             }
+        }
+    }
+
+    /// A text repeating a few features (zero among them) hundreds of thousands of times
+    /// amid unique ones votes as the sorted reference does, and its crowded parts are
+    /// counted without a table of their length: the table stays that of a part of
+    /// [`CROWDED_PART`] features at most.
+    #[test]
+    fn crowded_parts_are_sorted_not_tabled() {
+        let mut x = 99u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (a, b) = (next(), next());
+        let mut hashes: Vec<u64> = std::iter::repeat_n(a, 300_000)
+            .chain(std::iter::repeat_n(b, 2 * CROWDED_PART))
+            .chain(std::iter::repeat_n(0, CROWDED_PART + 1))
+            .chain([b ^ 1, 0])
+            .collect();
+        hashes.extend((0..100_000).map(|_| next()));
+        for i in (1..hashes.len()).rev() {
+            let j = (next() % (i as u64 + 1)) as usize;
+            hashes.swap(i, j);
+        }
+        let mut scratch = TfScratch::default();
+        assert_eq!(tf_vote(&hashes, &mut scratch), sorted_tf_vote(&hashes));
+        assert!(scratch.keys.capacity() <= (4 * CROWDED_PART).next_power_of_two());
+        // One feature alone, and zeros alone.
+        for one in [a, 0] {
+            let same = vec![one; 5 * CROWDED_PART];
+            assert_eq!(tf_vote(&same, &mut scratch), sorted_tf_vote(&same));
         }
     }
 
