@@ -1241,11 +1241,7 @@ mod tests {
             let mut model = std::collections::BTreeMap::new();
             for (i, chunk) in docs.chunks(97).enumerate() {
                 let base = (i * 97) as u64;
-                let bulk: Vec<(u64, BandKeys)> = chunk
-                    .iter()
-                    .enumerate()
-                    .map(|(j, k)| (base + j as u64, *k))
-                    .collect();
+                let bulk = numbered(base, chunk);
                 ix.insert_bulk(&bulk).unwrap();
                 model.extend(bulk.iter().copied());
                 // A replacement and a removal among the older documents.
@@ -1333,6 +1329,11 @@ mod tests {
             .filter(|(_, k)| (0..BANDS).any(|b| q[b] != 0 && k[b] == q[b]))
             .map(|(&id, _)| id)
             .collect()
+    }
+
+    /// `docs` with ids from `base` on.
+    fn numbered(base: u64, docs: &[BandKeys]) -> Vec<(u64, BandKeys)> {
+        (base..).zip(docs.iter().copied()).collect()
     }
 
     /// A main part of `n` documents with random keys from `alphabet` values (0 included).
@@ -1426,17 +1427,12 @@ mod tests {
             .with_level_caps(64, 5000);
         let reader = ix.reader();
         // Documents on two keys a band: their keys crowd.
-        let crowded: Vec<(u64, BandKeys)> = (1_000_000..).zip(crowd.iter().copied()).collect();
-        ix.insert_bulk(&crowded).unwrap();
+        ix.insert_bulk(&numbered(1_000_000, &crowd)).unwrap();
         let (_, others) = main_of(300, 1 << 20, &mut seed);
         let mut checked = 0;
         for (i, chunk) in docs.chunks(4999).enumerate() {
             let base = (i * 4999) as u64;
-            let bulk: Vec<(u64, BandKeys)> = chunk
-                .iter()
-                .enumerate()
-                .map(|(j, k)| (base + j as u64, *k))
-                .collect();
+            let bulk = numbered(base, chunk);
             ix.insert_bulk(&bulk).unwrap();
             for id in (0..base).step_by(7) {
                 ix.remove(id);
