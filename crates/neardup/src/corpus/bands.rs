@@ -297,8 +297,7 @@ impl Main {
     #[cfg(test)]
     fn find(&self, band: usize, key: u32, mut f: impl FnMut(u32) -> bool) -> bool {
         let b = &self.bands[band];
-        let bucket = (u64::from(key) >> (32 - self.dir_bits)) as usize;
-        let (from, to) = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
+        let (from, to) = self.run(b, key);
         let low = u64::from(key) & low_mask(self.dir_bits);
         let mut taken = 0;
         for i in from..to {
@@ -312,14 +311,26 @@ impl Main {
         false
     }
 
+    /// The directory bucket of `key`.
+    #[inline]
+    fn bucket(&self, key: u32) -> usize {
+        (u64::from(key) >> (32 - self.dir_bits)) as usize
+    }
+
+    /// The entries of band `b` in the directory bucket of `key`.
+    #[inline]
+    fn run(&self, b: &MainBand, key: u32) -> (usize, usize) {
+        let bucket = self.bucket(key);
+        (b.dir[bucket] as usize, b.dir[bucket + 1] as usize)
+    }
+
     /// Asks for the directory entries of `keys`' buckets: the first loads of
     /// [`Main::find_bands`], issued for a later query of a batch ([`Snap::candidates_many`]).
     #[inline]
     fn prefetch_dirs(&self, keys: &BandKeys) {
-        let shift = 32 - self.dir_bits;
         for (b, &key) in self.bands.iter().zip(keys) {
             if key != 0 {
-                crate::hint::prefetch(&b.dir[(u64::from(key) >> shift) as usize]);
+                crate::hint::prefetch(&b.dir[self.bucket(key)]);
             }
         }
     }
@@ -328,11 +339,9 @@ impl Main {
     /// [`Main::find_bands`], once their directory entries are in the cache.
     #[inline]
     fn prefetch_runs(&self, keys: &BandKeys) {
-        let shift = 32 - self.dir_bits;
         for (b, &key) in self.bands.iter().zip(keys) {
             if key != 0 {
-                let bucket = (u64::from(key) >> shift) as usize;
-                let (from, to) = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
+                let (from, to) = self.run(b, key);
                 if from < to {
                     b.lows.prefetch(from);
                     b.slots.prefetch(from);
@@ -353,12 +362,10 @@ impl Main {
     ///
     /// Whether some band's key had entries left unread (was crowded).
     fn find_bands(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) -> bool {
-        let shift = 32 - self.dir_bits;
         let mut runs = [(0usize, 0usize); BANDS];
         for ((b, &key), run) in self.bands.iter().zip(keys).zip(&mut runs) {
             if key != 0 {
-                let bucket = (u64::from(key) >> shift) as usize;
-                *run = (b.dir[bucket] as usize, b.dir[bucket + 1] as usize);
+                *run = self.run(b, key);
             }
         }
         let mut touched = 0u64;
