@@ -19,5 +19,16 @@ pub(crate) const PID_FILE: &str = "neardup.pid";
 pub const FORMAT: u64 = 2;
 
 /// The `format` setting of a document store. Far from [`FORMAT`], so that either kind of
-/// store, opened as the other, says what it is instead of "another version".
-pub const DOC_FORMAT: u64 = 100;
+/// store, opened as the other, says what it is instead of "another version". Format 101
+/// keeps its ids in memory, not in a table (`ids.rs`); a store of [`OLD_DOC_FORMAT`] is
+/// upgraded on open.
+pub const DOC_FORMAT: u64 = 101;
+
+/// The `format` of a document store with an id table (external id → internal id), which
+/// opening drops.
+pub(crate) const OLD_DOC_FORMAT: u64 = 100;
+
+/// Whether `format` is a document store's, of this version or one opening upgrades.
+pub(crate) fn is_doc_format(format: u64) -> bool {
+    format == DOC_FORMAT || format == OLD_DOC_FORMAT
+}

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -42,11 +42,12 @@ use crate::decide::{StoreView, StoredDoc, StoredParagraphs, Write};
 use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, open_error, Db};
+use crate::ids::{Found, IdMap};
 use crate::log::{Log, Writeback};
 use crate::packed::{self, DOCS};
 use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
 use crate::rows::{new_instance, paragraphs_bytes, paragraphs_of, signature_of, PARA_BYTES};
-use crate::rows::{EXPIRY, IDS, META, PARAS, REMOVED};
+use crate::rows::{EXPIRY, META, PARAS, REMOVED};
 use crate::snapshot::{self, SnapshotJob};
 
 /// Checkpoints at least this often while writes come ([`DocumentStore::with_checkpoint_every`]).
@@ -76,6 +77,10 @@ struct View {
     config: DocConfig,
     clock: Arc<dyn Clock>,
     overlay: Arc<ArcSwap<Overlay>>,
+    /// Each live id's document ([`IdMap`]): changed by the writer after it publishes a
+    /// batch's overlay, so a reader that reads it before the overlay finds each document
+    /// it names there or in the database.
+    ids: Arc<RwLock<IdMap>>,
 }
 
 /// The rows written by the batches that the writer's open transaction holds, which no
@@ -244,50 +249,81 @@ impl View {
 
     fn get(&self, id: &str) -> Result<Option<StoredDoc>> {
         guard(&self.path, || {
-            let path = &self.path;
             let now = self.clock.now();
+            loop {
+                if let Some(got) = self.get_once(id, now)? {
+                    return Ok(got);
+                }
+            }
+        })
+    }
+
+    /// [`View::get`] at `now`; `None` when a write came between reading the id map and
+    /// the overlay and the id is to be looked up again.
+    fn get_once(&self, id: &str, now: u64) -> Result<Option<Option<StoredDoc>>> {
+        {
+            let path = &self.path;
+            // The map before the overlay: whatever it names is in one or the other,
+            // unless a commit came between (a document it names is then missing).
+            let found = read(&self.ids).get(id);
             let overlay = self.overlay();
             // An id the open transaction changed names a row of the overlay, or nothing.
             if let Some(named) = overlay.ids.get(id) {
                 let row = named.and_then(|i| overlay.docs.get(&i)?.clone());
-                return Ok(row.filter(|r| !expired(r.expires, now)).map(|r| StoredDoc {
-                    id: id.to_string(),
-                    signature: r.signature,
-                    expires: (r.expires != 0).then_some(r.expires),
-                    paragraphs: r.paragraphs.len(),
-                }));
+                return Ok(Some(row.filter(|r| !expired(r.expires, now)).map(|r| {
+                    StoredDoc {
+                        id: id.to_string(),
+                        signature: r.signature,
+                        expires: (r.expires != 0).then_some(r.expires),
+                        paragraphs: r.paragraphs.len(),
+                    }
+                })));
             }
+            let Some(found) = found else {
+                return Ok(Some(None));
+            };
             let txn = db!(path, self.db.begin_read())?;
-            let ids = db!(path, txn.open_table(IDS))?;
-            let Some(internal) = db!(path, ids.get(id))?.map(|v| v.value()) else {
-                return Ok(None);
-            };
             let docs = db!(path, txn.open_table(DOCS))?;
-            let row = packed::find(path, &docs, internal, |row| {
-                Ok((row.expires, signature_of(path, row.signature)?))
+            let row = packed::find(path, &docs, found.internal(), |row| {
+                // A maybe is the id's only if the row says so.
+                match found {
+                    Found::Maybe(_) if row.id != id => Ok(None),
+                    _ => Ok(Some((row.expires, signature_of(path, row.signature)?))),
+                }
             })?;
-            let Some((expires, signature)) = row else {
-                return Err(StoreError::Damaged {
-                    path: path.clone(),
-                    detail: format!("id {id:?} names document {internal}, which is missing"),
-                });
+            let Some((expires, signature)) = row.flatten() else {
+                // Not the id's, or removed since the map was read: look again if the
+                // map changed meanwhile.
+                let again = read(&self.ids).get(id) != Some(found);
+                return Ok((!again).then_some(None));
             };
+            let internal = found.internal();
             if expired(expires, now) {
-                return Ok(None);
+                return Ok(Some(None));
             }
             let paras = db!(path, txn.open_table(PARAS))?;
             let paragraphs = match db!(path, paras.get(internal))? {
                 Some(p) => p.value().len() / PARA_BYTES,
                 None => 0,
             };
-            Ok(Some(StoredDoc {
+            Ok(Some(Some(StoredDoc {
                 id: id.to_string(),
                 signature,
                 expires: (expires != 0).then_some(expires),
                 paragraphs,
-            }))
-        })
+            })))
+        }
     }
+}
+
+/// The id map to read: a writer that panicked while holding it failed the store, and
+/// left the map as whole as each of its steps.
+fn read(ids: &RwLock<IdMap>) -> RwLockReadGuard<'_, IdMap> {
+    ids.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(ids: &RwLock<IdMap>) -> RwLockWriteGuard<'_, IdMap> {
+    ids.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A durable corpus of documents with string ids, deciding near-duplicates at a Jaccard
@@ -463,17 +499,33 @@ fn numbered(path: &Path, internal: u64, next_id: u64, what: &str) -> Result<u64>
     Ok(internal)
 }
 
-/// The band keys of the documents numbered `from` on, checked against `next_id`.
+/// The band keys of the documents numbered `from` on, checked against `next_id`; their
+/// ids go into `ids`.
 fn doc_keys(
     path: &Path,
     txn: &redb::ReadTransaction,
     next_id: u64,
     from: u64,
+    ids: &mut IdMap,
 ) -> Result<Vec<(u64, BandKeys)>> {
     let table = db!(path, txn.open_table(DOCS))?;
     let mut keys = Vec::new();
     packed::each_from(path, &table, from, |row| {
         let internal = numbered(path, row.internal, next_id, "document")?;
+        let named = match ids.get(row.id) {
+            None => None,
+            Some(Found::Sure(other)) => Some(other),
+            Some(Found::Maybe(other)) => packed::find(path, &table, other, |r| Ok(r.id == row.id))?
+                .filter(|&same| same)
+                .map(|_| other),
+        };
+        if let Some(other) = named {
+            return Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail: format!("documents {other} and {internal} are both {:?}", row.id),
+            });
+        }
+        ids.insert(row.id, internal);
         keys.push((internal, signature_of(path, row.signature)?.index_keys()));
         Ok(())
     })?;
@@ -500,24 +552,27 @@ fn para_keys(
     Ok(keys)
 }
 
-/// The indexes of every stored document (and paragraph), built in one pass.
+/// The indexes and id map of every stored document (and paragraph), built in one pass.
 fn rebuild_indexes(
     path: &Path,
     txn: &redb::ReadTransaction,
     config: DocConfig,
     next_id: u64,
-) -> Result<(BandIndex, BandIndex)> {
-    let docs = BandIndex::from_docs(doc_keys(path, txn, next_id, 0)?)?;
+) -> Result<(BandIndex, BandIndex, IdMap)> {
+    let mut ids = IdMap::default();
+    let docs = BandIndex::from_docs(doc_keys(path, txn, next_id, 0, &mut ids)?)?;
     let paras = if config.paragraphs {
         BandIndex::from_docs(para_keys(path, txn, next_id, 0)?)?
     } else {
         BandIndex::new()
     };
-    Ok((docs, paras))
+    Ok((docs, paras, ids))
 }
 
-/// The indexes of a snapshot brought up to the database's state: the removals logged
-/// since it was taken, then the documents numbered since. How many of both.
+/// The indexes and id map of a snapshot brought up to the database's state: the
+/// removals logged since it was taken, then the documents numbered since. How many of
+/// both.
+#[allow(clippy::too_many_arguments)]
 fn catch_up(
     path: &Path,
     txn: &redb::ReadTransaction,
@@ -526,6 +581,7 @@ fn catch_up(
     header: snapshot::Header,
     mut docs: BandIndex,
     mut paras: BandIndex,
+    ids: &mut IdMap,
 ) -> Result<(BandIndex, BandIndex, usize)> {
     let log = db!(path, txn.open_table(REMOVED))?;
     let mut gone = Vec::new();
@@ -539,7 +595,8 @@ fn catch_up(
     }
     docs.remove_bulk(&gone);
     paras.remove_bulk(&gone_paras);
-    let added = doc_keys(path, txn, next_id, header.next_id)?;
+    ids.remove_documents(&gone.iter().copied().collect());
+    let added = doc_keys(path, txn, next_id, header.next_id, ids)?;
     docs.insert_bulk(&added)?;
     if config.paragraphs {
         paras.insert_bulk(&para_keys(path, txn, next_id, header.next_id)?)?;
@@ -584,14 +641,22 @@ fn levels_needed(docs: usize, in_place: bool) -> u64 {
     BandIndex::levels_cap(docs, in_place).min(docs) as u64 * LEVEL_BYTES
 }
 
+/// Bytes a document takes in the id map, at most: 12 in its arrays, and a sixteenth of
+/// them waiting in its tables of changes at about 32 each.
+const ID_BYTES: u64 = 14;
+
 /// Memory a store of `docs` documents (without paragraphs) needs at most while it serves,
 /// with `cache` bytes of page cache: its index, as much again while the index's main part
 /// is rebuilt beside the old one (each time the documents grow by a 32nd), or a fifth of
 /// it when rebuilt in place ([`OpenOptions::rebuild_in_place`]: two bands being built
-/// and the ids in slot order), the levels of recent writes, and the rest of the process
-/// (128 MB).
+/// and the ids in slot order), the levels of recent writes, the id map, and the rest of
+/// the process (128 MB).
 pub fn memory_needed(docs: usize, cache: usize, in_place: bool) -> u64 {
-    main_needed(docs, in_place) + levels_needed(docs, in_place) + cache as u64 + BASE_MEMORY
+    main_needed(docs, in_place)
+        + levels_needed(docs, in_place)
+        + docs as u64 * ID_BYTES
+        + cache as u64
+        + BASE_MEMORY
 }
 
 /// The index's main part of `docs` documents and its rebuild's ([`memory_needed`]).
@@ -693,7 +758,6 @@ impl DocumentStore {
             ] {
                 db!(partial, meta.insert(k, v))?;
             }
-            db!(partial, txn.open_table(IDS))?;
             db!(partial, txn.open_table(DOCS))?;
             db!(partial, txn.open_table(PARAS))?;
             db!(partial, txn.open_table(EXPIRY))?;
@@ -710,6 +774,7 @@ impl DocumentStore {
                     config,
                     clock: Arc::new(SystemClock),
                     overlay: Arc::default(),
+                    ids: Arc::default(),
                 },
                 docs: BandIndex::new().rebuilds_in_place(options.rebuild_in_place),
                 paras: BandIndex::new().rebuilds_in_place(options.rebuild_in_place),
@@ -772,6 +837,7 @@ impl DocumentStore {
         let db = file::open_db(&builder, &path).map_err(|e| open_error(dir, &path, e))?;
         let repaired = repaired.load(std::sync::atomic::Ordering::Relaxed);
         crate::rows::pack_old_rows(&path, &db)?;
+        crate::rows::drop_id_table(&path, &db)?;
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
             path: path.clone(),
@@ -787,6 +853,14 @@ impl DocumentStore {
             }
         };
         let format = get("format")?;
+        if format > DOC_FORMAT {
+            return Err(StoreError::Foreign {
+                path: path.clone(),
+                detail: format!(
+                    "a document store of a newer format ({format}; this build reads {DOC_FORMAT})"
+                ),
+            });
+        }
         if format != DOC_FORMAT {
             return Err(StoreError::Foreign {
                 path: path.clone(),
@@ -830,9 +904,8 @@ impl DocumentStore {
         }
         let next_id = get("next_id")?;
         if let Some(budget) = options.memory_budget {
-            // One id a stored document.
-            let ids = db!(&path, txn.open_table(IDS))?;
-            let n = db!(&path, redb::ReadableTableMetadata::len(&ids))? as usize;
+            // As of the last checkpoint (or every number given, in a store that has none).
+            let n = db!(&path, meta.get("documents"))?.map_or(next_id, |v| v.value()) as usize;
             over_budget(
                 dir,
                 (n, 0),
@@ -855,12 +928,12 @@ impl DocumentStore {
                 && h.paragraphs == config.paragraphs
         };
         let mut snapshot_commit = None;
-        let (docs, paras, opened) = match snapshot::read(dir, usable) {
-            Ok(Some((header, docs, paras))) => {
+        let (docs, paras, ids, opened) = match snapshot::read(dir, usable) {
+            Ok(Some((header, docs, paras, mut ids))) => {
                 let (docs, paras, caught_up) =
-                    catch_up(&path, &txn, config, next_id, header, docs, paras)?;
+                    catch_up(&path, &txn, config, next_id, header, docs, paras, &mut ids)?;
                 snapshot_commit = Some(header.commit);
-                (docs, paras, Opened::Snapshot { caught_up })
+                (docs, paras, ids, Opened::Snapshot { caught_up })
             }
             found => {
                 let why = match found {
@@ -871,8 +944,8 @@ impl DocumentStore {
                     Ok(_) => "no snapshot".to_string(),
                     Err(e) => format!("the snapshot cannot be read ({e})"),
                 };
-                let (docs, paras) = rebuild_indexes(&path, &txn, config, next_id)?;
-                (docs, paras, Opened::Rebuilt { why })
+                let (docs, paras, ids) = rebuild_indexes(&path, &txn, config, next_id)?;
+                (docs, paras, ids, Opened::Rebuilt { why })
             }
         };
         drop(meta);
@@ -886,6 +959,7 @@ impl DocumentStore {
                 config,
                 clock: Arc::new(SystemClock),
                 overlay: Arc::default(),
+                ids: Arc::new(RwLock::new(ids)),
             },
             docs: docs.rebuilds_in_place(options.rebuild_in_place),
             paras: paras.rebuilds_in_place(options.rebuild_in_place),
@@ -1028,6 +1102,10 @@ impl DocumentStore {
         let mut txn = self.write_txn()?;
         if durable {
             txn.set_durability(redb::Durability::Immediate);
+            // For the memory budget's check at the next open, before the index is read.
+            let live = read(&self.view.ids).len() as u64;
+            let mut meta = db!(&self.view.path, txn.open_table(META))?;
+            db!(&self.view.path, meta.insert("documents", live))?;
         }
         db!(&self.view.path, txn.commit())?;
         if !self.view.overlay.load().docs.is_empty() {
@@ -1067,9 +1145,9 @@ impl DocumentStore {
         self.docs.is_empty()
     }
 
-    /// Bytes of memory held by the in-memory indexes.
+    /// Bytes of memory held by the in-memory indexes and the id map.
     pub fn heap_bytes(&self) -> usize {
-        self.docs.heap_bytes() + self.paras.heap_bytes()
+        self.docs.heap_bytes() + self.paras.heap_bytes() + read(&self.view.ids).heap_bytes()
     }
 
     /// A query handle for other threads.
@@ -1241,10 +1319,12 @@ impl DocumentStore {
         // Reads only: on an error the transaction stays as it was, the batches before
         // this one in it.
         let planned = Tables::open(path, &txn).and_then(|t| {
+            let ids = read(&self.view.ids);
             let before = TablesView {
                 path,
                 tables: &t,
                 index: &self.docs,
+                ids: &ids,
             };
             let rule = self.view.config.rule();
             decide::plan(&before, rule, now, self.next_id, self.max_matches, writes)
@@ -1293,6 +1373,8 @@ impl DocumentStore {
             overlay.add(&plan, paragraphs);
             self.view.overlay.store(Arc::new(overlay));
         }
+        // After the overlay: a reader that finds an id in the map finds its row.
+        set_ids(path, &mut write(&self.view.ids), &plan).map_err(unsure)?;
         self.pending = Some(txn);
         self.next_id = plan.next_id;
         self.commit = commit;
@@ -1426,6 +1508,7 @@ impl DocumentStore {
             },
             docs: self.docs.snapshot(),
             paras: self.paras.snapshot(),
+            ids: write(&self.view.ids).frozen(),
         })
     }
 
@@ -1472,7 +1555,6 @@ fn puts(writes: &[Write]) -> usize {
 
 /// The tables a write changes.
 struct Tables<'t> {
-    ids: redb::Table<'t, &'static str, u64>,
     docs: redb::Table<'t, u64, &'static [u8]>,
     paras: redb::Table<'t, u64, &'static [u8]>,
     expiry: redb::Table<'t, (u64, u64), ()>,
@@ -1481,7 +1563,6 @@ struct Tables<'t> {
 impl<'t> Tables<'t> {
     fn open(path: &Path, txn: &'t redb::WriteTransaction) -> Result<Tables<'t>> {
         Ok(Tables {
-            ids: db!(path, txn.open_table(IDS))?,
             docs: db!(path, txn.open_table(DOCS))?,
             paras: db!(path, txn.open_table(PARAS))?,
             expiry: db!(path, txn.open_table(EXPIRY))?,
@@ -1496,11 +1577,28 @@ struct TablesView<'a, 't> {
     path: &'a Path,
     tables: &'a Tables<'t>,
     index: &'a BandIndex,
+    ids: &'a IdMap,
 }
 
 impl StoreView for TablesView<'_, '_> {
     fn id(&self, id: &str) -> Result<Option<u64>> {
-        Ok(db!(self.path, self.tables.ids.get(id))?.map(|v| v.value()))
+        match self.ids.get(id) {
+            None => Ok(None),
+            Some(Found::Sure(internal)) => Ok(Some(internal)),
+            Some(Found::Maybe(internal)) => {
+                let named = packed::find(self.path, &self.tables.docs, internal, |row| {
+                    Ok(row.id == id)
+                })?;
+                match named {
+                    Some(true) => Ok(Some(internal)),
+                    Some(false) => Ok(None),
+                    None => Err(StoreError::Damaged {
+                        path: self.path.to_path_buf(),
+                        detail: format!("an id names document {internal}, which is missing"),
+                    }),
+                }
+            }
+        }
     }
 
     fn candidates(&self, keys: &BandKeys) -> Result<neardup::corpus::Candidates> {
@@ -1523,46 +1621,16 @@ impl StoreView for TablesView<'_, '_> {
     }
 }
 
-/// Writes `plan`'s steps into the tables; the documents it removed, each with the index
-/// ids of its paragraphs. With `paragraphs`, a document's paragraphs are kept (up to
-/// [`MAX_PARAGRAPHS`]).
-///
-/// The id table is written in the order of the ids (each id's steps in plan order), the
-/// others in the plan's order, which numbers new documents upwards: a B-tree takes keys in
-/// order at a fraction of the cost of keys at random (a bulk load's ids land in pages
-/// already read, not one page each), and every table ends as the plan's order leaves it.
+/// Writes `plan`'s steps into the tables, in the plan's order (which numbers new
+/// documents upwards); the documents it removed, each with the index ids of its
+/// paragraphs. With `paragraphs`, a document's paragraphs are kept (up to
+/// [`MAX_PARAGRAPHS`]). The ids are the id map's ([`set_ids`]).
 fn carry_out(
     path: &Path,
     t: &mut Tables<'_>,
     plan: &Plan,
     paragraphs: bool,
 ) -> Result<Vec<(u64, Vec<u64>)>> {
-    fn id_of(step: &Step) -> &str {
-        match step {
-            Step::Remove { id, .. } => id.as_str(),
-            Step::Insert(put) => put.id.as_str(),
-        }
-    }
-    let mut by_id: Vec<&Step> = plan.steps.iter().collect();
-    by_id.sort_by(|a, b| id_of(a).cmp(id_of(b)));
-    for step in by_id {
-        match step {
-            Step::Remove { id, internal } => {
-                let held = db!(path, t.ids.remove(id.as_str()))?.map(|v| v.value());
-                if held != Some(*internal) {
-                    return Err(StoreError::Damaged {
-                        path: path.to_path_buf(),
-                        detail: format!(
-                            "id {id:?} names document {held:?}, the decision removed {internal}"
-                        ),
-                    });
-                }
-            }
-            Step::Insert(put) => {
-                db!(path, t.ids.insert(put.id.as_str(), put.internal))?;
-            }
-        }
-    }
     let mut removed = Vec::new();
     // The documents' rows of a run of puts go in together, each pack written once; a
     // removal (which may be of a document put just before) waits for them.
@@ -1609,8 +1677,29 @@ fn carry_out(
     Ok(removed)
 }
 
-/// Deletes document `internal`'s rows but its id's (which [`carry_out`] removes): its
-/// internal id and the index ids of its paragraphs.
+/// `plan`'s steps in the id map, in order.
+fn set_ids(path: &Path, ids: &mut IdMap, plan: &Plan) -> Result<()> {
+    for step in &plan.steps {
+        match step {
+            Step::Remove { id, internal } => {
+                if !ids.remove(id, *internal) {
+                    return Err(StoreError::Damaged {
+                        path: path.to_path_buf(),
+                        detail: format!(
+                            "id {id:?} names another document than {internal}, which the \
+                             decision removed"
+                        ),
+                    });
+                }
+            }
+            Step::Insert(put) => ids.insert(&put.id, put.internal),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes document `internal`'s rows: its internal id and the index ids of its
+/// paragraphs.
 fn delete(path: &Path, t: &mut Tables<'_>, internal: u64) -> Result<(u64, Vec<u64>)> {
     let expires = packed::remove(path, &mut t.docs, internal)?;
     let paras = db!(path, t.paras.remove(internal))?.map_or(0, |v| v.value().len() / PARA_BYTES);

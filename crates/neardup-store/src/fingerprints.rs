@@ -21,7 +21,7 @@ use neardup::tables::Blocks;
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use crate::clock::{expires_at, Clock, SystemClock};
-use crate::dir::{DOC_FORMAT, FORMAT};
+use crate::dir::FORMAT;
 use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, open_error, Db};
 
@@ -186,7 +186,7 @@ impl FingerprintStore {
             drop(db);
             return FingerprintStore::open_file(dir, &path, expect);
         }
-        if format == DOC_FORMAT {
+        if crate::dir::is_doc_format(format) {
             return Err(StoreError::Foreign {
                 path: path.clone(),
                 detail:

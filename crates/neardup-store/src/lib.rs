@@ -47,6 +47,7 @@ mod documents;
 mod error;
 mod file;
 mod fingerprints;
+mod ids;
 mod log;
 mod packed;
 mod prepare;

@@ -11,7 +11,8 @@
 //! against each other: every document has its name and its expiry, nothing else does.
 //!
 //! A document store ([`crate::DocumentStore`], `neardup serve`'s) is checked and repaired the
-//! same way, with its own tables (documents, ids, paragraphs, expiries); [`export`] is for
+//! same way, with its own tables (documents, paragraphs, expiries, and an old store's ids);
+//! [`export`] is for
 //! fingerprint stores only, as a document store's documents are signatures that no command
 //! reads back in.
 
@@ -24,7 +25,7 @@ use neardup::tables::Blocks;
 use redb::{Database, ReadableTable};
 
 use crate::batch::{batch_head, undecodable};
-use crate::dir::{DOC_FORMAT, FILE, FORMAT, LOG_FILE};
+use crate::dir::{FILE, FORMAT, LOG_FILE};
 use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, Kind};
 use crate::fingerprints::{describe, Record, StoreConfig, DOCS, EXPIRES, META, NAMES};
@@ -223,7 +224,7 @@ fn read_tables(copy: &Path, found: &mut Examined) -> Result<()> {
         Ok(meta) => db!(copy, meta.get("format"))?.map(|v| v.value()),
         Err(_) => None,
     };
-    if format == Some(DOC_FORMAT) {
+    if format.is_some_and(crate::dir::is_doc_format) {
         let mut problems = Vec::new();
         let rows = found.docs.insert(DocRows::default());
         let read = rows::read_rows(copy, &txn, rows, &mut |p| problems.push(p));

@@ -9,6 +9,7 @@ use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, SKETCH_VERSION};
 use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
+use crate::dir::{DOC_FORMAT, OLD_DOC_FORMAT};
 use crate::error::{db, Result, StoreError};
 use crate::packed;
 use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
@@ -18,7 +19,8 @@ use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
 /// ([`crate::snapshot`]) "instance" (random, made with the store), "commit" (write
 /// transactions committed) and "snapshot_commit" (the commit the removal log is pruned to).
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-/// External id → internal id.
+/// External id → internal id, in stores of [`OLD_DOC_FORMAT`]; the ids are now in each
+/// document's row only, and in memory (`ids.rs`).
 pub(crate) const IDS: TableDefinition<&str, u64> = TableDefinition::new("ids");
 /// Internal id → its paragraphs: per paragraph its start and end (u32, little-endian)
 /// and its signature bytes.
@@ -246,9 +248,18 @@ pub(crate) fn read_rows(
     bad.into_iter().for_each(&mut *note);
     rows.complete = true;
 
-    let ids = db!(copy, txn.open_table(IDS))?;
+    // A store of the old format names its documents twice: the names must agree.
+    let id_table = tables.iter().any(|t| t == IDS.name());
+    let ids = match id_table {
+        true => Some(db!(copy, txn.open_table(IDS))?),
+        false => None,
+    };
     let mut named = std::collections::HashSet::new();
-    for row in db!(copy, ids.iter())? {
+    let id_rows = match &ids {
+        Some(ids) => Some(db!(copy, ids.iter())?),
+        None => None,
+    };
+    for row in id_rows.into_iter().flatten() {
         let (id, internal) = db!(copy, row)?;
         let (id, internal) = (id.value(), internal.value());
         match rows.docs.get(&internal) {
@@ -264,7 +275,7 @@ pub(crate) fn read_rows(
             )),
         }
     }
-    for (internal, doc) in &rows.docs {
+    for (internal, doc) in rows.docs.iter().filter(|_| id_table) {
         if !named.contains(internal) {
             note(format!(
                 "document \"{}\" ({internal}) is missing from the id table",
@@ -338,13 +349,13 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
         db!(path, meta.insert("instance", new_instance()))?;
         db!(path, meta.insert("commit", 0))?;
         db!(path, meta.insert("snapshot_commit", 0))?;
-        let mut ids = db!(path, txn.open_table(IDS))?;
+        // The new file is of this format whatever the old one's.
+        db!(path, meta.insert("format", DOC_FORMAT))?;
         let mut docs = db!(path, txn.open_table(packed::DOCS))?;
         let mut paras = db!(path, txn.open_table(PARAS))?;
         let mut expiry = db!(path, txn.open_table(EXPIRY))?;
         db!(path, txn.open_table(REMOVED))?;
         for (internal, doc) in (0u64..).zip(rows.docs.values()) {
-            db!(path, ids.insert(doc.id.as_str(), internal))?;
             let row = packed::Row {
                 internal,
                 id: &doc.id,
@@ -363,6 +374,28 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
     db!(path, txn.commit())
 }
 
+/// Drops the id table of a store of [`OLD_DOC_FORMAT`] (each id is also in its document's
+/// row), and marks it [`DOC_FORMAT`], in one write transaction; whether it did.
+pub(crate) fn drop_id_table(path: &Path, db: &redb::Database) -> Result<bool> {
+    let txn = db!(path, db.begin_write())?;
+    let format = {
+        let meta = db!(path, txn.open_table(META))?;
+        let format = db!(path, meta.get("format"))?.map(|v| v.value());
+        format
+    };
+    if format != Some(OLD_DOC_FORMAT) {
+        db!(path, txn.abort())?;
+        return Ok(false);
+    }
+    {
+        let mut meta = db!(path, txn.open_table(META))?;
+        db!(path, meta.insert("format", DOC_FORMAT))?;
+    }
+    db!(path, txn.delete_table(IDS))?;
+    db!(path, txn.commit())?;
+    Ok(true)
+}
+
 /// Packs the rows of a store made before packing ([`UNPACKED`]) into [`packed::DOCS`], in one
 /// write transaction, and drops the old table; whether there was one.
 pub(crate) fn pack_old_rows(path: &Path, db: &redb::Database) -> Result<bool> {
@@ -372,7 +405,7 @@ pub(crate) fn pack_old_rows(path: &Path, db: &redb::Database) -> Result<bool> {
     let documents = old && {
         let meta = db!(path, txn.open_table(META))?;
         let format = db!(path, meta.get("format"))?.map(|v| v.value());
-        format == Some(crate::dir::DOC_FORMAT)
+        matches!(format, Some(DOC_FORMAT | OLD_DOC_FORMAT))
     };
     if !documents {
         db!(path, txn.abort())?;

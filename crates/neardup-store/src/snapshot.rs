@@ -1,4 +1,4 @@
-//! The band indexes of a document store, written beside its database so that opening it
+//! The band indexes and the id map of a document store, written beside its database so that opening it
 //! reads them back instead of rebuilding them from every stored signature (which at 100
 //! million documents means reading tens of GB and sorting 2 billion keys).
 //!
@@ -20,9 +20,10 @@ use neardup::corpus::{BandIndex, BandSnapshot};
 use crate::dir::SNAPSHOT;
 use crate::error::{Result, StoreError};
 use crate::file;
+use crate::ids::{IdMap, IdSnapshot};
 
-/// "NDSNAP" and the format's version.
-const MAGIC: u64 = u64::from_le_bytes(*b"NDSNAP01");
+/// "NDSNAP" and the format's version (02: with the id map).
+const MAGIC: u64 = u64::from_le_bytes(*b"NDSNAP02");
 
 /// Which state of which store a snapshot holds, and the settings its keys were made with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,13 +70,14 @@ impl Header {
     }
 }
 
-/// Writes the snapshot of `docs` and `paras` as `header` says, aside first, then in place
-/// of the last one, durably.
+/// Writes the snapshot of `docs`, `paras` and `ids` as `header` says, aside first, then
+/// in place of the last one, durably.
 pub(crate) fn write(
     dir: &Path,
     header: Header,
     docs: &BandSnapshot,
     paras: &BandSnapshot,
+    ids: &IdSnapshot,
 ) -> io::Result<()> {
     let aside = file::aside(dir, "snapshot");
     let written = (|| {
@@ -83,6 +85,7 @@ pub(crate) fn write(
         out.write_all(&header.to_bytes())?;
         docs.write_to(&mut out)?;
         paras.write_to(&mut out)?;
+        ids.write_to(&mut out)?;
         out.into_inner()
             .map_err(io::IntoInnerError::into_error)?
             .sync_all()?;
@@ -96,11 +99,12 @@ pub(crate) fn write(
 }
 
 /// The snapshot in `dir`, if there is one whose header `usable` accepts: its header and
-/// indexes. `Ok(None)` when there is none or it is not usable; an error when it is damaged.
+/// indexes and id map. `Ok(None)` when there is none or it is not usable; an error when
+/// it is damaged.
 pub(crate) fn read(
     dir: &Path,
     usable: impl FnOnce(&Header) -> bool,
-) -> io::Result<Option<(Header, BandIndex, BandIndex)>> {
+) -> io::Result<Option<(Header, BandIndex, BandIndex, IdMap)>> {
     let file = match File::open(path(dir)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -119,7 +123,8 @@ pub(crate) fn read(
     }
     let docs = BandIndex::read_from(&mut input)?;
     let paras = BandIndex::read_from(&mut input)?;
-    Ok(Some((header, docs, paras)))
+    let ids = IdMap::read_from(&mut input)?;
+    Ok(Some((header, docs, paras, ids)))
 }
 
 /// Where the snapshot of the store in `dir` is.
@@ -135,14 +140,17 @@ pub struct SnapshotJob {
     pub(crate) header: Header,
     pub(crate) docs: BandSnapshot,
     pub(crate) paras: BandSnapshot,
+    pub(crate) ids: IdSnapshot,
 }
 
 impl SnapshotJob {
     /// Writes it, durably, in place of the last one; on any thread.
     pub fn write(&self) -> Result<()> {
-        write(&self.dir, self.header, &self.docs, &self.paras).map_err(|source| StoreError::Io {
-            path: path(&self.dir),
-            source,
+        write(&self.dir, self.header, &self.docs, &self.paras, &self.ids).map_err(|source| {
+            StoreError::Io {
+                path: path(&self.dir),
+                source,
+            }
         })
     }
 

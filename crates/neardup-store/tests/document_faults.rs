@@ -209,13 +209,142 @@ fn damage_inside_a_document_store_is_an_error_or_found_by_check() {
     assert!(found > 0, "no damaged page was noticed");
 }
 
+/// Makes the store in `dir` (closed) one of the format before the id map: format 100,
+/// with an id table naming each of `docs` by its number, read from its rows.
+fn to_old_format(dir: &Path) {
+    use redb::ReadableTable;
+    let db = redb::Database::open(dir.join(FILE)).unwrap();
+    let txn = db.begin_write().unwrap();
+    let meta_def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+    let ids_def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("ids");
+    let docs_def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("documents");
+    {
+        txn.open_table(meta_def)
+            .unwrap()
+            .insert("format", 100)
+            .unwrap();
+        let docs = txn.open_table(docs_def).unwrap();
+        let mut ids = txn.open_table(ids_def).unwrap();
+        // A pack's rows: varint number past the key, varint expiry, varint id length,
+        // the signature, the id.
+        let varint = |b: &[u8], at: &mut usize| {
+            let mut v = 0u64;
+            let mut shift = 0;
+            loop {
+                let byte = b[*at];
+                *at += 1;
+                v |= u64::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte < 0x80 {
+                    return v;
+                }
+            }
+        };
+        for entry in docs.iter().unwrap() {
+            let (key, bytes) = entry.unwrap();
+            let (key, bytes) = (key.value(), bytes.value());
+            let mut at = 0;
+            while at < bytes.len() {
+                let internal = key + varint(bytes, &mut at);
+                varint(bytes, &mut at);
+                let len = varint(bytes, &mut at) as usize;
+                at += neardup::decide::Signature::BYTES;
+                let id = std::str::from_utf8(&bytes[at..at + len]).unwrap();
+                ids.insert(id, internal).unwrap();
+                at += len;
+            }
+        }
+    }
+    txn.commit().unwrap();
+    drop(db);
+    // Its snapshot is of this format: an old store's would not be read either.
+    let _ = std::fs::remove_file(dir.join("bands.snapshot"));
+}
+
+/// A store made before the id map (its ids in a table) opens with every document found
+/// by its id, and its id table dropped; check finds nothing wrong before or after.
+#[test]
+fn a_store_with_an_id_table_opens_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = filled(dir.path(), 250);
+    to_old_format(dir.path());
+    assert!(neardup_store::check(dir.path())
+        .unwrap()
+        .problems
+        .is_empty());
+    let store = DocumentStore::open(dir.path(), Some(config())).unwrap();
+    for (id, doc) in &docs {
+        assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
+    }
+    drop(store);
+    let db = redb::Database::open(dir.path().join(FILE)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let tables: Vec<String> = txn
+        .list_tables()
+        .unwrap()
+        .map(|t| redb::TableHandle::name(&t).to_string())
+        .collect();
+    assert!(!tables.contains(&"ids".to_string()), "{tables:?}");
+    let meta_def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+    let format = txn
+        .open_table(meta_def)
+        .unwrap()
+        .get("format")
+        .unwrap()
+        .unwrap()
+        .value();
+    assert_eq!(format, neardup_store::DOC_FORMAT);
+    drop(txn);
+    drop(db);
+    assert!(neardup_store::check(dir.path())
+        .unwrap()
+        .problems
+        .is_empty());
+}
+
 #[test]
 fn inconsistent_document_tables_are_found_and_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let docs = filled(dir.path(), 20);
     let path = dir.path().join(FILE);
     {
-        // An id lost, as a bug or a hand edit could lose it.
+        // An expiry lost, as a bug or a hand edit could lose it.
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let expiry: redb::TableDefinition<(u64, u64), ()> = redb::TableDefinition::new("expiry");
+        {
+            let mut table = txn.open_table(expiry).unwrap();
+            table.retain(|(_, internal), _| internal != 3).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let check = neardup_store::check(dir.path()).unwrap();
+    assert_eq!(
+        check.problems,
+        vec!["document 3's expiry is not indexed".to_string()]
+    );
+    let repair = neardup_store::repair(dir.path()).unwrap();
+    assert!(repair.complete && repair.documents == 20, "{repair:?}");
+    let store = DocumentStore::open(dir.path(), Some(config())).unwrap();
+    for (id, doc) in &docs {
+        assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
+    }
+    drop(store);
+    assert!(neardup_store::check(dir.path())
+        .unwrap()
+        .problems
+        .is_empty());
+}
+
+/// In a store of the format with an id table, a document its id table lost is found by
+/// check and kept by repair.
+#[test]
+fn an_old_stores_lost_id_is_found_and_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = filled(dir.path(), 20);
+    to_old_format(dir.path());
+    let path = dir.path().join(FILE);
+    {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
         let ids: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("ids");

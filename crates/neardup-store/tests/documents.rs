@@ -15,7 +15,8 @@ use std::time::Duration;
 use neardup::decide::Signature;
 use neardup::jaccard::{Threshold, BANDS};
 use neardup_store::{
-    Checked, Clock, DocConfig, DocumentStore, Hit, Opened, Outcome, Preparer, StoreError, Write,
+    Checked, Clock, DocConfig, DocumentStore, Hit, Opened, Outcome, Preparer, StoreError,
+    StoredDoc, Write,
 };
 use proptest::prelude::*;
 
@@ -627,6 +628,13 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     let queries: Vec<String> = (0..160).step_by(3).map(doc_text).collect();
     let live = answers(&store, &prep, &queries);
     let len = store.len();
+    // What each id names, the removed and the replaced ones too.
+    let gets = |store: &DocumentStore| -> Vec<Option<StoredDoc>> {
+        (0..160)
+            .map(|i| store.get(&format!("d{i}")).unwrap())
+            .collect()
+    };
+    let named = gets(&store);
     drop(store);
 
     let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
@@ -640,6 +648,35 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     );
     assert_eq!(store.len(), len);
     assert_eq!(answers(&store, &prep, &queries), live);
+    assert_eq!(gets(&store), named);
+    // Ids deleted or replaced since the snapshot take new documents and deletes (each
+    // id's number as the map holds it), then get what they had back.
+    let mut store = store;
+    let outcomes = store
+        .apply(vec![
+            put("d7".into(), &doc_text(907)),
+            put("d12".into(), &doc_text(912)),
+            Write::Delete { id: "d23".into() },
+        ])
+        .unwrap();
+    let replaced = outcomes
+        .iter()
+        .map(|o| match o {
+            Outcome::Put { replaced, .. } => *replaced,
+            Outcome::Delete { removed } => *removed,
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(replaced, [false, true, true]);
+    assert_eq!(store.len(), len);
+    store
+        .apply(vec![
+            Write::Delete { id: "d7".into() },
+            put("d12".into(), &doc_text(12 + 500)),
+            put("d23".into(), &doc_text(23 + 500)),
+        ])
+        .unwrap();
+    assert_eq!(gets(&store), named);
+    assert_eq!(store.len(), len);
     drop(store);
 
     // The oracle: indexes rebuilt from the documents (the snapshot moved away).
@@ -649,6 +686,7 @@ fn a_snapshot_caught_up_answers_as_a_rebuild() {
     let store = DocumentStore::open(dir.path(), Some(config)).unwrap();
     assert!(matches!(store.opened(), Opened::Rebuilt { .. }));
     assert_eq!(answers(&store, &prep, &queries), live);
+    assert_eq!(gets(&store), named);
     drop(store);
 
     // Damaged: not used, and said why.
