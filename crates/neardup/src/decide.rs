@@ -235,6 +235,32 @@ impl Signature {
         out
     }
 
+    /// Bytes of [`Signature::to_stored_bytes`].
+    pub const STORED_BYTES: usize = Signature::BYTES - 4 * BANDS;
+
+    /// [`Signature::to_bytes`] without the band keys: what a store keeps where it keeps the
+    /// keys apart, in the index's source.
+    pub fn to_stored_bytes(&self) -> [u8; Signature::STORED_BYTES] {
+        let all = self.to_bytes();
+        let cut = 8 * LANES + jaccard::BYTES;
+        let mut out = [0u8; Signature::STORED_BYTES];
+        out[..cut].copy_from_slice(&all[..cut]);
+        out[cut..].copy_from_slice(&all[cut + 4 * BANDS..]);
+        out
+    }
+
+    /// The signature [`Signature::to_stored_bytes`] wrote, with its band keys `bands`.
+    pub fn from_stored_bytes(bytes: &[u8; Signature::STORED_BYTES], bands: BandKeys) -> Signature {
+        let cut = 8 * LANES + jaccard::BYTES;
+        let mut all = [0u8; Signature::BYTES];
+        all[..cut].copy_from_slice(&bytes[..cut]);
+        all[cut + 4 * BANDS..].copy_from_slice(&bytes[cut..]);
+        Signature {
+            bands,
+            ..Signature::from_bytes(&all)
+        }
+    }
+
     /// The signature [`Signature::to_bytes`] wrote.
     pub fn from_bytes(bytes: &[u8; Signature::BYTES]) -> Signature {
         let (lanes, rest) = bytes.split_at(8 * LANES);
@@ -268,6 +294,10 @@ mod tests {
         let of = |t: &str| Signature::of_text(&fp, rule.banding(), t);
         let (sa, sb) = (of(a), of(&b));
         assert_eq!(Signature::from_bytes(&sa.to_bytes()), sa);
+        assert_eq!(
+            Signature::from_stored_bytes(&sa.to_stored_bytes(), sa.bands),
+            sa
+        );
         // Band keys of the same banding agree where the bins do: these texts share most.
         let agree = sa
             .bands
