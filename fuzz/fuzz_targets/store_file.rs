@@ -3,7 +3,8 @@
 //! input says, then opened and used, or checked and exported. Every outcome is a value or
 //! a `StoreError`; none panics, hangs or takes unbounded memory. The store is a
 //! fingerprint store (`neardup index`) or a document store (`DocumentStore`, `neardup serve`'s)
-//! as the first byte says.
+//! as the first byte says; of a document store, the edits go to its database file or to
+//! its keys file (`neardup.keys`), as the first byte says too.
 //!
 //! The input is a list of edits: a byte `op`, three bytes of offset, and for writes their
 //! bytes. `op & 3`: 0 cuts the file at the offset, 1 writes `op >> 2` bytes, 2 flips
@@ -76,10 +77,10 @@ fn doc_config() -> DocConfig {
     }
 }
 
-/// A whole document store's file, made once: as the fingerprint store's, documents with
-/// and without expiries, some replaced, some removed.
-fn whole_documents() -> &'static [u8] {
-    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+/// A whole document store's files (its database and its keys file), made once: as the
+/// fingerprint store's, documents with and without expiries, some replaced, some removed.
+fn whole_documents() -> &'static (Vec<u8>, Vec<u8>) {
+    static BYTES: OnceLock<(Vec<u8>, Vec<u8>)> = OnceLock::new();
     BYTES.get_or_init(|| {
         let dir = scratch().join("whole-documents");
         let mut store = DocumentStore::create(&dir, doc_config()).expect("creates");
@@ -105,9 +106,15 @@ fn whole_documents() -> &'static [u8] {
             .collect();
         store.apply(removes).expect("removes");
         drop(store);
-        std::fs::read(dir.join(FILE)).expect("reads the store back")
+        (
+            std::fs::read(dir.join(FILE)).expect("reads the store back"),
+            std::fs::read(dir.join(KEYS)).expect("reads the keys back"),
+        )
     })
 }
+
+/// A document store's keys file.
+const KEYS: &str = "neardup.keys";
 
 /// The whole file with the input's edits.
 fn damaged(whole: &[u8], data: &[u8]) -> Vec<u8> {
@@ -218,12 +225,20 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let documents = what & 2 != 0;
-    let whole = if documents {
-        whole_documents()
+    let dir = if documents {
+        let (file, keys) = whole_documents();
+        // Bit 2: the edits go to the keys file, the database whole.
+        let (file, keys) = if what & 4 != 0 {
+            (file.clone(), damaged(keys, edits))
+        } else {
+            (damaged(file, edits), keys.clone())
+        };
+        let dir = place(&file);
+        std::fs::write(dir.join(KEYS), keys).expect("writes the keys");
+        dir
     } else {
-        whole()
+        place(&damaged(whole(), edits))
     };
-    let dir = place(&damaged(whole, edits));
     if what & 1 == 0 {
         if documents {
             use_documents(&dir);

@@ -168,13 +168,12 @@ pub(crate) struct Puts {
 /// Where each outcome goes (a file of JSON lines), and whether only the matched ones.
 type OutcomesTo<'a> = (&'a mut Option<std::io::BufWriter<std::fs::File>>, bool);
 
-/// Ends a load: the index's recent writes taken into its main part when they are half
-/// way to a rebuild (at 100M documents the load had left its middle level nearly full,
-/// and the service started on it rebuilt beside the old main part, at 20.8 GB, after
-/// 661,000 more), the index snapshot saved (the service then starts from it instead of
-/// rebuilding the index) and the store checkpointed and closed.
+/// Ends a load: the paragraphs' index's recent writes taken into its main part when they
+/// are half way to a rebuild (the documents' index is built whole from the keys file when
+/// the store opens), the snapshot saved (the service then reads the id map and the
+/// paragraphs' index from it instead of every row) and the store checkpointed and closed.
 pub(crate) fn finish(mut store: DocumentStore) -> Result<(), Failure> {
-    store.compact_index();
+    store.compact_paragraphs();
     store.save_snapshot().map_err(store_failure)?;
     store.checkpoint().map_err(store_failure)
 }

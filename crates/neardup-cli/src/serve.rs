@@ -288,10 +288,10 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             match store.opened() {
                 Opened::Created => {}
                 Opened::Snapshot { caught_up } => crate::note!(
-                    "neardup serve: index read from its snapshot in {took:.1} s ({caught_up} documents added or removed since)"
+                    "neardup serve: index built from the band keys and ids read from the snapshot in {took:.1} s ({caught_up} documents added or removed since)"
                 ),
                 Opened::Rebuilt { why } => crate::note!(
-                    "neardup serve: index rebuilt from the stored documents in {took:.1} s ({why})"
+                    "neardup serve: index built from the band keys and ids read from the stored documents in {took:.1} s ({why})"
                 ),
             }
             if store.replayed() > 0 {

@@ -20,15 +20,22 @@ pub const FORMAT: u64 = 2;
 
 /// The `format` setting of a document store. Far from [`FORMAT`], so that either kind of
 /// store, opened as the other, says what it is instead of "another version". Format 101
-/// keeps its ids in memory, not in a table (`ids.rs`); a store of [`OLD_DOC_FORMAT`] is
-/// upgraded on open.
-pub const DOC_FORMAT: u64 = 101;
+/// keeps its ids in memory, not in a table (`ids.rs`); 102 keeps the band keys in a file
+/// of their own, not in the rows (`keys.rs`). Older stores are upgraded on open.
+pub const DOC_FORMAT: u64 = 102;
 
 /// The `format` of a document store with an id table (external id → internal id), which
 /// opening drops.
 pub(crate) const OLD_DOC_FORMAT: u64 = 100;
 
+/// The `format` of a document store whose rows hold their band keys, which opening moves
+/// to the keys file.
+pub(crate) const KEYED_DOC_FORMAT: u64 = 101;
+
+/// The band keys of a document store's documents inside its data directory.
+pub(crate) const KEYS_FILE: &str = "neardup.keys";
+
 /// Whether `format` is a document store's, of this version or one opening upgrades.
 pub(crate) fn is_doc_format(format: u64) -> bool {
-    format == DOC_FORMAT || format == OLD_DOC_FORMAT
+    (OLD_DOC_FORMAT..=DOC_FORMAT).contains(&format)
 }

@@ -2,11 +2,13 @@
 //! `neardup dedup` does — by the estimated Jaccard similarity of their word 5-shingle sets,
 //! at the threshold the store was made with — for the service.
 //!
-//! Each document is kept as its [`Signature`] (sketch, band keys, simhash fingerprint,
-//! text hash; 248 bytes), with its id and expiry, in redb (`rows.rs`); with paragraphs,
-//! each paragraph's signature and span too. The band keys of every live document (and
-//! paragraph) are indexed in memory ([`BandIndex`]), read from a snapshot when the store
-//! opens or rebuilt. A query finds its candidates there, reads their signatures in a read
+//! Each document is kept as its [`Signature`] but its band keys (sketch, simhash
+//! fingerprint, text hash; 168 bytes), with its id and expiry, in redb (`packed.rs`), and
+//! its band keys in the keys file beside it (`keys.rs`); with paragraphs, each
+//! paragraph's whole signature and span too. The band keys of every live document (and
+//! paragraph) are indexed in memory ([`BandIndex`]): the documents' built from the keys
+//! file when the store opens, the paragraphs' read from a snapshot or rebuilt; the ids
+//! are in memory too (`ids.rs`). A query finds its candidates there, reads their signatures in a read
 //! transaction and decides as every backend does (`decide.rs`), so it answers exactly what
 //! batch deduplication would.
 //!
@@ -29,7 +31,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use neardup::corpus::{BandIndex, BandIndexReader};
 use neardup::decide::Signature;
-use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
+use neardup::jaccard::{BandKeys, Threshold, BANDS, SKETCH_VERSION};
 use redb::{Database, ReadableTable};
 
 use crate::backend::{Backend, BackendReader};
@@ -43,10 +45,11 @@ use crate::dir::DOC_FORMAT;
 use crate::error::{db, Result, StoreError};
 use crate::file::{self, guard, open_error, Db};
 use crate::ids::{Found, IdMap};
+use crate::keys::{KeyFile, KeyReader, KEY_CRCS};
 use crate::log::{Log, Writeback};
 use crate::packed::{self, DOCS};
 use crate::prepare::{other_version, DocConfig, Prepared, Preparer, MAX_PARAGRAPHS};
-use crate::rows::{new_instance, paragraphs_bytes, paragraphs_of, signature_of, PARA_BYTES};
+use crate::rows::{new_instance, paragraphs_bytes, paragraphs_of, stored_signature_of, PARA_BYTES};
 use crate::rows::{EXPIRY, META, PARAS, REMOVED};
 use crate::snapshot::{self, SnapshotJob};
 
@@ -81,6 +84,8 @@ struct View {
     /// batch's overlay, so a reader that reads it before the overlay finds each document
     /// it names there or in the database.
     ids: Arc<RwLock<IdMap>>,
+    /// The documents' band keys (a document's row holds the rest of its signature).
+    keys: KeyReader,
 }
 
 /// The rows written by the batches that the writer's open transaction holds, which no
@@ -167,9 +172,10 @@ impl View {
                     if expired(row.expires, now) {
                         return Ok(None);
                     }
+                    // The decision reads no band key.
                     Ok(Some((
                         row.id.to_string(),
-                        signature_of(path, row.signature)?,
+                        stored_signature_of(path, row.signature, [0; BANDS])?,
                     )))
                 })?;
                 if let Some((id, sig)) = live.flatten() {
@@ -288,7 +294,7 @@ impl View {
                 // A maybe is the id's only if the row says so.
                 match found {
                     Found::Maybe(_) if row.id != id => Ok(None),
-                    _ => Ok(Some((row.expires, signature_of(path, row.signature)?))),
+                    _ => Ok(Some((row.expires, row.signature.to_vec()))),
                 }
             })?;
             let Some((expires, signature)) = row.flatten() else {
@@ -301,6 +307,7 @@ impl View {
             if expired(expires, now) {
                 return Ok(Some(None));
             }
+            let signature = stored_signature_of(path, &signature, self.keys.keys_of(internal)?)?;
             let paras = db!(path, txn.open_table(PARAS))?;
             let paragraphs = match db!(path, paras.get(internal))? {
                 Some(p) => p.value().len() / PARA_BYTES,
@@ -330,6 +337,8 @@ fn write(ids: &RwLock<IdMap>) -> RwLockWriteGuard<'_, IdMap> {
 /// threshold. The writer; [`DocumentStore::reader`] gives query handles for other threads.
 pub struct DocumentStore {
     view: View,
+    /// The band keys of every document numbered: the index's source.
+    keys: KeyFile,
     docs: BandIndex,
     paras: BandIndex,
     next_id: u64,
@@ -499,17 +508,17 @@ fn numbered(path: &Path, internal: u64, next_id: u64, what: &str) -> Result<u64>
     Ok(internal)
 }
 
-/// The band keys of the documents numbered `from` on, checked against `next_id`; their
-/// ids go into `ids`.
-fn doc_keys(
+/// Puts the ids of the documents numbered `from` on into `ids`, checked against
+/// `next_id`; how many.
+fn doc_ids(
     path: &Path,
     txn: &redb::ReadTransaction,
     next_id: u64,
     from: u64,
     ids: &mut IdMap,
-) -> Result<Vec<(u64, BandKeys)>> {
+) -> Result<usize> {
     let table = db!(path, txn.open_table(DOCS))?;
-    let mut keys = Vec::new();
+    let mut added = 0;
     packed::each_from(path, &table, from, |row| {
         let internal = numbered(path, row.internal, next_id, "document")?;
         let named = match ids.get(row.id) {
@@ -526,10 +535,44 @@ fn doc_keys(
             });
         }
         ids.insert(row.id, internal);
-        keys.push((internal, signature_of(path, row.signature)?.index_keys()));
+        added += 1;
         Ok(())
     })?;
-    Ok(keys)
+    Ok(added)
+}
+
+/// The index of the live documents `live` (increasing), built from the keys file a band
+/// at a time, each band checked against what the database vouches for
+/// ([`keys::KEY_CRCS`]: `vouched`) of its first `len` documents.
+fn docs_index(
+    keys: &KeyReader,
+    live: &[u64],
+    len: u64,
+    vouched: &HashMap<(u64, u8), (u32, u32)>,
+) -> Result<BandIndex> {
+    let failed = std::sync::Mutex::new(None);
+    let index = BandIndex::from_band_keys(live.to_vec(), |band| {
+        let all = keys.band(band, len, |chunk| {
+            vouched.get(&(chunk, band as u8)).copied()
+        });
+        match all {
+            Ok(all) => Some(live.iter().map(|&i| all[i as usize]).collect()),
+            Err(e) => {
+                *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                None
+            }
+        }
+    })?;
+    match index {
+        Some(index) => Ok(index),
+        None => Err(failed
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or_else(|| StoreError::Damaged {
+                path: keys.path().to_path_buf(),
+                detail: "a band of keys could not be read".into(),
+            })),
+    }
 }
 
 /// The band keys of the paragraphs of the documents numbered `from` on, by index id.
@@ -552,37 +595,35 @@ fn para_keys(
     Ok(keys)
 }
 
-/// The indexes and id map of every stored document (and paragraph), built in one pass.
+/// The paragraphs' index and the id map of every stored document, built in one pass.
 fn rebuild_indexes(
     path: &Path,
     txn: &redb::ReadTransaction,
     config: DocConfig,
     next_id: u64,
-) -> Result<(BandIndex, BandIndex, IdMap)> {
+) -> Result<(BandIndex, IdMap)> {
     let mut ids = IdMap::default();
-    let docs = BandIndex::from_docs(doc_keys(path, txn, next_id, 0, &mut ids)?)?;
+    doc_ids(path, txn, next_id, 0, &mut ids)?;
     let paras = if config.paragraphs {
         BandIndex::from_docs(para_keys(path, txn, next_id, 0)?)?
     } else {
         BandIndex::new()
     };
-    Ok((docs, paras, ids))
+    Ok((paras, ids))
 }
 
-/// The indexes and id map of a snapshot brought up to the database's state: the
-/// removals logged since it was taken, then the documents numbered since. How many of
-/// both.
-#[allow(clippy::too_many_arguments)]
+/// The paragraphs' index and id map of a snapshot brought up to the database's state:
+/// the removals logged since it was taken, then the documents numbered since. How many
+/// documents of both.
 fn catch_up(
     path: &Path,
     txn: &redb::ReadTransaction,
     config: DocConfig,
     next_id: u64,
     header: snapshot::Header,
-    mut docs: BandIndex,
     mut paras: BandIndex,
     ids: &mut IdMap,
-) -> Result<(BandIndex, BandIndex, usize)> {
+) -> Result<(BandIndex, usize)> {
     let log = db!(path, txn.open_table(REMOVED))?;
     let mut gone = Vec::new();
     let mut gone_paras = Vec::new();
@@ -593,15 +634,13 @@ fn catch_up(
         let count = count.value().min(MAX_PARAGRAPHS);
         gone_paras.extend((0..count).map(|p| internal.saturating_mul(MAX_PARAGRAPHS) + p));
     }
-    docs.remove_bulk(&gone);
     paras.remove_bulk(&gone_paras);
     ids.remove_documents(&gone.iter().copied().collect());
-    let added = doc_keys(path, txn, next_id, header.next_id, ids)?;
-    docs.insert_bulk(&added)?;
+    let added = doc_ids(path, txn, next_id, header.next_id, ids)?;
     if config.paragraphs {
         paras.insert_bulk(&para_keys(path, txn, next_id, header.next_id)?)?;
     }
-    Ok((docs, paras, gone.len() + added.len()))
+    Ok((paras, gone.len() + added))
 }
 
 /// How a document store's database file is opened.
@@ -762,9 +801,11 @@ impl DocumentStore {
             db!(partial, txn.open_table(PARAS))?;
             db!(partial, txn.open_table(EXPIRY))?;
             db!(partial, txn.open_table(REMOVED))?;
+            db!(partial, txn.open_table(KEY_CRCS))?;
             Ok(())
         };
         let open = |dir: &Path, path: PathBuf, db: Database| {
+            let keys = KeyFile::open(dir, instance, 0, |_, _| None)?;
             let log = Log::create(dir)?;
             let writeback = Writeback::start(&path);
             Ok(DocumentStore {
@@ -775,7 +816,9 @@ impl DocumentStore {
                     clock: Arc::new(SystemClock),
                     overlay: Arc::default(),
                     ids: Arc::default(),
+                    keys: keys.reader(),
                 },
+                keys,
                 docs: BandIndex::new().rebuilds_in_place(options.rebuild_in_place),
                 paras: BandIndex::new().rebuilds_in_place(options.rebuild_in_place),
                 next_id: 0,
@@ -834,10 +877,15 @@ impl DocumentStore {
         let mut builder = options.builder();
         builder
             .set_repair_callback(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed));
-        let db = file::open_db(&builder, &path).map_err(|e| open_error(dir, &path, e))?;
+        let mut db = file::open_db(&builder, &path).map_err(|e| open_error(dir, &path, e))?;
         let repaired = repaired.load(std::sync::atomic::Ordering::Relaxed);
         crate::rows::pack_old_rows(&path, &db)?;
         crate::rows::drop_id_table(&path, &db)?;
+        if crate::rows::move_keys_out(dir, &path, &db)? {
+            // Every row was written again: the old pages are free, and would stay in the
+            // file (twice the rows' size) without a compaction.
+            db!(&path, db.compact())?;
+        }
         let txn = db!(&path, db.begin_read())?;
         let meta = txn.open_table(META).map_err(|e| StoreError::Foreign {
             path: path.clone(),
@@ -928,12 +976,30 @@ impl DocumentStore {
                 && h.paragraphs == config.paragraphs
         };
         let mut snapshot_commit = None;
-        let (docs, paras, ids, opened) = match snapshot::read(dir, usable) {
-            Ok(Some((header, docs, paras, mut ids))) => {
-                let (docs, paras, caught_up) =
-                    catch_up(&path, &txn, config, next_id, header, docs, paras, &mut ids)?;
+        let Some(keys_of) = instance else {
+            return Err(StoreError::Damaged {
+                path: path.clone(),
+                detail: "setting \"instance\" is missing".into(),
+            });
+        };
+        let vouched: HashMap<(u64, u8), (u32, u32)> = {
+            let table = db!(&path, txn.open_table(KEY_CRCS))?;
+            let mut all = HashMap::new();
+            for row in db!(&path, table.iter())? {
+                let (k, v) = db!(&path, row)?;
+                all.insert(k.value(), v.value());
+            }
+            all
+        };
+        let keys = KeyFile::open(dir, keys_of, next_id, |chunk, band| {
+            vouched.get(&(chunk, band as u8)).copied()
+        })?;
+        let (paras, ids, opened) = match snapshot::read(dir, usable) {
+            Ok(Some((header, paras, mut ids))) => {
+                let (paras, caught_up) =
+                    catch_up(&path, &txn, config, next_id, header, paras, &mut ids)?;
                 snapshot_commit = Some(header.commit);
-                (docs, paras, ids, Opened::Snapshot { caught_up })
+                (paras, ids, Opened::Snapshot { caught_up })
             }
             found => {
                 let why = match found {
@@ -944,12 +1010,13 @@ impl DocumentStore {
                     Ok(_) => "no snapshot".to_string(),
                     Err(e) => format!("the snapshot cannot be read ({e})"),
                 };
-                let (docs, paras, ids) = rebuild_indexes(&path, &txn, config, next_id)?;
-                (docs, paras, ids, Opened::Rebuilt { why })
+                let (paras, ids) = rebuild_indexes(&path, &txn, config, next_id)?;
+                (paras, ids, Opened::Rebuilt { why })
             }
         };
         drop(meta);
         drop(txn);
+        let docs = docs_index(&keys.reader(), &ids.live(), next_id, &vouched)?;
         let (log, records) = Log::open(dir)?;
         let writeback = Writeback::start(&path);
         let mut store = DocumentStore {
@@ -960,7 +1027,9 @@ impl DocumentStore {
                 clock: Arc::new(SystemClock),
                 overlay: Arc::default(),
                 ids: Arc::new(RwLock::new(ids)),
+                keys: keys.reader(),
             },
+            keys,
             docs: docs.rebuilds_in_place(options.rebuild_in_place),
             paras: paras.rebuilds_in_place(options.rebuild_in_place),
             next_id,
@@ -1106,6 +1175,11 @@ impl DocumentStore {
             let live = read(&self.view.ids).len() as u64;
             let mut meta = db!(&self.view.path, txn.open_table(META))?;
             db!(&self.view.path, meta.insert("documents", live))?;
+            // The keys this commit numbered, durable first, then vouched for.
+            let mut crcs = db!(&self.view.path, txn.open_table(KEY_CRCS))?;
+            for (at, vouched) in self.keys.sync()? {
+                db!(&self.view.path, crcs.insert(at, vouched))?;
+            }
         }
         db!(&self.view.path, txn.commit())?;
         if !self.view.overlay.load().docs.is_empty() {
@@ -1375,6 +1449,19 @@ impl DocumentStore {
         }
         // After the overlay: a reader that finds an id in the map finds its row.
         set_ids(path, &mut write(&self.view.ids), &plan).map_err(unsure)?;
+        // Every number the plan gave, in order (zeros for one it gave no document).
+        let first = self.keys.len();
+        let mut numbered = vec![[0u32; BANDS]; plan.next_id.saturating_sub(first) as usize];
+        for step in &plan.steps {
+            if let Step::Insert(put) = step {
+                if let Some(slot) = put.internal.checked_sub(first) {
+                    if let Some(keys) = numbered.get_mut(slot as usize) {
+                        *keys = put.doc.signature.index_keys();
+                    }
+                }
+            }
+        }
+        self.keys.append(first, &numbered).map_err(unsure)?;
         self.pending = Some(txn);
         self.next_id = plan.next_id;
         self.commit = commit;
@@ -1454,10 +1541,17 @@ impl DocumentStore {
         &self.opened
     }
 
+    /// [`DocumentStore::compact_index`] of the paragraphs' index alone: the one a snapshot
+    /// saves in its form (the documents' index is built afresh from the keys file at each
+    /// open, with no levels). What a load does before its snapshot: a service started on
+    /// the store then goes longest before a rebuild of its own, which holds the old main
+    /// part beside the new.
+    pub fn compact_paragraphs(&mut self) -> bool {
+        self.paras.compact()
+    }
+
     /// Rebuilds the indexes' main parts now where their levels of recent writes hold at
     /// least half of what starts a rebuild ([`BandIndex::compact`]); says whether any was.
-    /// What a load does before its snapshot: a service started on the store then goes
-    /// longest before a rebuild of its own, which holds the old main part beside the new.
     pub fn compact_index(&mut self) -> bool {
         let docs = self.docs.compact();
         let paras = self.paras.compact();
@@ -1506,7 +1600,6 @@ impl DocumentStore {
                 threshold_bits: self.view.config.threshold.get().to_bits(),
                 paragraphs: self.view.config.paragraphs,
             },
-            docs: self.docs.snapshot(),
             paras: self.paras.snapshot(),
             ids: write(&self.view.ids).frozen(),
         })
@@ -1615,7 +1708,8 @@ impl StoreView for TablesView<'_, '_> {
             Ok(DocRecord {
                 id: row.id.to_string(),
                 expires: row.expires,
-                signature: signature_of(self.path, row.signature)?,
+                // The decision reads no band key of a stored document.
+                signature: stored_signature_of(self.path, row.signature, [0; BANDS])?,
             })
         })
     }
@@ -1634,8 +1728,9 @@ fn carry_out(
     let mut removed = Vec::new();
     // The documents' rows of a run of puts go in together, each pack written once; a
     // removal (which may be of a document put just before) waits for them.
-    let mut puts: Vec<(&Insert, [u8; Signature::BYTES])> = Vec::new();
-    let put_rows = |t: &mut Tables<'_>, puts: &mut Vec<(&Insert, [u8; Signature::BYTES])>| {
+    let mut puts: Vec<(&Insert, [u8; Signature::STORED_BYTES])> = Vec::new();
+    let put_rows = |t: &mut Tables<'_>,
+                    puts: &mut Vec<(&Insert, [u8; Signature::STORED_BYTES])>| {
         let rows: Vec<packed::Row<'_>> = puts
             .iter()
             .map(|(put, sig)| packed::Row {
@@ -1657,7 +1752,7 @@ fn carry_out(
             }
             Step::Insert(put) => {
                 let internal = put.internal;
-                puts.push((put, put.doc.signature.to_bytes()));
+                puts.push((put, put.doc.signature.to_stored_bytes()));
                 let paras = &put.doc.paragraphs;
                 let paras = if paragraphs {
                     &paras[..paras.len().min(MAX_PARAGRAPHS as usize)]

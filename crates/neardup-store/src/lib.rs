@@ -48,6 +48,7 @@ mod error;
 mod file;
 mod fingerprints;
 mod ids;
+mod keys;
 mod log;
 mod packed;
 mod prepare;

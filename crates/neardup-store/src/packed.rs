@@ -13,7 +13,8 @@
 //! A row: its internal id less the pack's key, its expiry (Unix seconds, or 0) and its
 //! id's length in bytes, each a LEB128 varint (3 bytes for most rows, where fixed widths
 //! took 16: a 15th row of 2 KB documents fits in a pack), then its signature
-//! ([`Signature::BYTES`]) and its id.
+//! ([`SIG_BYTES`]: the signature but its band keys, which are kept apart, `keys.rs`) and
+//! its id.
 
 use std::path::Path;
 
@@ -24,6 +25,10 @@ use crate::error::{db, Result, StoreError};
 
 /// Internal id of a pack's first row, at most → the pack's rows.
 pub(crate) const DOCS: TableDefinition<u64, &[u8]> = TableDefinition::new("documents");
+
+/// Bytes of a row's signature: [`Signature::to_stored_bytes`]. Stores of formats 100 and
+/// 101 kept the whole signature ([`Signature::BYTES`]) in their rows.
+pub(crate) const SIG_BYTES: usize = Signature::STORED_BYTES;
 
 /// The most bytes of rows a pack holds: a 4 KiB page less redb's leaf header (4 bytes),
 /// the value's length (4) and the key (8). A row longer than this (an id of more than
@@ -67,7 +72,7 @@ pub(crate) struct Row<'a> {
     pub(crate) id: &'a str,
     /// Unix seconds, or 0: never.
     pub(crate) expires: u64,
-    /// [`Signature::BYTES`] bytes.
+    /// [`SIG_BYTES`] bytes (or the width of an old store's rows).
     pub(crate) signature: &'a [u8],
 }
 
@@ -77,7 +82,7 @@ impl Row<'_> {
         varint_len(self.internal.wrapping_sub(key))
             + varint_len(self.expires)
             + varint_len(self.id.len() as u64)
-            + Signature::BYTES
+            + self.signature.len()
             + self.id.len()
     }
 
@@ -105,10 +110,34 @@ pub(crate) fn rows(key: u64, bytes: &[u8]) -> std::result::Result<Vec<Row<'_>>, 
     Rows::new(key, bytes).collect()
 }
 
+/// The bytes of a pack keyed `key` holding `rows` (in order, each within u32 of `key`).
+pub(crate) fn pack_bytes(key: u64, rows: &[Row<'_>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PACK_BYTES);
+    for r in rows {
+        r.write(key, &mut out);
+    }
+    out
+}
+
+/// [`rows`] of a pack whose signatures are `width` bytes: an old store's.
+pub(crate) fn rows_of_width(
+    key: u64,
+    bytes: &[u8],
+    width: usize,
+) -> std::result::Result<Vec<Row<'_>>, String> {
+    Rows {
+        width,
+        ..Rows::new(key, bytes)
+    }
+    .collect()
+}
+
 /// The rows of a pack read one at a time, for a lookup that stops at its row (no list of
 /// them: a check reads a row from a pack for each of its candidates).
 struct Rows<'a> {
     key: u64,
+    /// Bytes of a signature.
+    width: usize,
     bytes: &'a [u8],
     at: usize,
     last: Option<u64>,
@@ -118,6 +147,7 @@ impl<'a> Rows<'a> {
     fn new(key: u64, bytes: &'a [u8]) -> Rows<'a> {
         Rows {
             key,
+            width: SIG_BYTES,
             bytes,
             at: 0,
             last: None,
@@ -132,7 +162,7 @@ impl<'a> Rows<'a> {
         let (id_len, bytes) = get_varint(rest).ok_or_else(cut)?;
         let end = usize::try_from(id_len)
             .ok()
-            .and_then(|l| l.checked_add(Signature::BYTES))
+            .and_then(|l| l.checked_add(self.width))
             .filter(|&e| e <= bytes.len())
             .ok_or_else(cut)?;
         let internal = self
@@ -142,7 +172,7 @@ impl<'a> Rows<'a> {
         if self.last.is_some_and(|l| l >= internal) {
             return Err(format!("row {at} (document {internal}) is out of order"));
         }
-        let id = std::str::from_utf8(&bytes[Signature::BYTES..end])
+        let id = std::str::from_utf8(&bytes[self.width..end])
             .map_err(|_| format!("row {at}'s id is not UTF-8"))?;
         self.last = Some(internal);
         self.at += 1;
@@ -151,7 +181,7 @@ impl<'a> Rows<'a> {
             internal,
             id,
             expires,
-            signature: &bytes[..Signature::BYTES],
+            signature: &bytes[..self.width],
         })
     }
 }
@@ -420,9 +450,7 @@ mod tests {
     use super::*;
 
     fn signature(n: u64) -> Vec<u8> {
-        (0..Signature::BYTES)
-            .map(|i| (n as usize * 7 + i) as u8)
-            .collect()
+        (0..SIG_BYTES).map(|i| (n as usize * 7 + i) as u8).collect()
     }
 
     /// Steps: put (internal id, id length, expiry) or remove an internal id.
@@ -610,7 +638,7 @@ mod tests {
                 .unwrap();
             }
             // Ids of 11 bytes, deltas below 128, no expiry: three bytes of varints.
-            let per_pack = PACK_BYTES / (3 + Signature::BYTES + 11);
+            let per_pack = PACK_BYTES / (3 + SIG_BYTES + 11);
             assert_eq!(table.len().unwrap(), 1_000u64.div_ceil(per_pack as u64));
         }
         txn.commit().unwrap();

@@ -423,7 +423,7 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     let partial = file::aside(dir, "partial");
     let built = match (&found.docs, found.settings) {
         (Some(rows), _) => match rows.settings() {
-            Ok(_) => rows::rebuild(&partial, rows),
+            Ok(_) => rows::rebuild(&partial, rows).map(Some),
             Err(why) => {
                 return Err(StoreError::Setting(format!(
                     "{}: a document store whose settings are unreadable ({why}), so it cannot \
@@ -433,7 +433,7 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
                 )))
             }
         },
-        (None, Some((config, _))) => rebuild(&partial, config, &found.records),
+        (None, Some((config, _))) => rebuild(&partial, config, &found.records).map(|()| None),
         (None, None) => {
             return Err(StoreError::Setting(format!(
                 "{}: its settings are unreadable, so it cannot be repaired in place: make a new \
@@ -442,10 +442,13 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
             )))
         }
     };
-    if let Err(e) = built {
-        let _ = std::fs::remove_file(&partial);
-        return Err(e);
-    }
+    let instance = match built {
+        Ok(instance) => instance,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
     let io = |source| StoreError::Io {
         path: path.clone(),
         source,
@@ -464,7 +467,20 @@ pub fn repair(dir: impl AsRef<Path>) -> Result<Repair> {
     std::fs::hard_link(&path, &kept)
         .or_else(|_| std::fs::copy(&path, &kept).map(drop))
         .map_err(io)?;
+    // A document store's keys file: the damaged one kept too, then the new one (left
+    // under a name of its own by the rebuild) takes its place, here or, after a crash
+    // between the renames, when the store is next opened.
+    let keys = dir.join(crate::dir::KEYS_FILE);
+    if instance.is_some() && keys.exists() {
+        let kept_keys = dir.join(format!("{}.damaged-{secs}", crate::dir::KEYS_FILE));
+        std::fs::hard_link(&keys, &kept_keys)
+            .or_else(|_| std::fs::copy(&keys, &kept_keys).map(drop))
+            .map_err(io)?;
+    }
     std::fs::rename(&partial, &path).map_err(io)?;
+    if let Some(instance) = instance {
+        crate::keys::adopt_pending(dir, instance)?;
+    }
     let documents = found.documents();
     let mut problems = found.problems;
     // The repaired file starts its commits over, so a document store's write-ahead log

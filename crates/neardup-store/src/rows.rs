@@ -6,10 +6,10 @@ use std::ops::Range;
 use std::path::Path;
 
 use neardup::decide::Signature;
-use neardup::jaccard::{Threshold, SKETCH_VERSION};
+use neardup::jaccard::{BandKeys, Threshold, SKETCH_VERSION};
 use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
-use crate::dir::{DOC_FORMAT, OLD_DOC_FORMAT};
+use crate::dir::{DOC_FORMAT, KEYED_DOC_FORMAT, KEYS_FILE, OLD_DOC_FORMAT};
 use crate::error::{db, Result, StoreError};
 use crate::packed;
 use crate::prepare::{other_version, DocConfig, MAX_PARAGRAPHS};
@@ -49,6 +49,20 @@ pub(crate) fn signature_of(path: &Path, bytes: &[u8]) -> Result<Signature> {
         ),
     })?;
     Ok(Signature::from_bytes(bytes))
+}
+
+/// The signature in a document's row's `bytes` (its band keys apart), with `bands`.
+pub(crate) fn stored_signature_of(path: &Path, bytes: &[u8], bands: BandKeys) -> Result<Signature> {
+    let bytes: &[u8; Signature::STORED_BYTES] =
+        bytes.try_into().map_err(|_| StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: format!(
+                "a signature of {} bytes, not {}",
+                bytes.len(),
+                Signature::STORED_BYTES
+            ),
+        })?;
+    Ok(Signature::from_stored_bytes(bytes, bands))
 }
 
 /// The paragraphs of a [`PARAS`] row.
@@ -184,6 +198,61 @@ pub(crate) fn read_rows(
         note(format!("its settings (table \"meta\"): {why}"));
     }
     let next_id = rows.setting("next_id");
+    // A store of this format keeps its band keys apart: each row's signature is made
+    // whole with its keys from the keys file, which is checked band by band first.
+    let keyed = rows.setting("format") == Some(DOC_FORMAT);
+    let keys = match (keyed, rows.setting("instance")) {
+        (false, _) => None,
+        (true, None) => {
+            note("setting \"instance\" is missing: the band keys cannot be read".into());
+            None
+        }
+        (true, Some(instance)) => {
+            let dir = copy.parent().unwrap_or(Path::new("."));
+            match crate::keys::KeyReader::open(dir, instance) {
+                Ok(keys) => Some(keys),
+                Err(e) => {
+                    note(format!("its band keys cannot be read: {e}"));
+                    None
+                }
+            }
+        }
+    };
+    if let Some(keys) = &keys {
+        let mut vouched = HashMap::new();
+        match txn.open_table(crate::keys::KEY_CRCS) {
+            Ok(table) => {
+                for row in db!(copy, table.iter())? {
+                    let (k, v) = db!(copy, row)?;
+                    vouched.insert(k.value(), v.value());
+                }
+            }
+            Err(e) => note(format!("its table of key checksums cannot be read: {e}")),
+        }
+        for band in 0..neardup::jaccard::BANDS {
+            let len = next_id.unwrap_or(0);
+            if let Err(e) = keys.band(band, len, |c| vouched.get(&(c, band as u8)).copied()) {
+                note(e.to_string());
+            }
+        }
+    }
+    let width = if keyed {
+        Signature::STORED_BYTES
+    } else {
+        Signature::BYTES
+    };
+    // The whole signature of a row (of `width` bytes), or why it cannot be had.
+    let whole = |internal: u64, signature: &[u8]| -> std::result::Result<Vec<u8>, String> {
+        if !keyed {
+            return Ok(signature.to_vec());
+        }
+        let Some(keys) = &keys else {
+            return Err("its band keys cannot be read".into());
+        };
+        let bands = keys.keys_of(internal).map_err(|e| e.to_string())?;
+        let sig = stored_signature_of(copy, signature, bands).map_err(|e| e.to_string())?;
+        Ok(sig.to_bytes().to_vec())
+    };
     let mut by_id: HashMap<String, u64> = HashMap::new();
     let mut add = |internal: u64, id: &str, expires: u64, signature: &[u8]| {
         if signature.len() != Signature::BYTES {
@@ -224,10 +293,16 @@ pub(crate) fn read_rows(
         for entry in db!(copy, docs.iter())? {
             let (key, bytes) = db!(copy, entry)?;
             let key = key.value();
-            match packed::rows(key, bytes.value()) {
+            match packed::rows_of_width(key, bytes.value(), width) {
                 Ok(found) => {
                     for r in found {
-                        add(r.internal, r.id, r.expires, r.signature);
+                        match whole(r.internal, r.signature) {
+                            Ok(sig) => add(r.internal, r.id, r.expires, &sig),
+                            Err(why) => bad.push(format!(
+                                "document \"{}\" ({}): {why}: not kept",
+                                r.id, r.internal
+                            )),
+                        }
                     }
                 }
                 Err(why) => bad.push(format!(
@@ -329,10 +404,15 @@ pub(crate) fn read_rows(
 
 /// A new document store file at `path` holding `rows` with their settings, the documents
 /// numbered afresh in their order (a damaged number could be past next_id, or overflow
-/// the paragraphs' index ids).
-pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
+/// the paragraphs' index ids), and its keys file beside it under the name a repair leaves
+/// it at ([`crate::keys::pending_path`]); the new store's instance.
+pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<u64> {
     let db = db!(path, Database::create(path))?;
     let txn = db!(path, db.begin_write())?;
+    let instance = new_instance();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let pending = crate::keys::pending_path(dir, instance);
+    let mut keys = crate::keys::KeyFile::open_at(pending, instance, 0, |_, _| None)?;
     {
         let mut meta = db!(path, txn.open_table(META))?;
         for (key, value) in &rows.meta {
@@ -346,7 +426,7 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
             }
         }
         db!(path, meta.insert("next_id", rows.docs.len() as u64))?;
-        db!(path, meta.insert("instance", new_instance()))?;
+        db!(path, meta.insert("instance", instance))?;
         db!(path, meta.insert("commit", 0))?;
         db!(path, meta.insert("snapshot_commit", 0))?;
         // The new file is of this format whatever the old one's.
@@ -355,12 +435,15 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
         let mut paras = db!(path, txn.open_table(PARAS))?;
         let mut expiry = db!(path, txn.open_table(EXPIRY))?;
         db!(path, txn.open_table(REMOVED))?;
+        let mut crcs = db!(path, txn.open_table(crate::keys::KEY_CRCS))?;
         for (internal, doc) in (0u64..).zip(rows.docs.values()) {
+            let sig = signature_of(path, &doc.signature)?;
+            keys.append(internal, &[sig.index_keys()])?;
             let row = packed::Row {
                 internal,
                 id: &doc.id,
                 expires: doc.expires,
-                signature: &doc.signature,
+                signature: &sig.to_stored_bytes(),
             };
             packed::insert(path, &mut docs, row)?;
             if let Some(p) = &doc.paragraphs {
@@ -370,8 +453,12 @@ pub(crate) fn rebuild(path: &Path, rows: &DocRows) -> Result<()> {
                 db!(path, expiry.insert((doc.expires, internal), ()))?;
             }
         }
+        for (at, vouched) in keys.sync()? {
+            db!(path, crcs.insert(at, vouched))?;
+        }
     }
-    db!(path, txn.commit())
+    db!(path, txn.commit())?;
+    Ok(instance)
 }
 
 /// Drops the id table of a store of [`OLD_DOC_FORMAT`] (each id is also in its document's
@@ -389,9 +476,109 @@ pub(crate) fn drop_id_table(path: &Path, db: &redb::Database) -> Result<bool> {
     }
     {
         let mut meta = db!(path, txn.open_table(META))?;
-        db!(path, meta.insert("format", DOC_FORMAT))?;
+        db!(path, meta.insert("format", KEYED_DOC_FORMAT))?;
     }
     db!(path, txn.delete_table(IDS))?;
+    db!(path, txn.commit())?;
+    Ok(true)
+}
+
+/// Moves the band keys of a store of [`KEYED_DOC_FORMAT`] out of its rows into a new keys
+/// file in `dir` (`keys.rs`), every row rewritten without them, and marks it
+/// [`DOC_FORMAT`], in one write transaction committed after the keys file is durable; a
+/// keys file left by an upgrade that did not finish is made again. Whether it did.
+pub(crate) fn move_keys_out(dir: &Path, path: &Path, db: &redb::Database) -> Result<bool> {
+    let txn = db!(path, db.begin_write())?;
+    let (format, instance, next_id) = {
+        let meta = db!(path, txn.open_table(META))?;
+        let get =
+            |k: &str| -> Result<Option<u64>> { Ok(db!(path, meta.get(k))?.map(|v| v.value())) };
+        (
+            get("format")?,
+            get("instance")?,
+            get("next_id")?.unwrap_or(0),
+        )
+    };
+    if format != Some(KEYED_DOC_FORMAT) {
+        db!(path, txn.abort())?;
+        return Ok(false);
+    }
+    let instance = instance.unwrap_or_else(new_instance);
+    let keys_path = dir.join(KEYS_FILE);
+    match std::fs::remove_file(&keys_path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(StoreError::Io {
+                path: keys_path,
+                source,
+            })
+        }
+    }
+    let mut keys = crate::keys::KeyFile::open(dir, instance, 0, |_, _| None)?;
+    {
+        let mut table = db!(path, txn.open_table(packed::DOCS))?;
+        let mut pending: Vec<BandKeys> = Vec::new();
+        let mut from = 0u64;
+        loop {
+            let next = match db!(path, table.range(from..))?.next() {
+                Some(entry) => {
+                    let (k, v) = db!(path, entry)?;
+                    Some((k.value(), v.value().to_vec()))
+                }
+                None => None,
+            };
+            let Some((key, bytes)) = next else { break };
+            let old = packed::rows_of_width(key, &bytes, Signature::BYTES).map_err(|why| {
+                StoreError::Damaged {
+                    path: path.to_path_buf(),
+                    detail: format!("the pack of documents from {key}: {why}"),
+                }
+            })?;
+            let mut stored = Vec::with_capacity(old.len());
+            for r in &old {
+                let sig = signature_of(path, r.signature)?;
+                if r.internal >= next_id {
+                    return Err(StoreError::Damaged {
+                        path: path.to_path_buf(),
+                        detail: format!("document {}: numbered past next_id {next_id}", r.internal),
+                    });
+                }
+                // Numbers without a stored document (removed) keep zero keys.
+                let at = keys.len() + pending.len() as u64;
+                if r.internal < at {
+                    return Err(StoreError::Damaged {
+                        path: path.to_path_buf(),
+                        detail: format!("document {} is out of order", r.internal),
+                    });
+                }
+                pending.extend((at..r.internal).map(|_| [0u32; neardup::jaccard::BANDS]));
+                pending.push(sig.index_keys());
+                stored.push(sig.to_stored_bytes());
+            }
+            let rows: Vec<packed::Row<'_>> = old
+                .iter()
+                .zip(&stored)
+                .map(|(r, s)| packed::Row { signature: s, ..*r })
+                .collect();
+            db!(path, table.insert(key, &packed::pack_bytes(key, &rows)[..]))?;
+            if pending.len() >= 1 << 16 {
+                keys.append(keys.len(), &pending)?;
+                pending.clear();
+            }
+            from = key + 1;
+        }
+        let at = keys.len() + pending.len() as u64;
+        pending.extend((at..next_id).map(|_| [0u32; neardup::jaccard::BANDS]));
+        keys.append(keys.len(), &pending)?;
+        let mut crcs = db!(path, txn.open_table(crate::keys::KEY_CRCS))?;
+        for (at, vouched) in keys.sync()? {
+            db!(path, crcs.insert(at, vouched))?;
+        }
+        let mut meta = db!(path, txn.open_table(META))?;
+        db!(path, meta.insert("instance", instance))?;
+        db!(path, meta.insert("format", DOC_FORMAT))?;
+    }
     db!(path, txn.commit())?;
     Ok(true)
 }
@@ -405,7 +592,7 @@ pub(crate) fn pack_old_rows(path: &Path, db: &redb::Database) -> Result<bool> {
     let documents = old && {
         let meta = db!(path, txn.open_table(META))?;
         let format = db!(path, meta.get("format"))?.map(|v| v.value());
-        matches!(format, Some(DOC_FORMAT | OLD_DOC_FORMAT))
+        format.is_some_and(crate::dir::is_doc_format)
     };
     if !documents {
         db!(path, txn.abort())?;
@@ -414,6 +601,9 @@ pub(crate) fn pack_old_rows(path: &Path, db: &redb::Database) -> Result<bool> {
     {
         let unpacked = db!(path, txn.open_table(UNPACKED))?;
         let mut table = db!(path, txn.open_table(packed::DOCS))?;
+        // All at once, in order: these rows keep their band keys (248-byte signatures)
+        // until the keys move out, so the packs are written without being read back.
+        let mut old: Vec<(u64, String, u64, Vec<u8>)> = Vec::new();
         for entry in db!(path, unpacked.iter())? {
             let (internal, value) = db!(path, entry)?;
             let (id, expires, signature) = value.value();
@@ -427,13 +617,30 @@ pub(crate) fn pack_old_rows(path: &Path, db: &redb::Database) -> Result<bool> {
                     ),
                 });
             }
-            let row = packed::Row {
-                internal: internal.value(),
-                id,
+            old.push((
+                internal.value(),
+                id.to_string(),
                 expires,
+                signature.to_vec(),
+            ));
+        }
+        let rows: Vec<packed::Row<'_>> = old
+            .iter()
+            .map(|(internal, id, expires, signature)| packed::Row {
+                internal: *internal,
+                id,
+                expires: *expires,
                 signature,
-            };
-            packed::insert(path, &mut table, row)?;
+            })
+            .collect();
+        if !rows.is_empty() {
+            if !db!(path, redb::ReadableTableMetadata::is_empty(&table))? {
+                return Err(StoreError::Damaged {
+                    path: path.to_path_buf(),
+                    detail: "both packed and unpacked rows".into(),
+                });
+            }
+            packed::insert_all(path, &mut table, &rows)?;
         }
     }
     db!(path, txn.delete_table(UNPACKED))?;
@@ -447,8 +654,10 @@ mod tests {
 
     use super::*;
 
-    /// A store of one row a document (as stores were made before packing) opens with
-    /// the same documents, each found as before, and its old table gone.
+    /// A store of one row a document (as stores were made before packing, with an id
+    /// table and the band keys in the rows) opens with the same documents, each found as
+    /// before, its old tables gone and its keys in the keys file; check finds nothing
+    /// wrong before and after.
     #[test]
     fn a_store_of_one_row_a_document_is_packed_on_open() {
         use crate::{DocConfig, DocumentStore, Write};
@@ -484,25 +693,38 @@ mod tests {
                 .map(|i| store.get(&format!("id{i}")).unwrap())
                 .collect::<Vec<_>>()
         };
-        // Unpack the rows, as an older neardup wrote them.
+        // Unpack the rows, as an older neardup wrote them: the whole signature (band keys
+        // too) in one row a document, an id table, no keys file (format 100).
         let path = dir.path().join(crate::dir::FILE);
         {
+            let whole: HashMap<String, Vec<u8>> = before
+                .iter()
+                .flatten()
+                .map(|d| (d.id.clone(), d.signature.to_bytes().to_vec()))
+                .collect();
             let db = Database::open(&path).unwrap();
             let txn = db.begin_write().unwrap();
             {
                 let docs = txn.open_table(packed::DOCS).unwrap();
                 let mut old = txn.open_table(UNPACKED).unwrap();
+                let mut ids = txn.open_table(IDS).unwrap();
                 packed::each_from(&path, &docs, 0, |r| {
-                    old.insert(r.internal, (r.id, r.expires, r.signature))
+                    old.insert(r.internal, (r.id, r.expires, &whole[r.id][..]))
                         .unwrap();
+                    ids.insert(r.id, r.internal).unwrap();
                     Ok(())
                 })
                 .unwrap();
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert("format", OLD_DOC_FORMAT).unwrap();
             }
             txn.delete_table(packed::DOCS).unwrap();
+            txn.delete_table(crate::keys::KEY_CRCS).unwrap();
             txn.commit().unwrap();
         }
         std::fs::remove_file(dir.path().join(crate::dir::SNAPSHOT)).ok();
+        std::fs::remove_file(dir.path().join(KEYS_FILE)).unwrap();
+        assert!(crate::check(dir.path()).unwrap().problems.is_empty());
         let store = DocumentStore::open(dir.path(), None).unwrap();
         for (i, want) in before.iter().enumerate() {
             let got = store.get(&format!("id{i}")).unwrap();
@@ -527,6 +749,9 @@ mod tests {
         assert!(!txn
             .list_tables()
             .unwrap()
-            .any(|t| t.name() == UNPACKED.name()));
+            .any(|t| t.name() == UNPACKED.name() || t.name() == IDS.name()));
+        drop(txn);
+        drop(db);
+        assert!(crate::check(dir.path()).unwrap().problems.is_empty());
     }
 }

@@ -22,8 +22,9 @@ use crate::error::{Result, StoreError};
 use crate::file;
 use crate::ids::{IdMap, IdSnapshot};
 
-/// "NDSNAP" and the format's version (02: with the id map).
-const MAGIC: u64 = u64::from_le_bytes(*b"NDSNAP02");
+/// "NDSNAP" and the format's version (02: with the id map; 03: without the documents'
+/// index, which a start builds from the keys file).
+const MAGIC: u64 = u64::from_le_bytes(*b"NDSNAP03");
 
 /// Which state of which store a snapshot holds, and the settings its keys were made with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +76,6 @@ impl Header {
 pub(crate) fn write(
     dir: &Path,
     header: Header,
-    docs: &BandSnapshot,
     paras: &BandSnapshot,
     ids: &IdSnapshot,
 ) -> io::Result<()> {
@@ -83,7 +83,6 @@ pub(crate) fn write(
     let written = (|| {
         let mut out = BufWriter::with_capacity(1 << 20, File::create(&aside)?);
         out.write_all(&header.to_bytes())?;
-        docs.write_to(&mut out)?;
         paras.write_to(&mut out)?;
         ids.write_to(&mut out)?;
         out.into_inner()
@@ -104,7 +103,7 @@ pub(crate) fn write(
 pub(crate) fn read(
     dir: &Path,
     usable: impl FnOnce(&Header) -> bool,
-) -> io::Result<Option<(Header, BandIndex, BandIndex, IdMap)>> {
+) -> io::Result<Option<(Header, BandIndex, IdMap)>> {
     let file = match File::open(path(dir)) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -121,10 +120,9 @@ pub(crate) fn read(
     if !usable(&header) {
         return Ok(None);
     }
-    let docs = BandIndex::read_from(&mut input)?;
     let paras = BandIndex::read_from(&mut input)?;
     let ids = IdMap::read_from(&mut input)?;
-    Ok(Some((header, docs, paras, ids)))
+    Ok(Some((header, paras, ids)))
 }
 
 /// Where the snapshot of the store in `dir` is.
@@ -138,7 +136,6 @@ pub(crate) fn path(dir: &Path) -> PathBuf {
 pub struct SnapshotJob {
     pub(crate) dir: PathBuf,
     pub(crate) header: Header,
-    pub(crate) docs: BandSnapshot,
     pub(crate) paras: BandSnapshot,
     pub(crate) ids: IdSnapshot,
 }
@@ -146,21 +143,19 @@ pub struct SnapshotJob {
 impl SnapshotJob {
     /// Writes it, durably, in place of the last one; on any thread.
     pub fn write(&self) -> Result<()> {
-        write(&self.dir, self.header, &self.docs, &self.paras, &self.ids).map_err(|source| {
-            StoreError::Io {
-                path: path(&self.dir),
-                source,
-            }
+        write(&self.dir, self.header, &self.paras, &self.ids).map_err(|source| StoreError::Io {
+            path: path(&self.dir),
+            source,
         })
     }
 
     /// Documents it holds.
     pub fn len(&self) -> usize {
-        self.docs.len()
+        self.ids.len()
     }
 
     /// Whether it holds no document.
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.len() == 0
     }
 }

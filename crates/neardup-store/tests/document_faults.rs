@@ -52,6 +52,17 @@ fn filled(dir: &Path, n: usize) -> Vec<(String, StoredDoc)> {
         .collect()
 }
 
+/// The store in `dir` opens and gives back each of `docs` but `but` as it was, and check
+/// then finds nothing wrong with it.
+fn holds(dir: &Path, docs: &[(String, StoredDoc)], but: &str) {
+    let store = DocumentStore::open(dir, Some(config())).unwrap();
+    for (id, doc) in docs.iter().filter(|(id, _)| id != but) {
+        assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
+    }
+    drop(store);
+    assert!(neardup_store::check(dir).unwrap().problems.is_empty());
+}
+
 /// Every call of a store on a damaged file: a value, or an error naming the file.
 fn use_store(dir: &Path) {
     let named = |e: StoreError| {
@@ -209,24 +220,31 @@ fn damage_inside_a_document_store_is_an_error_or_found_by_check() {
     assert!(found > 0, "no damaged page was noticed");
 }
 
-/// Makes the store in `dir` (closed) one of the format before the id map: format 100,
-/// with an id table naming each of `docs` by its number, read from its rows.
-fn to_old_format(dir: &Path) {
+/// Makes the store in `dir` (closed) one of the format before the id map and the keys
+/// file: format 100, each row with its whole signature (`docs`' band keys too), an id
+/// table naming each document by its number, no keys file.
+fn to_old_format(dir: &Path, docs: &[(String, StoredDoc)]) {
     use redb::ReadableTable;
+    let whole: std::collections::HashMap<&str, [u8; neardup::decide::Signature::BYTES]> = docs
+        .iter()
+        .map(|(id, d)| (id.as_str(), d.signature.to_bytes()))
+        .collect();
     let db = redb::Database::open(dir.join(FILE)).unwrap();
     let txn = db.begin_write().unwrap();
     let meta_def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
     let ids_def: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("ids");
     let docs_def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("documents");
+    let crcs_def: redb::TableDefinition<(u64, u8), (u32, u32)> =
+        redb::TableDefinition::new("key_crcs");
     {
         txn.open_table(meta_def)
             .unwrap()
             .insert("format", 100)
             .unwrap();
-        let docs = txn.open_table(docs_def).unwrap();
+        let mut table = txn.open_table(docs_def).unwrap();
         let mut ids = txn.open_table(ids_def).unwrap();
         // A pack's rows: varint number past the key, varint expiry, varint id length,
-        // the signature, the id.
+        // the signature (here without its band keys), the id.
         let varint = |b: &[u8], at: &mut usize| {
             let mut v = 0u64;
             let mut shift = 0;
@@ -240,34 +258,61 @@ fn to_old_format(dir: &Path) {
                 }
             }
         };
-        for entry in docs.iter().unwrap() {
-            let (key, bytes) = entry.unwrap();
-            let (key, bytes) = (key.value(), bytes.value());
-            let mut at = 0;
-            while at < bytes.len() {
-                let internal = key + varint(bytes, &mut at);
-                varint(bytes, &mut at);
-                let len = varint(bytes, &mut at) as usize;
-                at += neardup::decide::Signature::BYTES;
-                let id = std::str::from_utf8(&bytes[at..at + len]).unwrap();
-                ids.insert(id, internal).unwrap();
-                at += len;
+        let put = |v: u64, out: &mut Vec<u8>| {
+            let mut v = v;
+            while v >= 0x80 {
+                out.push((v as u8) | 0x80);
+                v >>= 7;
             }
+            out.push(v as u8);
+        };
+        let packs: Vec<(u64, Vec<u8>)> = table
+            .iter()
+            .unwrap()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.value(), v.value().to_vec())
+            })
+            .collect();
+        for (key, bytes) in packs {
+            let mut at = 0;
+            let mut out = Vec::new();
+            while at < bytes.len() {
+                let delta = varint(&bytes, &mut at);
+                let expires = varint(&bytes, &mut at);
+                let len = varint(&bytes, &mut at) as usize;
+                at += neardup::decide::Signature::STORED_BYTES;
+                let id = std::str::from_utf8(&bytes[at..at + len])
+                    .unwrap()
+                    .to_string();
+                at += len;
+                // A removed document's row is gone; every other is among `docs`.
+                ids.insert(id.as_str(), key + delta).unwrap();
+                put(delta, &mut out);
+                put(expires, &mut out);
+                put(len as u64, &mut out);
+                out.extend_from_slice(&whole[id.as_str()]);
+                out.extend_from_slice(id.as_bytes());
+            }
+            table.insert(key, &out[..]).unwrap();
         }
     }
+    txn.delete_table(crcs_def).unwrap();
     txn.commit().unwrap();
     drop(db);
+    std::fs::remove_file(dir.join("neardup.keys")).unwrap();
     // Its snapshot is of this format: an old store's would not be read either.
     let _ = std::fs::remove_file(dir.join("bands.snapshot"));
 }
 
-/// A store made before the id map (its ids in a table) opens with every document found
-/// by its id, and its id table dropped; check finds nothing wrong before or after.
+/// A store made before the id map and the keys file (its ids in a table, its band keys in
+/// its rows) opens with every document found by its id and by its text, its id table
+/// dropped and its keys moved out; check finds nothing wrong before or after.
 #[test]
 fn a_store_with_an_id_table_opens_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let docs = filled(dir.path(), 250);
-    to_old_format(dir.path());
+    to_old_format(dir.path(), &docs);
     assert!(neardup_store::check(dir.path())
         .unwrap()
         .problems
@@ -275,6 +320,14 @@ fn a_store_with_an_id_table_opens_without_it() {
     let store = DocumentStore::open(dir.path(), Some(config())).unwrap();
     for (id, doc) in &docs {
         assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
+    }
+    // The index, built from the moved keys, finds each document by its text.
+    for i in (0..250).step_by(17) {
+        let hits = store
+            .check(&store.preparer().prepare(&text(i), false))
+            .unwrap()
+            .hits;
+        assert_eq!(hits.first().map(|h| h.id.clone()), Some(format!("doc-{i}")));
     }
     drop(store);
     let db = redb::Database::open(dir.path().join(FILE)).unwrap();
@@ -325,15 +378,7 @@ fn inconsistent_document_tables_are_found_and_repaired() {
     );
     let repair = neardup_store::repair(dir.path()).unwrap();
     assert!(repair.complete && repair.documents == 20, "{repair:?}");
-    let store = DocumentStore::open(dir.path(), Some(config())).unwrap();
-    for (id, doc) in &docs {
-        assert_eq!(store.get(id).unwrap().as_ref(), Some(doc), "{id}");
-    }
-    drop(store);
-    assert!(neardup_store::check(dir.path())
-        .unwrap()
-        .problems
-        .is_empty());
+    holds(dir.path(), &docs, "");
 }
 
 /// In a store of the format with an id table, a document its id table lost is found by
@@ -342,7 +387,7 @@ fn inconsistent_document_tables_are_found_and_repaired() {
 fn an_old_stores_lost_id_is_found_and_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let docs = filled(dir.path(), 20);
-    to_old_format(dir.path());
+    to_old_format(dir.path(), &docs);
     let path = dir.path().join(FILE);
     {
         let db = redb::Database::open(&path).unwrap();
@@ -375,4 +420,67 @@ fn a_document_store_in_use_says_by_whom() {
     assert!(matches!(err, StoreError::InUse { .. }), "{err}");
     drop(store);
     assert!(DocumentStore::open(dir.path(), None).is_ok());
+}
+
+/// A keys file with a flipped byte, cut short, of another store or missing: the open is
+/// refused naming it; check names the damage; a repair makes a store that opens with every
+/// document (the damaged one kept beside it); and a repair stopped between its renames is
+/// finished by the next open.
+#[test]
+fn damaged_band_keys_are_refused_found_and_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = filled(dir.path(), 300);
+    let keys = dir.path().join("neardup.keys");
+    let whole = std::fs::read(&keys).unwrap();
+    let refused = |why: &str| {
+        let err = DocumentStore::open(dir.path(), None).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::Damaged { .. }), "{msg}");
+        assert!(msg.contains("neardup.keys") && msg.contains(why), "{msg}");
+    };
+    // Band 5 of document 123: 4 KiB of header, 65,536 keys a band of a chunk.
+    let mut bytes = whole.clone();
+    bytes[4096 + 5 * 65_536 * 4 + 123 * 4] ^= 0x40;
+    std::fs::write(&keys, &bytes).unwrap();
+    refused("checksum");
+    let check = neardup_store::check(dir.path()).unwrap();
+    assert!(
+        check
+            .problems
+            .iter()
+            .any(|p| p.contains("band 5") && p.contains("checksum")),
+        "{check:?}"
+    );
+    let mut other = whole.clone();
+    other[8] ^= 1;
+    std::fs::write(&keys, &other).unwrap();
+    refused("another store");
+    std::fs::remove_file(&keys).unwrap();
+    refused("missing");
+
+    // Repaired from the damaged file: every document kept.
+    std::fs::write(&keys, &bytes).unwrap();
+    let repair = neardup_store::repair(dir.path()).unwrap();
+    assert!(repair.complete && repair.documents == 300, "{repair:?}");
+    let kept: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("neardup.keys.damaged-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let repaired = std::fs::read(&keys).unwrap();
+    holds(dir.path(), &docs, "doc-123");
+
+    // A repair stopped after the database's rename, before the keys file's: the repaired
+    // keys wait under their instance's name, the damaged ones in place.
+    let instance = u64::from_le_bytes(repaired[8..16].try_into().unwrap());
+    let pending = dir.path().join(format!("neardup.keys.{instance:016x}"));
+    std::fs::write(&pending, &repaired).unwrap();
+    std::fs::write(&keys, &bytes).unwrap();
+    assert!(neardup_store::check(dir.path())
+        .unwrap()
+        .problems
+        .is_empty());
+    holds(dir.path(), &docs, "doc-123");
+    assert!(!pending.exists());
 }
