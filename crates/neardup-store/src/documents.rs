@@ -550,6 +550,13 @@ fn docs_index(
     len: u64,
     vouched: &HashMap<(u64, u8), (u32, u32)>,
 ) -> Result<BandIndex> {
+    // Increasing: the last is the largest, and every key looked up below is in range.
+    if let Some(&last) = live.last().filter(|&&last| last >= len) {
+        return Err(StoreError::Damaged {
+            path: keys.path().to_path_buf(),
+            detail: format!("document {last} is live, but only {len} are numbered"),
+        });
+    }
     let failed = std::sync::Mutex::new(None);
     let index = BandIndex::from_band_keys(live.to_vec(), |band| {
         let all = keys.band(band, len, |chunk| {
