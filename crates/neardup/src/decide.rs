@@ -249,15 +249,23 @@ impl Signature {
         out
     }
 
-    /// The signature [`Signature::to_stored_bytes`] wrote, with its band keys `bands`.
-    pub fn from_stored_bytes(bytes: &[u8; Signature::STORED_BYTES], bands: BandKeys) -> Signature {
+    /// The signature [`Signature::to_stored_bytes`] wrote, with `keys`: its band keys, or
+    /// its [`Signature::index_keys`] (what a store keeps), which for a text without words
+    /// are made from its text hash and read back here as no band keys.
+    pub fn from_stored_bytes(bytes: &[u8; Signature::STORED_BYTES], keys: BandKeys) -> Signature {
         let cut = 8 * LANES + jaccard::BYTES;
         let mut all = [0u8; Signature::BYTES];
         all[..cut].copy_from_slice(&bytes[..cut]);
         all[cut + 4 * BANDS..].copy_from_slice(&bytes[cut..]);
+        let none = Signature::from_bytes(&all);
+        // Band keys are zero only all together (a text without shingles), so a signature
+        // with one key and nineteen zeros is a wordless text's index keys.
+        if keys[1..].iter().all(|&k| k == 0) && keys == none.index_keys() {
+            return none;
+        }
         Signature {
-            bands,
-            ..Signature::from_bytes(&all)
+            bands: keys,
+            ..none
         }
     }
 
@@ -298,6 +306,13 @@ mod tests {
             Signature::from_stored_bytes(&sa.to_stored_bytes(), sa.bands),
             sa
         );
+        // Stored with its index keys, as a store keeps them: a wordless text's too.
+        for s in [&sa, &of("!!!"), &Signature::default()] {
+            assert_eq!(
+                &Signature::from_stored_bytes(&s.to_stored_bytes(), s.index_keys()),
+                s
+            );
+        }
         // Band keys of the same banding agree where the bins do: these texts share most.
         let agree = sa
             .bands
