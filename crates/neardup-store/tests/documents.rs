@@ -915,3 +915,43 @@ fn compacting_the_index_keeps_its_answers() {
     assert_eq!(store.opened(), &Opened::Snapshot { caught_up: 0 });
     assert_eq!(answers(&store, &prep, &queries), removed);
 }
+
+/// A document reads back as it was put, whether from the writer's open transaction, from
+/// its committed row and band keys, or after a reopen: a text with words and one without
+/// (whose index keys are made from its text hash, and are no band keys of its own).
+#[test]
+fn a_document_reads_back_as_put_from_every_place_it_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = DocumentStore::create(dir.path(), DocConfig::default()).unwrap();
+    let prep = store.preparer();
+    let texts = [
+        "the quick brown fox jumps over the lazy dog while the farmer watches the sky",
+        "!!! ??? ...",
+    ];
+    let puts = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Write::Put {
+            id: format!("t{i}"),
+            doc: Box::new(prep.prepare(t, false)),
+            ttl: None,
+            only_if_unique: false,
+        })
+        .collect();
+    store.apply(puts).unwrap();
+    let want: Vec<_> = texts
+        .iter()
+        .map(|t| prep.prepare(t, false).signature)
+        .collect();
+    let read = |store: &DocumentStore| -> Vec<_> {
+        (0..texts.len())
+            .map(|i| store.get(&format!("t{i}")).unwrap().unwrap().signature)
+            .collect()
+    };
+    assert_eq!(read(&store), want, "from the open transaction");
+    store.checkpoint().unwrap();
+    assert_eq!(read(&store), want, "from the committed rows");
+    drop(store);
+    let store = DocumentStore::open(dir.path(), None).unwrap();
+    assert_eq!(read(&store), want, "after a reopen");
+}
