@@ -64,13 +64,18 @@ struct Shard {
     delta: HashMap<u64, Option<u64>, Fast>,
 }
 
+/// The document an array entry of `hash` names: `internal`, or past 32 bits, `wide`'s.
+fn number(wide: &HashMap<u64, u64, Fast>, hash: u64, internal: u32) -> Option<u64> {
+    match internal {
+        u32::MAX => wide.get(&hash).copied(),
+        i => Some(u64::from(i)),
+    }
+}
+
 impl Shard {
     fn base(&self, hash: u64, wide: &HashMap<u64, u64, Fast>) -> Option<u64> {
         let at = self.hashes.binary_search(&hash).ok()?;
-        match self.internals[at] {
-            u32::MAX => wide.get(&hash).copied(),
-            i => Some(u64::from(i)),
-        }
+        number(wide, hash, self.internals[at])
     }
 
     fn get(&self, hash: u64, wide: &HashMap<u64, u64, Fast>) -> Option<u64> {
@@ -110,12 +115,7 @@ impl Shard {
                 if oh >= h {
                     break;
                 }
-                let i = if oi == u32::MAX {
-                    wide.get(&oh).copied()
-                } else {
-                    Some(u64::from(oi))
-                };
-                if let Some(i) = i {
+                if let Some(i) = number(wide, oh, oi) {
                     push(oh, i, wide);
                 }
                 old.next();
@@ -129,12 +129,7 @@ impl Shard {
             }
         }
         for (&oh, &oi) in old {
-            let i = if oi == u32::MAX {
-                wide.get(&oh).copied()
-            } else {
-                Some(u64::from(oi))
-            };
-            if let Some(i) = i {
+            if let Some(i) = number(wide, oh, oi) {
                 push(oh, i, wide);
             }
         }
@@ -244,12 +239,8 @@ impl IdMap {
         for shard in &mut self.shards {
             shard.merge(&mut self.wide);
             let mut dropped = Vec::new();
-            for (at, &h) in shard.hashes.iter().enumerate() {
-                let i = match shard.internals[at] {
-                    u32::MAX => self.wide.get(&h).copied(),
-                    i => Some(u64::from(i)),
-                };
-                if i.is_some_and(|i| gone.contains(&i)) {
+            for (&h, &i) in shard.hashes.iter().zip(shard.internals.iter()) {
+                if number(&self.wide, h, i).is_some_and(|i| gone.contains(&i)) {
                     dropped.push(h);
                 }
             }
@@ -275,11 +266,8 @@ impl IdMap {
                     .hashes
                     .iter()
                     .zip(shard.internals.iter())
-                    .filter_map(|(h, &i)| match shard.delta.get(h) {
-                        Some(_) => None,
-                        None if i == u32::MAX => self.wide.get(h).copied(),
-                        None => Some(u64::from(i)),
-                    }),
+                    .filter(|(h, _)| !shard.delta.contains_key(h))
+                    .filter_map(|(&h, &i)| number(&self.wide, h, i)),
             );
             out.extend(shard.delta.values().flatten());
         }
