@@ -165,11 +165,16 @@ pub(crate) fn pending_path(dir: &Path, instance: u64) -> PathBuf {
 
 /// The instance in the header of the keys file at `path`, if it is one.
 fn instance_of(path: &Path) -> Option<u64> {
-    let file = File::open(path).ok()?;
+    header(&File::open(path).ok()?).ok()?
+}
+
+/// The instance in `file`'s header, `None` if it is no keys file's; an error if the
+/// header is cut short.
+fn header(file: &File) -> std::io::Result<Option<u64>> {
     let mut head = [0u8; 16];
-    file.read_exact_at(&mut head, 0).ok()?;
+    file.read_exact_at(&mut head, 0)?;
     let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().unwrap_or([0; 8]));
-    (word(0) == MAGIC).then(|| word(8))
+    Ok((word(0) == MAGIC).then(|| word(8)))
 }
 
 /// Moves the keys file a repair left for `instance` into place, if there is one and the
@@ -204,23 +209,17 @@ impl KeyReader {
 
 /// [`StoreError::Damaged`] unless `file` starts with a keys file's header of `instance`.
 fn check_header(path: &Path, file: &File, instance: u64) -> Result<()> {
-    let mut head = [0u8; 16];
-    file.read_exact_at(&mut head, 0)
-        .map_err(|_| damaged(path, "its header is cut short".into()))?;
-    let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().unwrap_or([0; 8]));
-    if word(0) != MAGIC {
-        return Err(damaged(path, "not a file of band keys".into()));
-    }
-    if word(8) != instance {
-        return Err(damaged(
+    let found = header(file).map_err(|_| damaged(path, "its header is cut short".into()))?;
+    match found {
+        None => Err(damaged(path, "not a file of band keys".into())),
+        Some(other) if other != instance => Err(damaged(
             path,
             format!(
-                "the band keys of another store (instance {:x}, where {FILE} says {instance:x})",
-                word(8)
+                "the band keys of another store (instance {other:x}, where {FILE} says {instance:x})"
             ),
-        ));
+        )),
+        Some(_) => Ok(()),
     }
-    Ok(())
 }
 
 impl KeyFile {
