@@ -558,11 +558,18 @@ fn docs_index(
         });
     }
     let failed = std::sync::Mutex::new(None);
+    // Every document numbered is live (a store just loaded): each band as read.
+    let whole = live.len() as u64 == len;
     let index = BandIndex::from_band_keys(live.to_vec(), |band| {
+        // This band's reads, and the next band's (which this thread most likely reads
+        // next), go to the disk at once instead of one by one.
+        keys.will_need(band, len);
+        keys.will_need(band + 1, len);
         let all = keys.band(band, len, |chunk| {
             vouched.get(&(chunk, band as u8)).copied()
         });
         match all {
+            Ok(all) if whole => Some(all),
             Ok(all) => Some(live.iter().map(|&i| all[i as usize]).collect()),
             Err(e) => {
                 *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);

@@ -87,6 +87,31 @@ impl KeyReader {
         Ok(keys)
     }
 
+    /// Asks the kernel to read band `band` of documents `0..len` into the page cache in the
+    /// background. A band is a 256 KiB read a chunk, 5 MiB apart: read one by one from a
+    /// cold cache, each waits for the disk while the band before it is sorted on another
+    /// core. Advice only: an error is ignored, and the reads check what they get.
+    pub(crate) fn will_need(&self, band: usize, len: u64) {
+        use std::os::fd::AsRawFd;
+        if band >= BANDS {
+            return;
+        }
+        for chunk in 0..len.div_ceil(CHUNK) {
+            let docs = (len - chunk * CHUNK).min(CHUNK);
+            let (Ok(at), Ok(bytes)) = (
+                libc::off_t::try_from(offset(chunk, band, 0)),
+                libc::off_t::try_from(docs * 4),
+            ) else {
+                return;
+            };
+            // SAFETY: a plain system call on a descriptor this reader owns; no memory is
+            // passed.
+            unsafe {
+                libc::posix_fadvise(self.file.as_raw_fd(), at, bytes, libc::POSIX_FADV_WILLNEED)
+            };
+        }
+    }
+
     /// Band `band` of documents `0..len`, each chunk's part checked against `vouched`
     /// (the chunk's documents vouched for and their CRC, from [`KEY_CRCS`]).
     pub(crate) fn band(
