@@ -253,7 +253,9 @@ pub(crate) fn load(
         let read_stats = reader
             .join()
             .unwrap_or_else(|_| Err(Failure::io(anyhow!("the reading thread panicked"))));
-        if sent.is_ok() && read_stats.is_ok() && !pending.is_empty() {
+        // What was read before a bad line is stored too: the load ends where its input
+        // went wrong, not at the last full batch.
+        if sent.is_ok() && !pending.is_empty() {
             let _ = to_writer.send(pending);
         }
         drop(to_writer);
@@ -263,7 +265,21 @@ pub(crate) fn load(
         // A writer's failure explains a reading that stopped.
         let (store, counts) = written?;
         sent?;
-        Ok((store, read_stats?, counts))
+        match read_stats {
+            Ok(stats) => Ok((store, stats, counts)),
+            Err(failure) => {
+                // Saved with its snapshot: without one, the next start reads every row
+                // back for the id map, at 100M a read of the whole database.
+                finish(store)?;
+                Err(Failure {
+                    status: failure.status,
+                    error: failure.error.context(format!(
+                        "loading stopped after {} documents ({} stored)",
+                        counts.documents, counts.inserted
+                    )),
+                })
+            }
+        }
     })
 }
 

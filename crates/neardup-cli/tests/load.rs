@@ -422,3 +422,60 @@ fn bad_input_is_refused_by_name() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("<stdin>:2: not valid JSON"));
 }
+
+#[test]
+fn a_load_stopped_by_a_bad_line_keeps_what_it_read_and_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    // 600 documents in batches of 100, then a line cut short, as a generator killed
+    // mid-write leaves it.
+    let docs = corpus();
+    let mut input = jsonl(&docs);
+    input.extend_from_slice(b"{\"id\": \"cut\", \"text\": \"one two");
+    let out = neardup(
+        &["load", "--data", s, "--create", "--batch", "100", "-"],
+        &input,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("<stdin>:601: not valid JSON"), "{err}");
+    // "loading stopped after N documents (M stored)": the documents read before the bad
+    // line's block of input.
+    let said = err
+        .split("loading stopped after ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{err}"));
+    let numbers: Vec<usize> = said
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|n| !n.is_empty())
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (read, stored) = (numbers[0], numbers[1]);
+    assert!(read > 0 && read < docs.len(), "{err}");
+    // Those documents loaded on their own are the oracle of what the stopped load kept.
+    let whole = dir.path().join("whole");
+    let out = succeeds(
+        &["load", "--data", whole.to_str().unwrap(), "--create", "-"],
+        &jsonl(&docs[..read]),
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["inserted"], json!(stored));
+    let whole = DocumentStore::open(&whole, None).unwrap();
+    let opened = DocumentStore::open(&store, None).unwrap();
+    assert_eq!(opened.len(), whole.len());
+    // The id map came from the snapshot the stopped load saved, not from every row.
+    assert!(
+        matches!(opened.opened(), neardup_store::Opened::Snapshot { .. }),
+        "{:?}",
+        opened.opened()
+    );
+    for (id, _) in &docs {
+        assert_eq!(
+            opened.get(id).unwrap().map(|d| d.signature),
+            whole.get(id).unwrap().map(|d| d.signature),
+            "{id}"
+        );
+    }
+}
