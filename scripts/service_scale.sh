@@ -1,8 +1,11 @@
 #!/bin/bash
 # service_scale.sh N WORK [NEARDUP]: `neardup serve` at N documents (10M, 100M), measured
 # as docs/service.md reports it. Needs wrk, curl, zstd, python3 and GNU time; WORK needs
-# about N x 1 KB of disk (the store) and the machine about N x 110 bytes of memory for the
-# index (twice that while its main part is rebuilt, see `neardup serve --memory`).
+# about N x 300 bytes of disk (the store) and the machine about N x 120 bytes of memory
+# for the index and id map (twice the index while its main part is rebuilt, see `neardup
+# serve --memory`). A run cut short (the generator killed: the load stops at the line cut
+# short, "loading stopped after N documents") goes on from step 2 when run again with
+# that N.
 #
 # 1. load: `neardup bench gen-docs` (2 KB documents, a tenth of them planted near-copies,
 #    their exact Jaccard similarity in truth.jsonl) streams into `neardup load
