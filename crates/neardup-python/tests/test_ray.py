@@ -184,6 +184,65 @@ def test_save_refuses_before_writing(tmp_path):
         nray.dedup(taken, save=True, clusters=False, deduplicated=False)
 
 
+
+def lose_once(mark, stage):
+    """A hook that, the first time `stage` runs, fails its task as Ray fails a task whose
+    input it lost for good (an object no node holds and its lineage could not rebuild)."""
+
+    def hook(s, index):
+        import os
+
+        import ray
+
+        if s != stage:
+            return
+        try:
+            os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        raise ray.exceptions.ObjectFetchTimedOutError("00" * 28, None, "a test hook")
+
+    return hook
+
+
+@pytest.mark.parametrize("stage", ["nodes", "near", "pick"])
+def test_an_object_lost_for_good_runs_the_job_again(tmp_path, stage):
+    """Once Ray gives up on an object, the job runs again (with a warning) and answers as
+    if nothing had happened."""
+    want = cli_dedup(PLANTED, tmp_path, *cli_args(0.8))
+    mark = tmp_path / "lost"
+    with pytest.warns(RuntimeWarning, match=r"running the job again \(2 of 3\)"):
+        clusters, kept, _ = ray_dedup(PLANTED, tmp_path, unit_bytes=200_000, partitions=2,
+                                      _fault=lose_once(str(mark), stage))
+    assert mark.exists()
+    assert (clusters, kept) == want
+
+
+def test_a_lost_object_is_not_retried_once_the_store_changed(tmp_path, monkeypatch):
+    """With `save=True`, an object lost after a document was saved is raised, not run
+    again: a second run would find its own saved documents stored."""
+    store = tmp_path / "store"
+    lines = PLANTED.read_bytes().splitlines(keepends=True)
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_bytes(b"".join(lines[: len(lines) // 2]))
+    new.write_bytes(b"".join(lines[len(lines) // 2:]))
+    subprocess.run([str(cli_binary()), "dedup", str(old), "--save", str(store), "-q"], check=True)
+    runs = []
+
+    def save_one_then_lose(s, refs):
+        runs.append(1)
+        part = ray.get(refs[0])
+        s._put_unique([(part["id"][0], part["text"][0])])
+        raise ray.exceptions.ObjectLostError("00" * 28, None, "a test")
+
+    monkeypatch.setattr(nray, "_save", save_one_then_lose)
+    with neardup.DocumentStore.open(store) as s:
+        before = len(s)
+        with pytest.raises(ray.exceptions.ObjectLostError):
+            nray.dedup(new, against=s, save=True, clusters=False, deduplicated=False,
+                       unit_bytes=20_000, partitions=2)
+        assert len(runs) == 1 and len(s) == before + 1
+
 @pytest.mark.parametrize("unit_bytes", [64 << 20, 20_000, 3_333])
 @pytest.mark.parametrize("kind", ["jsonl", "gz", "parquet"])
 def test_tricky_inputs_equal_cli(tmp_path, kind, unit_bytes):

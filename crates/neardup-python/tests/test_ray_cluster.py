@@ -21,9 +21,12 @@ from ray.cluster_utils import Cluster  # noqa: E402
 def two_nodes():
     # Every object goes through the object store (none is small enough to travel inside
     # the task's reply), so that objects really move between the nodes, and a node lost
-    # loses the objects it made.
+    # loses the objects it made. A fetch that finds no node holding its object gives up
+    # after 30 s instead of Ray's 10 minutes: when a node lost leaves Ray unable to rebuild
+    # an object, neardup.ray runs the job again sooner.
     cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "_system_config": {"max_direct_call_object_size": 100}})
+        "num_cpus": 0, "include_dashboard": False,
+        "_system_config": {"max_direct_call_object_size": 100, "fetch_fail_timeout_milliseconds": 30_000}})
     cluster.add_node(num_cpus=1)
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()

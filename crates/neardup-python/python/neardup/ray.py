@@ -45,10 +45,12 @@ of clusters at a time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import time
+import warnings
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
@@ -84,6 +86,8 @@ _BANDS = 20
 _CHUNK = 16 << 20
 #: Times a task is tried again when its worker or node dies.
 _RETRIES = 3
+#: Times the whole job is run again when Ray loses an object it cannot rebuild.
+_JOB_RETRIES = 2
 
 
 @dataclasses.dataclass
@@ -856,7 +860,7 @@ def _check_inputs(paths: Sequence[str], out: Optional[dict]) -> None:
             raise ValueError(f"output '{out['shown']}' is an input: write the results elsewhere")
 
 
-def dedup(
+def _dedup_once(
     source: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], "ray.data.Dataset"],
     *,
     text_column: str = "text",
@@ -918,6 +922,11 @@ def dedup(
     of input), `unit_bytes` (the bytes of a JSON Lines file or the row groups of a
     Parquet file one task reads; default four units per CPU, 1 to 64 MiB each) and
     `cpus_per_task` (threads each task's Rust code uses) tune the job, never its answer.
+
+    A task whose worker or node dies is run again by Ray (three times at most), and the
+    tasks whose objects were lost with a node are run again from their lineage; when Ray
+    still loses an object for good, the whole job runs again (twice at most), unless it
+    had begun to save into the store.
     """
     started = time.perf_counter()
     seconds: dict = {}
@@ -1248,6 +1257,41 @@ def dedup(
         if saved is not None:
             stats["settings"]["store"].update(saved=saved[0], refused_by_store=saved[1])
     return Result(clusters=cluster_list, deduplicated=result_records, stats=stats)
+
+
+
+def _object_lost(e: BaseException) -> bool:
+    """Whether `e` is, or was caused by, an object Ray lost (its node gone) and could not
+    rebuild from its lineage, or waited for in vain (no location found): a fault of the
+    cluster, never of the input."""
+    seen = 0
+    while e is not None and seen < 16:
+        if isinstance(e, ray.exceptions.ObjectLostError):
+            return True
+        e, seen = getattr(e, "cause", None) or e.__cause__, seen + 1
+    return False
+
+
+@functools.wraps(_dedup_once)
+def dedup(*args: Any, **kwargs: Any) -> Result:
+    # Every task is deterministic, and the outputs are written whole again by a new run:
+    # when Ray loses an object for good (a node lost while its lineage was being rebuilt
+    # can leave a fetch waiting with no location), the job runs again on the nodes left,
+    # unless it had begun to save into the store.
+    store = kwargs.get("against")
+    attempt = 0
+    while True:
+        before = len(store) if store is not None else 0
+        try:
+            return _dedup_once(*args, **kwargs)
+        except Exception as e:
+            changed = store is not None and len(store) != before
+            if attempt == _JOB_RETRIES or changed or not _object_lost(e):
+                raise
+            attempt += 1
+            warnings.warn(f"neardup.ray: Ray lost an object it could not rebuild ({type(e).__name__}); "
+                          f"running the job again ({attempt + 1} of {_JOB_RETRIES + 1})",
+                          RuntimeWarning, stacklevel=2)
 
 
 def _save(store: "_DocumentStore", refs: list) -> tuple:
