@@ -558,22 +558,30 @@ fn docs_index(
         });
     }
     let failed = std::sync::Mutex::new(None);
-    // Every document numbered is live (a store just loaded): each band as read.
+    // Every document numbered is live (a store just loaded): each band as read. Else
+    // each band is read here first, then its live documents' keys taken.
     let whole = live.len() as u64 == len;
-    let index = BandIndex::from_band_keys(live.to_vec(), |band| {
-        // This band's reads, and the next band's (which this thread most likely reads
-        // next), go to the disk at once instead of one by one.
+    let all = std::sync::Mutex::new(Vec::new());
+    let index = BandIndex::from_band_keys(live.to_vec(), |band, into| {
+        // This band's reads, and the next band's (read next), go to the disk at once
+        // instead of one by one.
         keys.will_need(band, len);
         keys.will_need(band + 1, len);
-        let all = keys.band(band, len, |chunk| {
-            vouched.get(&(chunk, band as u8)).copied()
-        });
-        match all {
-            Ok(all) if whole => Some(all),
-            Ok(all) => Some(live.iter().map(|&i| all[i as usize]).collect()),
+        let vouched_for = |chunk| vouched.get(&(chunk, band as u8)).copied();
+        let read = match whole {
+            true => keys.band(band, len, vouched_for, into),
+            false => {
+                let mut all = all.lock().unwrap_or_else(PoisonError::into_inner);
+                keys.band(band, len, vouched_for, &mut all).map(|()| {
+                    into.extend(live.iter().map(|&i| all[i as usize]));
+                })
+            }
+        };
+        match read {
+            Ok(()) => true,
             Err(e) => {
                 *failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
-                None
+                false
             }
         }
     })?;

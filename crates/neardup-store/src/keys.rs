@@ -119,8 +119,9 @@ impl KeyReader {
         band: usize,
         len: u64,
         vouched: impl Fn(u64) -> Option<(u32, u32)>,
-    ) -> Result<Vec<u32>> {
-        let mut keys = Vec::new();
+        keys: &mut Vec<u32>,
+    ) -> Result<()> {
+        keys.clear();
         keys.try_reserve_exact(len as usize).map_err(|_| {
             damaged(
                 &self.path,
@@ -158,7 +159,7 @@ impl KeyReader {
                     .map(|k| u32::from_le_bytes([k[0], k[1], k[2], k[3]])),
             );
         }
-        Ok(keys)
+        Ok(())
     }
 }
 
@@ -457,8 +458,11 @@ mod tests {
         vouched.extend(file.sync().unwrap());
         let len = file.len();
         let reader = file.reader();
+        let mut got = vec![7];
         for band in 0..BANDS {
-            let got = reader.band(band, len, |c| get(&vouched, c, band)).unwrap();
+            reader
+                .band(band, len, |c| get(&vouched, c, band), &mut got)
+                .unwrap();
             assert_eq!(got.len() as u64, len);
             assert!(got
                 .iter()
@@ -492,9 +496,14 @@ mod tests {
             let file = KeyFile::open(dir.path(), 1, len, |c, b| {
                 vouched.get(&(c, b as u8)).copied()
             })?;
+            let mut keys = Vec::new();
             for band in 0..BANDS {
-                file.reader()
-                    .band(band, len, |c| vouched.get(&(c, band as u8)).copied())?;
+                file.reader().band(
+                    band,
+                    len,
+                    |c| vouched.get(&(c, band as u8)).copied(),
+                    &mut keys,
+                )?;
             }
             Ok(())
         };

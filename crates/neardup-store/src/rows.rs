@@ -229,9 +229,11 @@ pub(crate) fn read_rows(
             }
             Err(e) => note(format!("its table of key checksums cannot be read: {e}")),
         }
+        let mut read = Vec::new();
         for band in 0..neardup::jaccard::BANDS {
             let len = next_id.unwrap_or(0);
-            if let Err(e) = keys.band(band, len, |c| vouched.get(&(c, band as u8)).copied()) {
+            let vouched_for = |c| vouched.get(&(c, band as u8)).copied();
+            if let Err(e) = keys.band(band, len, vouched_for, &mut read) {
                 note(e.to_string());
             }
         }

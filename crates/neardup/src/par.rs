@@ -34,3 +34,25 @@ where
 {
     items.into_iter().map(f).collect()
 }
+
+/// `a` and `b`, side by side when possible.
+#[cfg(feature = "rayon")]
+pub(crate) fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    rayon::join(a, b)
+}
+
+/// `a` and `b`, side by side when possible.
+#[cfg(not(feature = "rayon"))]
+pub(crate) fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA,
+    B: FnOnce() -> RB,
+{
+    (a(), b())
+}

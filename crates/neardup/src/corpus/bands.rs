@@ -468,40 +468,6 @@ fn low_mask(dir_bits: u32) -> u64 {
     (1u64 << (32 - dir_bits)) - 1
 }
 
-/// A band's sorted (key, slot) entries, read once; then its buffers go back to `pool` for
-/// the next band. A start sorts twenty bands of every document: with new buffers each
-/// time, the kernel's page faults and zeroing took a third of its CPU (44 of 142 s at
-/// 74M documents).
-struct Sorted<'a> {
-    pool: &'a std::sync::Mutex<Vec<(Vec<u64>, Vec<u64>)>>,
-    entries: Vec<u64>,
-    sorted: Vec<u64>,
-    at: usize,
-}
-
-impl Iterator for Sorted<'_> {
-    type Item = (u32, u32);
-
-    fn next(&mut self) -> Option<(u32, u32)> {
-        let e = *self.sorted.get(self.at)?;
-        self.at += 1;
-        Some(((e >> 32) as u32, e as u32))
-    }
-}
-
-impl Drop for Sorted<'_> {
-    fn drop(&mut self) {
-        let buffers = (
-            std::mem::take(&mut self.entries),
-            std::mem::take(&mut self.sorted),
-        );
-        self.pool
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(buffers);
-    }
-}
-
 /// A main part of `ids` (by slot) whose band `b` holds the entries `entries(sources[b])`
 /// (sorted by key, then slot). Each band is built as its entries come, on the pool, so no
 /// more than a band or two of entries exist at once, whatever the caller merges or sorts;
@@ -516,6 +482,12 @@ where
     let built = crate::par::map(sources, |source| {
         MainBand::from_sorted(entries(source), dir_bits, n)
     });
+    assemble(ids, dir_bits, built)
+}
+
+/// The main part of `ids` (by slot) and its `bands`, built with `dir_bits` of directory.
+fn assemble(ids: Vec<u64>, dir_bits: u32, bands: Vec<MainBand>) -> Main {
+    let n = ids.len();
     let by_id = if ids.windows(2).all(|w| w[0] < w[1]) {
         None
     } else {
@@ -526,10 +498,30 @@ where
     let max = ids.iter().copied().max().unwrap_or(0);
     Main {
         dir_bits,
-        bands: built,
+        bands,
         ids: Packed::from_fn(n, max, |i| ids[i]),
         by_id,
     }
+}
+
+/// A band's keys by slot as (key, slot) words sorted into the second of `buffers` (the
+/// first is the sort's scratch), reusing their memory.
+fn sort_band(
+    keys: &[u32],
+    (mut entries, mut sorted): (Vec<u64>, Vec<u64>),
+) -> (Vec<u64>, Vec<u64>) {
+    // (key, slot) as one word, radix-sorted: at 100M documents a band's 100M entries,
+    // where a comparison sort took about five times as long.
+    entries.clear();
+    entries.extend(
+        keys.iter()
+            .zip(0u64..)
+            .map(|(&key, slot)| (u64::from(key) << 32) | slot),
+    );
+    sorted.clear();
+    sorted.resize(entries.len(), 0);
+    crate::batch::radix::sort_into(&mut entries, &mut sorted);
+    (entries, sorted)
 }
 
 impl MainBand {
@@ -783,13 +775,13 @@ impl BandIndex {
     }
 
     /// An index of the documents `ids` (increasing) built in one pass from their band keys
-    /// given a band at a time: `band(b)` is every document's key in band `b`, in the
-    /// order of `ids`, or `None` (then so is the result). What opening a store whose keys
-    /// are kept band by band does: no more than two bands' keys are in memory at once
-    /// beside the index.
+    /// given a band at a time: `band(b, keys)` puts every document's key in band `b` into
+    /// `keys` (empty), in the order of `ids`, or answers false (then the result is
+    /// `None`). What opening a store whose keys are kept band by band does: one band's
+    /// keys are in memory at once beside the index, in a buffer given again for each band.
     pub fn from_band_keys(
         ids: Vec<u64>,
-        band: impl Fn(usize) -> Option<Vec<u32>> + Sync + Send,
+        band: impl Fn(usize, &mut Vec<u32>) -> bool + Sync + Send,
     ) -> Result<Option<BandIndex>> {
         if ids.len() >= u32::MAX as usize {
             return Err(Error::TooManyFingerprints {
@@ -797,38 +789,50 @@ impl BandIndex {
                 max: u32::MAX as usize - 1,
             });
         }
-        let missing = std::sync::atomic::AtomicBool::new(false);
-        let pool = std::sync::Mutex::new(Vec::new());
-        let main = build(ids, (0..BANDS).collect(), |b| {
-            let (mut entries, mut sorted): (Vec<u64>, Vec<u64>) = pool
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .pop()
-                .unwrap_or_default();
-            // (key, slot) as one word, radix-sorted: at 100M documents a band's 100M
-            // entries, where a comparison sort took about five times as long.
-            entries.clear();
-            match band(b) {
-                Some(keys) => entries.extend(
-                    keys.into_iter()
-                        .zip(0u64..)
-                        .map(|(key, slot)| (u64::from(key) << 32) | slot),
-                ),
-                None => missing.store(true, std::sync::atomic::Ordering::Relaxed),
+        // A band is sorted while the band sorted before it is built, and no other band
+        // starts meanwhile: two pairs of sort buffers serve all twenty. Bands built in
+        // parallel each took fresh buffers whenever a thread waiting inside one band's
+        // sort stole the next band, and the kernel's page faults and zeroing of them took
+        // a third of a start's CPU (44 of 142 s at 74M documents).
+        let n = ids.len();
+        let dir_bits = dir_bits(n);
+        let mut free: Vec<(Vec<u64>, Vec<u64>)> = Vec::with_capacity(2);
+        let mut sorted: Option<(Vec<u64>, Vec<u64>)> = None;
+        let mut keys = Vec::new();
+        let mut bands = Vec::with_capacity(BANDS);
+        for b in 0..=BANDS {
+            let to_build = sorted.take();
+            let buffers = free.pop().unwrap_or_default();
+            let keys = &mut keys;
+            let (built, next) = crate::par::join(
+                || {
+                    to_build.map(|(entries, keys)| {
+                        let band = MainBand::from_sorted(
+                            keys.iter().map(|&e| ((e >> 32) as u32, e as u32)),
+                            dir_bits,
+                            n,
+                        );
+                        (band, (entries, keys))
+                    })
+                },
+                || {
+                    (b < BANDS).then(|| {
+                        keys.clear();
+                        band(b, keys).then(|| sort_band(keys, buffers))
+                    })
+                },
+            );
+            if let Some((band, buffers)) = built {
+                bands.push(band);
+                free.push(buffers);
             }
-            sorted.clear();
-            sorted.resize(entries.len(), 0);
-            crate::batch::radix::sort_into(&mut entries, &mut sorted);
-            Sorted {
-                pool: &pool,
-                entries,
-                sorted,
-                at: 0,
+            match next {
+                Some(Some(pair)) => sorted = Some(pair),
+                Some(None) => return Ok(None),
+                None => {}
             }
-        });
-        if missing.into_inner() {
-            return Ok(None);
         }
+        let main = assemble(ids, dir_bits, bands);
         Ok(Some(BandIndex::of(Snap::of_main(Bands, main))))
     }
 
@@ -1513,19 +1517,28 @@ mod tests {
         let ids: Vec<u64> = (0..docs.len() as u64).map(|i| 3 * i + 1).collect();
         let whole =
             BandIndex::from_docs(ids.iter().copied().zip(docs.iter().copied()).collect()).unwrap();
-        let banded =
-            BandIndex::from_band_keys(ids.clone(), |b| Some(docs.iter().map(|k| k[b]).collect()))
-                .unwrap()
-                .unwrap();
+        let banded = BandIndex::from_band_keys(ids.clone(), |b, keys| {
+            // A buffer given again: what the band before put in was taken away.
+            assert!(keys.is_empty());
+            keys.extend(docs.iter().map(|k| k[b]));
+            true
+        })
+        .unwrap()
+        .unwrap();
         assert_eq!(banded.len(), whole.len());
         for q in docs.iter().step_by(7) {
             assert_eq!(banded.lookup(q), whole.lookup(q));
         }
-        let none = BandIndex::from_band_keys(ids, |b| {
-            (b != 13).then(|| docs.iter().map(|k| k[b]).collect())
+        let none = BandIndex::from_band_keys(ids, |b, keys| {
+            keys.extend(docs.iter().map(|k| k[b]));
+            b != 13
         })
         .unwrap();
         assert!(none.is_none());
+        let empty = BandIndex::from_band_keys(Vec::new(), |_, _| true)
+            .unwrap()
+            .unwrap();
+        assert_eq!((empty.len(), empty.lookup(&docs[0]).ids.len()), (0, 0));
     }
 
     /// A batch's lookups ([`BandIndex::lookup_many`], through a reader too) find what
