@@ -76,14 +76,16 @@ pub fn gen_docs(args: &GenDocs) -> Result<(), Failure> {
         corpus::write_files(&settings, &args.output, args.shards, truth)?
     };
     let seconds = started.elapsed().as_secs_f64();
+    // From --first on: a tail of a large corpus is as many documents as it writes.
+    let documents = args.n - args.first.min(args.n);
     crate::note!(
         "{}",
         json!({
-            "documents": args.n - args.first.min(args.n),
+            "documents": documents,
             "planted": written.planted,
             "text_bytes": written.bytes,
             "seconds": (seconds * 1000.0).round() / 1000.0,
-            "documents_per_s": (args.n as f64 / seconds).round(),
+            "documents_per_s": (documents as f64 / seconds).round(),
         })
     );
     Ok(())
