@@ -16,11 +16,13 @@
    - `put`:   PUT /v1/documents/p-<n> only (durable single inserts under concurrency);
    - `bulkcheck`: POST /v1/bulk/check of --batch bodies at a time (NDJSON), as a crawler
      that checks what it fetched in batches would: checks per second beside requests.
-   The PUTs take their texts from --put-bodies further documents of the corpus, not from
-   the check bodies: PUTs of the same few texts over and over would store more and more
-   copies of what the checks ask for, and each check would then find and return them
-   all, so the cost of a request would grow with the run for no reason a real workload
-   has. A run that outlasts them starts over on them (and then has that effect).
+   The PUTs take their texts from --put-bodies further documents of the corpus (after
+   --put-skip more), not from the check bodies, each text once: the runs of one
+   invocation go on where the one before stopped. PUTs of texts already stored store
+   more and more copies, and each put and check then finds and reads them all, so the
+   cost of a request would grow with the run for no reason a real workload has. Texts
+   put again (every body used, the runs starting over on them) are counted in each
+   run's `put_bodies_wrapped`.
 3. Prints one JSON line per scenario: requests/s, latency p50/p99/max (ms, from wrk's own
    histogram), non-2xx answers, the server's CPU seconds per second and its RSS (sampled
    every second from /proc: first, last and peak), so flat p99 and RSS over a long run
@@ -53,7 +55,6 @@ local function lines_of(path)
   return out, #out
 end
 local bodies, n = lines_of(os.getenv("LOAD_BODIES"))
-local puts, m = lines_of(os.getenv("LOAD_PUT_BODIES"))
 local mode = os.getenv("LOAD_MODE")
 local prefix = os.getenv("LOAD_PREFIX") or "q"
 -- bulkcheck: the check bodies, LOAD_BATCH at a time, as NDJSON bodies made once.
@@ -68,14 +69,41 @@ end
 local counter = 0
 local thread_id = 0
 local next_id = 0
+local threads = {}
+-- PUT texts are read from the thread's own file as they are needed, each once, from
+-- where the previous run of the same invocation left off (LOAD_PUT_POS), so that
+-- runs one after the other put new texts; past its end the file starts over (counted in
+-- put_wraps).
+local put_file = nil
+put_pos = 0
+put_wraps = 0
 
 function setup(thread)
   thread:set("thread_id", next_id)
+  threads[#threads + 1] = thread
   next_id = next_id + 1
 end
 
 function init(args)
   counter = thread_id * 7919
+  local starts = {}
+  for p in string.gmatch(os.getenv("LOAD_PUT_POS") or "", "%d+") do
+    starts[#starts + 1] = tonumber(p)
+  end
+  put_pos = starts[thread_id + 1] or 0
+  put_file = assert(io.open(os.getenv("LOAD_PUT_BODIES") .. "." .. thread_id, "rb"))
+  put_file:seek("set", put_pos)
+end
+
+local function next_put()
+  local line = put_file:read("*l")
+  if not line then
+    put_wraps = put_wraps + 1
+    put_file:seek("set", 0)
+    line = assert(put_file:read("*l"))
+  end
+  put_pos = put_file:seek()
+  return line
 end
 
 local json_headers = { ["Content-Type"] = "application/json" }
@@ -84,14 +112,7 @@ local ndjson_headers = { ["Content-Type"] = "application/x-ndjson" }
 function request()
   counter = counter + 1
   if mode == "put" or (mode == "mix" and counter % 10 == 0) then
-    -- Threads start far apart in the pool (init), so they put different texts. A mix
-    -- puts on every tenth request: it takes the put texts one after the other all the
-    -- same (its counter over ten), or it would cycle over a tenth of them.
-    local k = counter
-    if mode == "mix" then
-      k = math.floor(counter / 10)
-    end
-    local body = puts[(k % m) + 1]
+    local body = next_put()
     return wrk.format("PUT", "/v1/documents/" .. prefix .. "-" .. thread_id .. "-" .. counter, json_headers, body)
   end
   if mode == "bulkcheck" then
@@ -107,6 +128,12 @@ function done(summary, latency, requests)
     summary.requests, summary.duration / 1e6, latency:percentile(50) / 1e3,
     latency:percentile(90) / 1e3, latency:percentile(99) / 1e3, latency.max / 1e3,
     latency.mean / 1e3, errors.status, errors.connect + errors.read + errors.write + errors.timeout))
+  local pos, wraps = {}, 0
+  for _, t in ipairs(threads) do
+    pos[#pos + 1] = tostring(t:get("put_pos"))
+    wraps = wraps + t:get("put_wraps")
+  end
+  io.stderr:write(string.format('LOADPUTS {"pos": "%s", "wraps": %d}\n', table.concat(pos, ","), wraps))
 end
 """
 
@@ -294,6 +321,8 @@ def main():
                     help="the corpus's first line is this document (with --reuse: a corpus of the "
                          "documents after the stored ones, e.g. `neardup bench gen-docs --first N`)")
     ap.add_argument("--queries", type=int, default=20_000, help="distinct check bodies")
+    ap.add_argument("--put-skip", type=int, default=0,
+                    help="corpus documents passed over between the check bodies and the put bodies")
     ap.add_argument("--put-bodies", type=int, default=100_000,
                     help="distinct texts for the PUTs, from the documents after the check bodies")
     ap.add_argument("--neardup", default="target/release/neardup")
@@ -349,15 +378,23 @@ def main():
                               cpu_load_s=round(cpu - cpu0, 1), **commit_delta(c0, commit_stats(base)))
         bodies = os.path.join(tmp, "bodies.jsonl")
         put_bodies = os.path.join(tmp, "put_bodies.jsonl")
-        for path, count in ((bodies, args.queries), (put_bodies, args.put_bodies)):
+        threads = max(args.wrk_threads, 1)
+        for path, count, skip in ((bodies, args.queries, 0), (put_bodies, args.put_bodies, args.put_skip)):
+            for _ in zip(range(skip), it):
+                pass
+            # One file a wrk thread (put bodies dealt in turn): each thread reads its own.
+            files = [open(path, "wb")] if path == bodies else [open(f"{path}.{t}", "wb") for t in range(threads)]
             written = 0
-            with open(path, "wb") as f:
-                for _, line in zip(range(count), it):
-                    text = json.loads(line)["text"]
-                    f.write(json.dumps({"text": text}).encode() + b"\n")
-                    written += 1
-            if written == 0:
-                sys.exit(f"{args.corpus}: no documents left after the stored ones for {path}")
+            for _, line in zip(range(count), it):
+                text = json.loads(line)["text"]
+                files[written % len(files)].write(json.dumps({"text": text}).encode() + b"\n")
+                written += 1
+            for f in files:
+                f.close()
+            if written < len(files):
+                sys.exit(f"{args.corpus}: {written} documents left after the stored ones for {path}, "
+                         f"at least {len(files)} needed")
+        put_pos = ""
         du = subprocess.run(["du", "-sb", data], capture_output=True, text=True).stdout.split()
         result["disk_mb"] = round(int(du[0]) / 2**20, 1) if du else None
         print(json.dumps({"scenario": "load", **result}), flush=True)
@@ -369,7 +406,7 @@ def main():
             cpu0, _ = proc_stats(server.pid)
             commits0, buckets0 = commit_stats(base), latency_buckets(base)
             sampler.start()
-            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_PUT_BODIES=put_bodies, LOAD_MODE=scenario, LOAD_BATCH=str(args.batch), LOAD_PREFIX=f"{scenario}{int(time.time())}")
+            env = dict(os.environ, LOAD_BODIES=bodies, LOAD_PUT_BODIES=put_bodies, LOAD_PUT_POS=put_pos, LOAD_MODE=scenario, LOAD_BATCH=str(args.batch), LOAD_PREFIX=f"{scenario}{int(time.time())}")
             run = subprocess.run(
                 ["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.seconds}s",
                  "--timeout", "10s", "-s", lua, base],
@@ -382,6 +419,10 @@ def main():
             if run.returncode != 0 or not out:
                 sys.exit(f"wrk failed: {run.stdout}\n{run.stderr}")
             r = json.loads(out[-1][len("LOADRESULT "):])
+            puts = [json.loads(l[len("LOADPUTS "):]) for l in run.stderr.splitlines() if l.startswith("LOADPUTS ")]
+            if puts:
+                put_pos = puts[-1]["pos"]
+                r["put_bodies_wrapped"] = puts[-1]["wraps"]
             rss_s = [s[2] for s in sampler.samples] or [rss]
             r.update(scenario=scenario, stored=args.stored, connections=args.connections,
                      requests_per_s=round(r["requests"] / r["seconds"]),

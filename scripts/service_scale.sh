@@ -14,9 +14,11 @@
 # 2. disk: du of the store after the load (a clean stop): the files' sizes (du -sb), and
 #    the blocks they take (du): redb's file is sparse where it has room not yet written.
 # 3. start: `neardup serve` on it until /healthz answers; its RSS then (no request yet).
-# 4. load test: 20,000 check bodies and 100,000 put bodies from the documents after the
-#    stored ones (gen-docs --first N), then wrk with 32 connections: checks, the 90/10 mix,
-#    bulk checks (scripts/service_load.py), then ten minutes of the mix, a minute a run.
+# 4. load test: 20,000 check bodies and put bodies from the documents after the stored
+#    ones (gen-docs --first N: 2.22M documents, 4.7 GB), then wrk with 32 connections:
+#    checks, the 90/10 mix, bulk checks (scripts/service_load.py, 200,000 put bodies),
+#    then ten minutes of the mix, a minute a run, on 2,000,000 further put bodies, each
+#    put once: every PUT stores a text not yet stored, as a crawler's would.
 # 5. du after the runs and a restart; the start after a kill -9 (scripts/crash_start.sh).
 #
 # Each step prints JSON lines (or GNU time's lines) to WORK/results.txt as well.
@@ -43,7 +45,7 @@ say "disk_after_load_bytes $(du -sb "$store" | cut -f1) allocated $(du -s --bloc
 
 tail=$work/tail.jsonl
 if [ ! -f "$tail" ]; then
-  "$bin" bench gen-docs -n $((n + 120000)) --first "$n" --doc-bytes 2000 --output "$tail"
+  "$bin" bench gen-docs -n $((n + 2220000)) --first "$n" --doc-bytes 2000 --output "$tail"
 fi
 
 port=18188
@@ -59,11 +61,11 @@ curl -s http://127.0.0.1:$port/metrics | grep -E '^neardup_(memory|documents|res
 kill -TERM "$spid"; wait $tpid || true
 
 python3 scripts/service_load.py --corpus "$tail" --corpus-first "$n" --stored "$n" --reuse \
-  --data "$store" --neardup "$bin" --queries 20000 --put-bodies 100000 \
+  --data "$store" --neardup "$bin" --queries 20000 --put-bodies 200000 \
   --scenarios check,mix,bulkcheck --seconds 30 --serve-arg=--snapshot-every --serve-arg=0 \
   | tee -a "$out"
 python3 scripts/service_load.py --corpus "$tail" --corpus-first "$n" --stored "$n" --reuse \
-  --data "$store" --neardup "$bin" --queries 20000 --put-bodies 100000 \
+  --data "$store" --neardup "$bin" --queries 20000 --put-skip 200000 --put-bodies 2000000 \
   --scenarios mix,mix,mix,mix,mix,mix,mix,mix,mix,mix --seconds 60 \
   --samples "$work/samples.jsonl" --serve-arg=--snapshot-every --serve-arg=0 | tee -a "$out"
 say "disk_after_runs_bytes $(du -sb "$store" | cut -f1) allocated $(du -s --block-size=1 "$store" | cut -f1)"
