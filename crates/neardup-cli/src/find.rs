@@ -47,12 +47,16 @@ pub fn default_memory() -> u64 {
 
 /// `parts / whole` of the machine's RAM (of 8 GB where that cannot be read).
 pub fn share_of_ram(parts: u64, whole: u64) -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    });
-    total.map_or(8_000_000_000, |kb| kb * 1024) / whole.max(1) * parts
+    machine_memory().unwrap_or(8_000_000_000) / whole.max(1) * parts
+}
+
+/// The machine's RAM in bytes (`MemTotal`), if it can be read.
+pub fn machine_memory() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    m.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
 }
 
 /// A size in bytes: a number with an optional K, M, G or T (powers of 1024), e.g. `16G`.

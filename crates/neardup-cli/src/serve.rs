@@ -300,6 +300,13 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
                     store.replayed()
                 );
             }
+            if cmd.memory.is_none() {
+                if let Some(warning) = crate::find::machine_memory()
+                    .and_then(|machine| unbounded_memory_warning(store.memory_needed(), machine))
+                {
+                    crate::note!("{warning}");
+                }
+            }
             run_on(cmd, store, dir, config)
         }
         None => {
@@ -308,6 +315,24 @@ pub fn run(cmd: &ServeCmd) -> Result<(), Failure> {
             run_on(cmd, store, &place, config)
         }
     }
+}
+
+/// Without `--memory` nothing bounds the store: a warning when its model's need (the
+/// index's main part twice, for a rebuild beside the old, levels, id map, page cache)
+/// is more than the machine's RAM, since the next rebuild may then be killed for memory
+/// where a budget would have answered the writes 507.
+fn unbounded_memory_warning(needed: u64, machine: u64) -> Option<String> {
+    (needed > machine).then(|| {
+        format!(
+            "neardup serve: warning: the store needs {} MB of memory by its model (the index, \
+             as much again for a rebuild of its main part beside the old, recent writes, the \
+             id map and the page cache), more than this machine's {} MB, and no --memory \
+             bounds it: a rebuild may be killed for memory. With --memory, writes that would \
+             not fit are answered 507 instead",
+            needed >> 20,
+            machine >> 20
+        )
+    })
 }
 
 /// The store's share of `--memory`: what is left after the request bodies'

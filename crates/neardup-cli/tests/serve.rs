@@ -175,6 +175,30 @@ fn stops_on_sigterm_with_its_writes_kept() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+    // Without --memory nothing bounds the store: a start whose model needs more than the
+    // machine's RAM (here a page cache larger than it) warns, and one that fits does not.
+    let machine_mb = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .map(|v| {
+            v.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+                >> 10
+        })
+        .unwrap();
+    let warning = "more than this machine's";
+    for (cache_mb, warns) in [(machine_mb + 1024, true), (8, false)] {
+        let cache = cache_mb.to_string();
+        let mut child = start_with(data, port, false, &["--cache-mb", &cache]);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let err = stderr_of(&mut child);
+        assert_eq!(err.contains(warning), warns, "--cache-mb {cache}: {err}");
+    }
 }
 
 /// What the writers were told, per id: stored, or removed; or, for a delete cut off by
