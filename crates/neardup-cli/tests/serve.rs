@@ -177,19 +177,7 @@ fn stops_on_sigterm_with_its_writes_kept() {
     child.wait().unwrap();
     // Without --memory nothing bounds the store: a start whose model needs more than the
     // machine's RAM (here a page cache larger than it) warns, and one that fits does not.
-    let machine_mb = std::fs::read_to_string("/proc/meminfo")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .map(|v| {
-            v.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .unwrap()
-                >> 10
-        })
-        .unwrap();
+    let machine_mb = neardup_cli::find::machine_memory().expect("MemTotal in /proc/meminfo") >> 20;
     let warning = "more than this machine's";
     for (cache_mb, warns) in [(machine_mb + 1024, true), (8, false)] {
         let cache = cache_mb.to_string();
