@@ -137,7 +137,8 @@ fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
     // Writes acknowledged after the last checkpoint, in the write-ahead log: the repaired
     // file's commits start over, so the log is kept aside, said so, and not replayed.
     let log = dir.path().join(LOG_FILE);
-    let logged = b"ndwal01\n\x03\0\0\0\0\0\0\0abc".to_vec();
+    // One whole record, in the log's first format (its CRC-32 is that of "abc").
+    let logged = b"ndwal01\n\x03\0\0\0\xc2\x41\x24\x35abc".to_vec();
     std::fs::write(&log, &logged).unwrap();
 
     let repair = neardup_store::repair(dir.path()).unwrap();
@@ -181,7 +182,7 @@ fn a_document_store_cut_short_is_checked_and_repaired_with_what_it_holds() {
         check
             .problems
             .iter()
-            .any(|p| p.contains("write-ahead log") && p.contains("ndwal01")),
+            .any(|p| p.contains("write-ahead log") && p.contains("ndwal02")),
         "{check:?}"
     );
 }
