@@ -1319,6 +1319,65 @@ mod tests {
         }
     }
 
+    /// Main parts and middle levels replaced by background rebuilds and folds are let go
+    /// of (on a thread of their own): each is freed, none kept by the index or the
+    /// thread, while a reader goes on finding what brute force finds.
+    #[test]
+    fn replaced_main_parts_and_levels_are_freed() {
+        use std::sync::Weak;
+        let mut seed = 5;
+        let (_, docs) = main_of(4000, 1 << 20, &mut seed);
+        let mut ix = BandIndex::new().with_level_caps(16, 300);
+        let reader = ix.reader();
+        let mut model = std::collections::BTreeMap::new();
+        let mut mains: Vec<Weak<Main>> = Vec::new();
+        let mut mids: Vec<Weak<Level>> = Vec::new();
+        for (i, k) in docs.iter().enumerate() {
+            let snap = &ix.engine.snap;
+            if !mains
+                .iter()
+                .any(|m| std::ptr::eq(m.as_ptr(), Arc::as_ptr(&snap.main)))
+            {
+                mains.push(Arc::downgrade(&snap.main));
+            }
+            if snap.mid.weight() > 0
+                && !mids
+                    .iter()
+                    .any(|m| std::ptr::eq(m.as_ptr(), Arc::as_ptr(&snap.mid)))
+            {
+                mids.push(Arc::downgrade(&snap.mid));
+            }
+            ix.insert(i as u64, k).unwrap();
+            model.insert(i as u64, *k);
+            if i % 397 == 0 {
+                let mut got = reader.candidates(k);
+                got.sort_unstable();
+                assert_eq!(got, sharing_a_key(&model, k));
+            }
+        }
+        ix.finish_rebuild();
+        assert!(
+            mains.len() >= 3 && mids.len() >= 3,
+            "{} {}",
+            mains.len(),
+            mids.len()
+        );
+        let now = &ix.engine.snap;
+        let levels: Vec<*const Level> = now.levels().iter().map(|l| *l as *const Level).collect();
+        mains.retain(|m| !std::ptr::eq(m.as_ptr(), Arc::as_ptr(&now.main)));
+        mids.retain(|m| !levels.contains(&m.as_ptr()));
+        // The retiring threads may still be at work.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let held = || {
+            mains.iter().filter(|m| m.strong_count() > 0).count()
+                + mids.iter().filter(|m| m.strong_count() > 0).count()
+        };
+        while held() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(held(), 0, "replaced parts still held");
+    }
+
     /// Rebuilds in place while no reader exists, and beside the old main part while one
     /// does; the same candidates as brute force either way, removals and replacements
     /// included.

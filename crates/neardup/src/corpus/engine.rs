@@ -381,7 +381,7 @@ impl<S: Scheme> Engine<S> {
     pub(super) fn finish_rebuild(&mut self) {
         self.finish_fold();
         if let Some((handle, base)) = self.pending.take() {
-            self.install(handle, &base);
+            self.install(handle, base);
         }
     }
 
@@ -668,6 +668,12 @@ impl<S: Scheme> Engine<S> {
                 sealed: snap.empty_level(),
                 ..snap.with_top(top)
             });
+            // The old middle level and the sealed one; not the state, which holds the
+            // main part, still current: a rebuild in place takes that over when it is the
+            // only holder.
+            let replaced = (Arc::clone(&snap.mid), Arc::clone(&snap.sealed));
+            drop(snap);
+            retire(replaced);
             return;
         }
         if !self.rebuild_apart() {
@@ -716,11 +722,11 @@ impl<S: Scheme> Engine<S> {
     /// level are still the current ones): the levels written since are renumbered after
     /// it, and their tombstones of older documents moved to those documents' new slots.
     /// No fold may be running.
-    fn install(&mut self, handle: JoinHandle<S::Main>, base: &Snap<S>) {
+    fn install(&mut self, handle: JoinHandle<S::Main>, base: Arc<Snap<S>>) {
         let main = match handle.join() {
             Ok(main) => main,
             // The build cannot fail short of a bug; should it, build again here.
-            Err(_) => base.scheme.build(base),
+            Err(_) => base.scheme.build(&base),
         };
         let snap = Arc::clone(&self.snap);
         let old = snap.mid_base();
@@ -767,7 +773,22 @@ impl<S: Scheme> Engine<S> {
             sealed,
             top,
         });
+        // The old main part and the old levels, most likely held by these two alone now
+        // (nothing current: the levels were renumbered into new ones).
+        retire((snap, base));
     }
+}
+
+/// Lets go of `old` on a thread of its own. The last hold on a replaced main part or
+/// middle level frees all of it, a gigabyte at 10M documents (1.1 GB took about 0.2 s to
+/// free on the test machine) and ten at 100M, and on the writer's thread every write
+/// queued behind that (commits of 250–500 ms in the minutes of a rebuild). Without a
+/// thread, here, as before.
+fn retire<T: Send + 'static>(old: T) {
+    // A failed spawn drops the closure, and `old` with it, here.
+    let _ = std::thread::Builder::new()
+        .name("neardup-retire".into())
+        .spawn(move || drop(old));
 }
 
 /// Level `mid`, whose slots start at `base`, with `top` (the level after it, whose tables
