@@ -2,7 +2,7 @@
 //! from crowding out the small requests.
 //!
 //! Such work runs on threads of its own, one a core, at a lower scheduling priority
-//! (nice [`NICE`] on Linux): when small checks and long texts compete for the cores, the
+//! (nice [`neardup::LOWER_NICE`] on Linux): when small checks and long texts compete for the cores, the
 //! small ones get them first, and the long ones take what is left. A client sending 60 KB
 //! texts that NFKC expands 11-fold on eight connections took the checks of 32 other
 //! connections from 25,700 to 7,800 a second on two cores when such texts were signed on
@@ -20,10 +20,6 @@ use tokio::sync::{oneshot, Semaphore};
 
 use crate::error::ApiError;
 
-/// The nice value of the heavy work's threads: with the small requests' threads at 0,
-/// Linux's scheduler gives them about nine tenths of a contended core.
-pub(crate) const NICE: i32 = 10;
-
 /// The threads and permits of heavy work.
 pub(crate) struct Heavy {
     permits: Arc<Semaphore>,
@@ -31,13 +27,13 @@ pub(crate) struct Heavy {
 }
 
 impl Heavy {
-    /// `threads` threads at nice [`NICE`], and as many permits.
+    /// `threads` threads at nice [`neardup::LOWER_NICE`], and as many permits.
     pub(crate) fn new(threads: usize) -> std::io::Result<Heavy> {
         let threads = threads.max(1);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("neardup-heavy-{i}"))
-            .start_handler(|_| lower_priority())
+            .start_handler(|_| neardup::lower_priority())
             .build()
             .map_err(std::io::Error::other)?;
         Ok(Heavy {
@@ -74,24 +70,5 @@ impl Heavy {
         result
             .await
             .map_err(|_| ApiError::internal("heavy work ended without an answer"))?
-    }
-}
-
-/// Lowers the calling thread's scheduling priority to [`NICE`] (a thread's own on Linux).
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority reads only its integer arguments; `who` 0 is the calling thread.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, NICE);
-    }
-}
-
-/// The calling thread's nice value, where the system has one per thread.
-#[cfg(all(test, target_os = "linux"))]
-pub(crate) fn current_nice() -> i32 {
-    // SAFETY: as above; errno is cleared first because -1 is also a valid answer.
-    unsafe {
-        *libc::__errno_location() = 0;
-        libc::getpriority(libc::PRIO_PROCESS, 0)
     }
 }

@@ -1174,7 +1174,7 @@ mod tests {
                             }
                             done.fetch_add(1, Ordering::SeqCst);
                             #[cfg(target_os = "linux")]
-                            assert_eq!(heavy::current_nice(), heavy::NICE);
+                            assert_eq!(neardup::thread_nice(), Some(neardup::LOWER_NICE));
                             Ok(i)
                         })
                         .await

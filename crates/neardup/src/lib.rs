@@ -49,6 +49,7 @@ mod par;
 pub mod tables;
 
 pub use error::{Error, Result};
+pub use par::{lower_priority, thread_nice, LOWER_NICE};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -313,7 +313,10 @@ impl<S: Scheme> Engine<S> {
                 ..Snap::of_main(snap.scheme.clone(), snap.scheme.empty_main())
             });
             let job = Arc::clone(&base);
-            (std::thread::spawn(move || job.scheme.build(&job)), base)
+            (
+                std::thread::spawn(move || crate::par::in_background(|| job.scheme.build(&job))),
+                base,
+            )
         });
         Engine {
             published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
@@ -698,7 +701,11 @@ impl<S: Scheme> Engine<S> {
             ..Snap::of_main(snap.scheme.clone(), snap.scheme.empty_main())
         });
         let job = Arc::clone(&base);
-        let handle = std::thread::spawn(move || job.scheme.build(&job));
+        // Nothing waits for it (readers and writer go on with the old main part and the
+        // levels), so at a lower priority: at 100M documents it takes both cores for a
+        // minute, and checks would queue behind it.
+        let handle =
+            std::thread::spawn(move || crate::par::in_background(|| job.scheme.build(&job)));
         self.pending = Some((handle, base));
     }
 
@@ -779,7 +786,7 @@ impl<S: Scheme> Engine<S> {
     }
 }
 
-/// Lets go of `old` on a thread of its own. The last hold on a replaced main part or
+/// Lets go of `old` on a thread of its own, at a lower priority. The last hold on a replaced main part or
 /// middle level frees all of it, a gigabyte at 10M documents (1.1 GB took about 0.2 s to
 /// free on the test machine) and ten at 100M, and on the writer's thread every write
 /// queued behind that (commits of 250–500 ms in the minutes of a rebuild). Without a
@@ -788,7 +795,10 @@ fn retire<T: Send + 'static>(old: T) {
     // A failed spawn drops the closure, and `old` with it, here.
     let _ = std::thread::Builder::new()
         .name("neardup-retire".into())
-        .spawn(move || drop(old));
+        .spawn(move || {
+            crate::par::lower_priority();
+            drop(old)
+        });
 }
 
 /// Level `mid`, whose slots start at `base`, with `top` (the level after it, whose tables
