@@ -2,11 +2,11 @@
 //! from crowding out the small requests.
 //!
 //! Such work runs on threads of its own, one a core, at a lower scheduling priority
-//! (nice [`neardup::LOWER_NICE`] on Linux): when small checks and long texts compete for the cores, the
-//! small ones get them first, and the long ones take what is left. A client sending 60 KB
-//! texts that NFKC expands 11-fold on eight connections took the checks of 32 other
-//! connections from 25,700 to 7,800 a second on two cores when such texts were signed on
-//! the async workers; now to 20,900 (docs/reliability.md).
+//! (nice [`neardup::LOWER_NICE`] on Linux): when small checks and long texts compete for
+//! the cores, the small ones get them first, and the long ones take what is left. A
+//! client sending 60 KB texts that NFKC expands 11-fold on eight connections took the
+//! checks of 32 other connections from 25,700 to 7,800 a second on two cores when such
+//! texts were signed on the async workers; now to 20,900 (docs/reliability.md).
 //!
 //! At most one such work a core runs or waits for a thread at once ([`Heavy::run`]'s
 //! permits), the rest waiting without one, so at most that many hold the buffers signing

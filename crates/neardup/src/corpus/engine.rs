@@ -306,18 +306,7 @@ impl<S: Scheme> Engine<S> {
         // The rebuild covered the main part and the frozen level only, as when it began.
         // A frozen level of removals alone is rebuilt too: left in place, the next
         // level frozen over it would drop its tombstones and bring those documents back.
-        let pending = (snap.frozen.weight() > 0).then(|| {
-            let base = Arc::new(Snap {
-                main: Arc::clone(&snap.main),
-                frozen: Arc::clone(&snap.frozen),
-                ..Snap::of_main(snap.scheme.clone(), snap.scheme.empty_main())
-            });
-            let job = Arc::clone(&base);
-            (
-                std::thread::spawn(move || crate::par::in_background(|| job.scheme.build(&job))),
-                base,
-            )
-        });
+        let pending = (snap.frozen.weight() > 0).then(|| rebuild_in_background(&snap));
         Engine {
             published: Arc::new(ArcSwap::new(Arc::clone(&snap))),
             recent: recent_of(&snap),
@@ -695,18 +684,8 @@ impl<S: Scheme> Engine<S> {
             sealed: snap.empty_level(),
             ..snap.with_top(top)
         });
-        let base = Arc::new(Snap {
-            main: Arc::clone(&snap.main),
-            frozen: Arc::clone(&self.snap.frozen),
-            ..Snap::of_main(snap.scheme.clone(), snap.scheme.empty_main())
-        });
-        let job = Arc::clone(&base);
-        // Nothing waits for it (readers and writer go on with the old main part and the
-        // levels), so at a lower priority: at 100M documents it takes both cores for a
-        // minute, and checks would queue behind it.
-        let handle =
-            std::thread::spawn(move || crate::par::in_background(|| job.scheme.build(&job)));
-        self.pending = Some((handle, base));
+        drop(snap);
+        self.pending = Some(rebuild_in_background(&self.snap));
     }
 
     /// Installs the background fold and the background rebuild, each if it is done. A
@@ -786,11 +765,27 @@ impl<S: Scheme> Engine<S> {
     }
 }
 
-/// Lets go of `old` on a thread of its own, at a lower priority. The last hold on a replaced main part or
-/// middle level frees all of it, a gigabyte at 10M documents (1.1 GB took about 0.2 s to
-/// free on the test machine) and ten at 100M, and on the writer's thread every write
-/// queued behind that (commits of 250–500 ms in the minutes of a rebuild). Without a
-/// thread, here, as before.
+/// A rebuild of `snap`'s main part and frozen level, begun on a thread of its own, and
+/// what it was begun from.
+fn rebuild_in_background<S: Scheme>(snap: &Snap<S>) -> Rebuild<S> {
+    let base = Arc::new(Snap {
+        main: Arc::clone(&snap.main),
+        frozen: Arc::clone(&snap.frozen),
+        ..Snap::of_main(snap.scheme.clone(), snap.scheme.empty_main())
+    });
+    let job = Arc::clone(&base);
+    // Nothing waits for it (readers and the writer go on with the old main part and the
+    // levels), so at a lower priority: at 100M documents it takes both cores for a
+    // minute, and checks would queue behind it.
+    let handle = std::thread::spawn(move || crate::par::in_background(|| job.scheme.build(&job)));
+    (handle, base)
+}
+
+/// Lets go of `old` on a thread of its own, at a lower priority. The last hold on a
+/// replaced main part or middle level frees all of it, a gigabyte at 10M documents (1.1
+/// GB took about 0.2 s to free on the test machine) and ten at 100M, and on the writer's
+/// thread every write queued behind that (commits of 250–500 ms in the minutes of a
+/// rebuild). Without a thread, here, as before.
 fn retire<T: Send + 'static>(old: T) {
     // A failed spawn drops the closure, and `old` with it, here.
     let _ = std::thread::Builder::new()

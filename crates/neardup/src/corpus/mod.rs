@@ -712,9 +712,10 @@ impl Corpus {
         })
     }
 
-    /// Whether rebuilds of the main part run on another thread (the default): the write
-    /// that starts one returns at once, and later writes install the result when it is
-    /// ready. Off, that write waits for the rebuild.
+    /// Whether rebuilds of the main part run on another thread (the default), at a lower
+    /// priority (nice [`crate::LOWER_NICE`] on Linux): the write that starts one returns
+    /// at once, and later writes install the result when it is ready. Off, that write
+    /// waits for the rebuild.
     pub fn background_rebuilds(mut self, on: bool) -> Corpus {
         self.engine.set_background(on);
         self
