@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::engine::{self, folded, Engine, MainPart, Merge, Scheme};
+use super::engine::{self, folded, Engine, MainPart, Merge, Scheme, LEVELS};
 use super::main_part::Packed;
 use super::raw::{invalid, In, Out};
 use crate::batch::RUN_LEADERS;
@@ -560,7 +560,7 @@ impl Snap {
     /// Whether some level's band had entries with its key left unread (was crowded).
     fn find_levels(&self, keys: &BandKeys, mut f: impl FnMut(u32) -> bool) -> bool {
         let levels = self.levels();
-        let mut runs = [[(0usize, 0usize); BANDS]; 4];
+        let mut runs = [[(0usize, 0usize); BANDS]; LEVELS];
         for (level, runs) in levels.iter().zip(&mut runs) {
             if level.docs.is_empty() {
                 continue;
@@ -854,6 +854,13 @@ impl BandIndex {
         super::middle_cap(n, in_place)
     }
 
+    /// The top and middle levels' caps over a main part of `n` documents in a service's
+    /// index (not rebuilt in place), as [`BandIndex::with_level_caps`] takes them: to
+    /// give a small index the levels of a large one.
+    pub fn level_caps(n: usize) -> (usize, usize) {
+        (super::top_cap(n), super::middle_cap(n, false))
+    }
+
     /// Whether folds of the top level and rebuilds of the main part run on other threads
     /// (the default), as [`super::Corpus::background_rebuilds`].
     pub fn background_rebuilds(mut self, on: bool) -> BandIndex {
@@ -1131,13 +1138,15 @@ impl BandSnapshot {
             write_packed(&mut out, &band.lows)?;
             write_packed(&mut out, &band.slots)?;
         }
-        // Three levels, as the format has: a sealed level is written with the top one.
+        // Three levels, as the format has: the low and sealed levels are written with
+        // the top one.
         let snap = &self.0;
-        let upper = if snap.sealed.docs.is_empty() && snap.sealed.removed.is_empty() {
+        let upper = if snap.low.weight() == 0 && snap.sealed.weight() == 0 {
             std::borrow::Cow::Borrowed(&*snap.top)
         } else {
-            let base = snap.mid_base() + snap.mid.docs.len();
-            std::borrow::Cow::Owned(folded(&Bands, &snap.sealed, &snap.top, base, false))
+            let base = snap.low_base();
+            let below = folded(&Bands, &snap.low, &snap.sealed, base, false);
+            std::borrow::Cow::Owned(folded(&Bands, &below, &snap.top, base, false))
         };
         for level in [&*snap.frozen, &*snap.mid, &*upper] {
             out.slice(&level.ids, u64::to_le_bytes)?;
@@ -1319,8 +1328,8 @@ mod tests {
         }
     }
 
-    /// Main parts and middle levels replaced by background rebuilds and folds are let go
-    /// of (on a thread of their own): each is freed, none kept by the index or the
+    /// Main parts, middle and low levels replaced by background rebuilds and folds are let
+    /// go of (on a thread of their own): each is freed, none kept by the index or the
     /// thread, while a reader goes on finding what brute force finds.
     #[test]
     fn replaced_main_parts_and_levels_are_freed() {
@@ -1331,7 +1340,16 @@ mod tests {
         let reader = ix.reader();
         let mut model = std::collections::BTreeMap::new();
         let mut mains: Vec<Weak<Main>> = Vec::new();
-        let mut mids: Vec<Weak<Level>> = Vec::new();
+        let (mut mids, mut lows): (Vec<Weak<Level>>, Vec<Weak<Level>>) = Default::default();
+        let track = |seen: &mut Vec<Weak<Level>>, level: &Arc<Level>| {
+            if level.weight() > 0
+                && !seen
+                    .iter()
+                    .any(|m| std::ptr::eq(m.as_ptr(), Arc::as_ptr(level)))
+            {
+                seen.push(Arc::downgrade(level));
+            }
+        };
         for (i, k) in docs.iter().enumerate() {
             let snap = &ix.engine.snap;
             if !mains
@@ -1340,13 +1358,8 @@ mod tests {
             {
                 mains.push(Arc::downgrade(&snap.main));
             }
-            if snap.mid.weight() > 0
-                && !mids
-                    .iter()
-                    .any(|m| std::ptr::eq(m.as_ptr(), Arc::as_ptr(&snap.mid)))
-            {
-                mids.push(Arc::downgrade(&snap.mid));
-            }
+            track(&mut mids, &snap.mid);
+            track(&mut lows, &snap.low);
             ix.insert(i as u64, k).unwrap();
             model.insert(i as u64, *k);
             // A slow machine's background rebuilds may fall behind the writes (one
@@ -1363,11 +1376,13 @@ mod tests {
         }
         ix.finish_rebuild();
         assert!(
-            mains.len() >= 3 && mids.len() >= 3,
-            "{} {}",
+            mains.len() >= 3 && mids.len() >= 3 && lows.len() >= 3,
+            "{} {} {}",
             mains.len(),
-            mids.len()
+            mids.len(),
+            lows.len()
         );
+        mids.append(&mut lows);
         let now = &ix.engine.snap;
         let levels: Vec<*const Level> = now.levels().iter().map(|l| *l as *const Level).collect();
         mains.retain(|m| !std::ptr::eq(m.as_ptr(), Arc::as_ptr(&now.main)));

@@ -7,11 +7,15 @@
 //! A state is a [`Snap`]: a compact main part, rebuilt now and then, under small levels
 //! sorted per table, by age: `frozen` (a middle level being built into the next main part
 //! on another thread; usually empty), `mid` (folded into the main part when it reaches a
-//! fraction of it), `sealed` (a full top level being folded into the middle one on a
-//! thread of its own) and `top` (the last few writes; copied by each write). So a write
-//! costs O(top), a fold O(mid), and a rebuild of the main part comes once per many
-//! documents. Slots number the main part's positions, then each level's documents in that
-//! order; removals are tombstones (slots) until the next rebuild.
+//! fraction of it), `low` (the top levels folded since the middle level last took them
+//! in), `sealed` (a full top level being folded into the low one, or with it into the
+//! middle one, on a thread of its own) and `top` (the last few writes; copied by each
+//! write). The caps grow geometrically, top to low to middle ([`Engine::low_cap`]): a
+//! write is copied O(top) times and merged O(sqrt(mid / top)) times, where folding every
+//! top level straight into the middle one merged it O(mid / top) times (at 100M documents
+//! 850 entries a table a write, against about 80). A rebuild of the main part comes once
+//! per many documents. Slots number the main part's positions, then each level's documents
+//! in that order; removals are tombstones (slots) until the next rebuild.
 //!
 //! Readers never wait for the writer: each write publishes a new snapshot (an `ArcSwap`
 //! of `Arc`ed parts, nothing copied but the top level), and a rebuild makes the new main
@@ -28,6 +32,9 @@ use crate::error::{Error, Result};
 /// How far a top level may grow past its cap, in caps, while the previous one is still
 /// being folded, before a write waits for that fold.
 const TOP_SLACK: usize = 4;
+
+/// Levels of a state above its main part.
+pub(super) const LEVELS: usize = 5;
 
 /// What one index keeps of a document and how it finds it: the engine's user.
 pub(super) trait Scheme: Clone + Send + Sync + std::fmt::Debug + 'static {
@@ -134,7 +141,8 @@ pub(super) struct Snap<S: Scheme> {
     pub(super) main: Arc<S::Main>,
     pub(super) frozen: Arc<Level<S>>,
     pub(super) mid: Arc<Level<S>>,
-    /// A full top level being folded into the middle one on another thread.
+    pub(super) low: Arc<Level<S>>,
+    /// A full top level being folded into the low one on another thread.
     pub(super) sealed: Arc<Level<S>>,
     pub(super) top: Arc<Level<S>>,
 }
@@ -153,6 +161,7 @@ impl<S: Scheme> Snap<S> {
             main: Arc::new(main),
             frozen: empty(),
             mid: empty(),
+            low: empty(),
             sealed: empty(),
             top: empty(),
             scheme,
@@ -166,6 +175,7 @@ impl<S: Scheme> Snap<S> {
             main: Arc::clone(&self.main),
             frozen: Arc::clone(&self.frozen),
             mid: Arc::clone(&self.mid),
+            low: Arc::clone(&self.low),
             sealed: Arc::clone(&self.sealed),
             top,
         }
@@ -175,13 +185,18 @@ impl<S: Scheme> Snap<S> {
         Arc::new(Level::empty(self.scheme.tables()))
     }
 
-    pub(super) fn levels(&self) -> [&Level<S>; 4] {
-        [&self.frozen, &self.mid, &self.sealed, &self.top]
+    pub(super) fn levels(&self) -> [&Level<S>; LEVELS] {
+        [&self.frozen, &self.mid, &self.low, &self.sealed, &self.top]
     }
 
     /// The first slot of the middle level.
     pub(super) fn mid_base(&self) -> usize {
         self.main.len() + self.frozen.docs.len()
+    }
+
+    /// The first slot of the low level.
+    pub(super) fn low_base(&self) -> usize {
+        self.mid_base() + self.mid.docs.len()
     }
 
     /// The first slot of the top level.
@@ -223,24 +238,24 @@ impl<S: Scheme> Snap<S> {
 
 /// Where `slot` lives, with `levels` above a main part of `main` slots.
 #[inline]
-fn locate<'a, S: Scheme>(main: usize, levels: [&'a Level<S>; 4], slot: u32) -> Place<'a, S> {
+fn locate<'a, S: Scheme>(main: usize, levels: [&'a Level<S>; LEVELS], slot: u32) -> Place<'a, S> {
     let mut s = slot as usize;
     if s < main {
         return Place::Main(s);
     }
     s -= main;
-    for level in &levels[..3] {
+    for level in &levels[..LEVELS - 1] {
         if s < level.docs.len() {
             return Place::Level(level, s);
         }
         s -= level.docs.len();
     }
-    Place::Level(levels[3], s)
+    Place::Level(levels[LEVELS - 1], s)
 }
 
 /// Whether `slot` was removed in any of `levels`.
 #[inline]
-pub(super) fn removed_in<S: Scheme>(levels: [&Level<S>; 4], slot: u32) -> bool {
+pub(super) fn removed_in<S: Scheme>(levels: [&Level<S>; LEVELS], slot: u32) -> bool {
     levels
         .iter()
         .any(|l| !l.removed.is_empty() && l.removed.contains(&slot))
@@ -259,8 +274,9 @@ pub(super) struct Engine<S: Scheme> {
     recent: IdMap,
     /// A main part being built on another thread, from this state.
     pending: Option<Rebuild<S>>,
-    /// The middle level with the sealed one folded in, being built on another thread.
-    folding: Option<JoinHandle<Level<S>>>,
+    /// The low (or middle) level with the sealed one folded in, being built on another
+    /// thread.
+    folding: Option<JoinHandle<Folded<S>>>,
     background: bool,
     /// Whether a rebuild may let go of the old main part as it goes, when no reader exists
     /// ([`Engine::set_in_place`]).
@@ -285,14 +301,8 @@ impl<S: Scheme> Clone for Engine<S> {
         };
         if copy.snap.sealed.weight() > 0 {
             let snap = Arc::clone(&copy.snap);
-            let level = folded(
-                &snap.scheme,
-                &snap.mid,
-                &snap.sealed,
-                snap.mid_base(),
-                false,
-            );
-            copy.install_fold(level, (*snap.top).clone());
+            let fold = fold_upper(&snap, &snap.sealed, copy.low_cap(), false);
+            copy.install_fold(fold, (*snap.top).clone());
         }
         copy
     }
@@ -346,6 +356,13 @@ impl<S: Scheme> Engine<S> {
     pub(super) fn top_cap(&self) -> usize {
         self.caps
             .map_or_else(|| top_cap(self.snap.main.len()), |(top, _)| top)
+    }
+
+    /// What the low level takes before it is folded into the middle one: the geometric
+    /// mean of the top level's cap and the middle one's, at which a write is merged as
+    /// many times by folds into the low level as by folds of it into the middle one.
+    fn low_cap(&self) -> usize {
+        ((self.top_cap() as f64) * (self.mid_cap() as f64)).sqrt() as usize
     }
 
     /// What the middle level takes before the main part is rebuilt: more in an index
@@ -490,7 +507,7 @@ impl<S: Scheme> Engine<S> {
                 let s = &self.snap;
                 s.main
                     .position(id)
-                    .filter(|&p| !removed_in([&s.frozen, &s.mid, &s.sealed, top], p))
+                    .filter(|&p| !removed_in([&s.frozen, &s.mid, &s.low, &s.sealed, top], p))
             }
         }
     }
@@ -498,7 +515,11 @@ impl<S: Scheme> Engine<S> {
     /// Where `slot` lives, with `top` as the top level so far.
     pub(super) fn locate<'a>(&'a self, top: &'a Level<S>, slot: u32) -> Place<'a, S> {
         let s = &self.snap;
-        locate(s.main.len(), [&s.frozen, &s.mid, &s.sealed, top], slot)
+        locate(
+            s.main.len(),
+            [&s.frozen, &s.mid, &s.low, &s.sealed, top],
+            slot,
+        )
     }
 
     /// Removes `id` in `top`; the slot it had, if it was stored.
@@ -542,9 +563,9 @@ impl<S: Scheme> Engine<S> {
         Ok(())
     }
 
-    /// Seals `top` (full, with its tables filled) and folds it into the middle level: on
-    /// a thread of its own where folds run apart, while the next top fills; else now. No
-    /// fold may be running.
+    /// Seals `top` (full, with its tables filled) and folds it into the low level (or with
+    /// it into the middle one, [`fold_upper`]): on a thread of its own where folds run
+    /// apart, while the next top fills; else now. No fold may be running.
     fn seal(&mut self, top: Level<S>) {
         if !(S::FOLD_APART && self.background) {
             self.fold_now(top);
@@ -557,44 +578,32 @@ impl<S: Scheme> Engine<S> {
         };
         self.publish(sealed);
         let snap = Arc::clone(&self.snap);
+        let low_cap = self.low_cap();
         // On its own thread and not the pool: a rebuild may keep the pool busy for
         // seconds, and the writer would wait on the fold behind it.
         self.folding = Some(std::thread::spawn(move || {
-            folded(
-                &snap.scheme,
-                &snap.mid,
-                &snap.sealed,
-                snap.mid_base(),
-                false,
-            )
+            fold_upper(&snap, &snap.sealed, low_cap, false)
         }));
     }
 
-    /// Folds `top` (the next top level, whose tables need not be filled) into the middle
-    /// level on this thread and publishes the result under an empty top. No fold may be
-    /// running.
+    /// Folds `top` (the next top level, whose tables need not be filled) into the low
+    /// level, or with it into the middle one ([`fold_upper`]), on this thread and
+    /// publishes the result under an empty top. No fold may be running.
     fn fold_now(&mut self, top: Level<S>) {
         let snap = Arc::clone(&self.snap);
-        let due = snap.mid.weight() + top.weight() > self.mid_cap() && self.pending.is_none();
+        let (low, mid) = (snap.low.weight(), snap.mid.weight());
+        let into_mid = low + top.weight() > self.low_cap();
+        let due = into_mid && mid + low + top.weight() > self.mid_cap() && self.pending.is_none();
         if due && !self.rebuild_apart() {
             // The rebuild reads the documents, not the tables: no need to fold first.
-            let all = Snap {
-                mid: Arc::clone(&snap.mid),
-                ..snap.with_top(Arc::new(top))
-            };
+            let all = snap.with_top(Arc::new(top));
             drop(snap);
             self.rebuild_now(all);
             return;
         }
         // A rebuild keeps the thread pool busy with long tasks: fold on this thread then.
-        let level = folded(
-            &snap.scheme,
-            &snap.mid,
-            &top,
-            snap.mid_base(),
-            self.pending.is_none(),
-        );
-        self.install_fold(level, Level::empty(snap.scheme.tables()));
+        let fold = fold_upper(&snap, &top, self.low_cap(), self.pending.is_none());
+        self.install_fold(fold, Level::empty(snap.scheme.tables()));
     }
 
     /// Whether a rebuild of the main part due now runs on another thread: when asked to,
@@ -628,42 +637,46 @@ impl<S: Scheme> Engine<S> {
     /// Waits for the fold running in the background, if any, and installs it.
     fn finish_fold(&mut self) {
         if let Some(handle) = self.folding.take() {
-            let level = match handle.join() {
-                Ok(level) => level,
-                Err(_) => {
-                    let snap = &self.snap;
-                    folded(
-                        &snap.scheme,
-                        &snap.mid,
-                        &snap.sealed,
-                        snap.mid_base(),
-                        false,
-                    )
-                }
+            let fold = match handle.join() {
+                Ok(fold) => fold,
+                Err(_) => fold_upper(&self.snap, &self.snap.sealed, self.low_cap(), false),
             };
             let top = (*self.snap.top).clone();
-            self.install_fold(level, top);
+            self.install_fold(fold, top);
         }
     }
 
-    /// Publishes `level` as the middle level (the old one and the sealed one folded) under
-    /// `top`. When it outgrows its share of the index, it becomes the frozen level of a
-    /// rebuild of the main part on another thread instead, or, when that cannot run
-    /// apart, the main part is rebuilt now.
-    fn install_fold(&mut self, level: Level<S>, top: Level<S>) {
+    /// Publishes what `fold` made under `top`: a low level (the old one and the sealed one
+    /// folded), or a middle level (the old one, the low one and the sealed one). A middle
+    /// level that outgrows its share of the index becomes the frozen level of a rebuild of
+    /// the main part on another thread instead, or, when that cannot run apart, the main
+    /// part is rebuilt now.
+    fn install_fold(&mut self, fold: Folded<S>, top: Level<S>) {
         let snap = Arc::clone(&self.snap);
-        let due = level.weight() > self.mid_cap() && self.pending.is_none();
-        let (level, top) = (Arc::new(level), Arc::new(top));
-        if !due {
+        let (level, top) = (Arc::new(fold.level), Arc::new(top));
+        // The levels replaced are let go of apart; not the state, which holds the main
+        // part, still current: a rebuild in place takes that over when it is the only
+        // holder.
+        if !fold.into_mid {
             self.publish(Snap {
-                mid: level,
+                low: level,
                 sealed: snap.empty_level(),
                 ..snap.with_top(top)
             });
-            // The old middle level and the sealed one; not the state, which holds the
-            // main part, still current: a rebuild in place takes that over when it is the
-            // only holder.
-            let replaced = (Arc::clone(&snap.mid), Arc::clone(&snap.sealed));
+            let replaced = (Arc::clone(&snap.low), Arc::clone(&snap.sealed));
+            drop(snap);
+            retire(replaced);
+            return;
+        }
+        let due = level.weight() > self.mid_cap() && self.pending.is_none();
+        if !due {
+            self.publish(Snap {
+                mid: level,
+                low: snap.empty_level(),
+                sealed: snap.empty_level(),
+                ..snap.with_top(top)
+            });
+            let replaced = [&snap.mid, &snap.low, &snap.sealed].map(Arc::clone);
             drop(snap);
             retire(replaced);
             return;
@@ -671,6 +684,7 @@ impl<S: Scheme> Engine<S> {
         if !self.rebuild_apart() {
             let all = Snap {
                 mid: level,
+                low: snap.empty_level(),
                 sealed: snap.empty_level(),
                 ..snap.with_top(top)
             };
@@ -681,6 +695,7 @@ impl<S: Scheme> Engine<S> {
         self.publish(Snap {
             frozen: level,
             mid: snap.empty_level(),
+            low: snap.empty_level(),
             sealed: snap.empty_level(),
             ..snap.with_top(top)
         });
@@ -740,8 +755,9 @@ impl<S: Scheme> Engine<S> {
                 removed: level.removed.iter().filter_map(|&s| moved(s)).collect(),
             })
         };
-        let (mid, sealed, top) = (
+        let (mid, low, sealed, top) = (
             renumber(&snap.mid),
+            renumber(&snap.low),
             renumber(&snap.sealed),
             renumber(&snap.top),
         );
@@ -756,6 +772,7 @@ impl<S: Scheme> Engine<S> {
             main: Arc::new(main),
             frozen: snap.empty_level(),
             mid,
+            low,
             sealed,
             top,
         });
@@ -794,6 +811,44 @@ fn retire<T: Send + 'static>(old: T) {
             crate::par::lower_priority();
             drop(old)
         });
+}
+
+/// What a fold made: the low level with the level above it taken in, or the middle level
+/// with both (the low one then empty).
+pub(super) struct Folded<S: Scheme> {
+    level: Level<S>,
+    into_mid: bool,
+}
+
+/// `snap`'s low level with `upper` folded in (the level after it: the sealed one, or the
+/// next top one when none is sealed; its tables need not be filled), or, when the two
+/// would hold more than `low_cap`, its middle level with both. The tables are merged in
+/// parallel when `parallel`.
+fn fold_upper<S: Scheme>(
+    snap: &Snap<S>,
+    upper: &Level<S>,
+    low_cap: usize,
+    parallel: bool,
+) -> Folded<S> {
+    let (scheme, low) = (&snap.scheme, &*snap.low);
+    if low.weight() + upper.weight() <= low_cap {
+        let level = folded(scheme, low, upper, snap.low_base(), parallel);
+        return Folded {
+            level,
+            into_mid: false,
+        };
+    }
+    let level = if low.weight() == 0 {
+        folded(scheme, &snap.mid, upper, snap.mid_base(), parallel)
+    } else {
+        // The low level is small beside the middle one: its tables are made again.
+        let both = folded(scheme, low, upper, snap.low_base(), false);
+        folded(scheme, &snap.mid, &both, snap.mid_base(), parallel)
+    };
+    Folded {
+        level,
+        into_mid: true,
+    }
 }
 
 /// Level `mid`, whose slots start at `base`, with `top` (the level after it, whose tables

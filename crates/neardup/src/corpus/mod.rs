@@ -46,7 +46,7 @@ mod raw;
 pub use bands::{BandIndex, BandIndexReader, BandSnapshot, Candidates};
 pub use documents::Documents;
 
-use engine::{Engine, Level, Place, Scheme, Snap};
+use engine::{Engine, Level, Place, Scheme, Snap, LEVELS};
 use level::{level_dir, run_level};
 use main_part::{Index, Main, Packed, Wide, IMPLIED};
 
@@ -102,10 +102,12 @@ fn middle_cap(main: usize, in_place: bool) -> usize {
 }
 
 /// Documents and removals the top level takes before it is folded. Each write copies the
-/// top and each fold the middle: a top of about the square root of the middle balances
-/// the two.
+/// top level, half of it on average, and is merged by folds about `sqrt(mid / top)` times
+/// a table (the low level's cap the geometric mean of the two); a merge costs about five
+/// times a copy an entry (`examples/write_cost.rs`), so the sum is least near
+/// `3 · cbrt(mid)`: 430 at 100M documents, 256 (the least) up to 19M.
 fn top_cap(main: usize) -> usize {
-    (mid_cap(main) as f64).sqrt().clamp(256.0, 4096.0) as usize
+    (3.0 * (mid_cap(main) as f64).cbrt()).clamp(256.0, 4096.0) as usize
 }
 
 /// Bytes per fingerprint of a large corpus with this many tables of at least `lead`
@@ -400,9 +402,9 @@ impl Snapshot {
 
     /// The levels holding entries, which queries search besides the main part (usually
     /// none, or the top one), and how many there are.
-    fn busy_levels(&self) -> ([&Level<Fingerprints>; 4], usize) {
+    fn busy_levels(&self) -> ([&Level<Fingerprints>; LEVELS], usize) {
         let all = self.levels();
-        let mut busy = [all[0]; 4];
+        let mut busy = [all[0]; LEVELS];
         let mut n = 0;
         for level in all {
             if level.tables.iter().any(|t| !t.is_empty()) {
